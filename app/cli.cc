@@ -1,0 +1,164 @@
+#include "app/cli.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
+
+namespace pbert::app {
+
+std::string Args::Get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() || it->second.empty() ? fallback : it->second.back();
+}
+
+const std::vector<std::string>& Args::GetAll(const std::string& name) const {
+  static const std::vector<std::string> kNone;
+  auto it = values_.find(name);
+  return it == values_.end() ? kNone : it->second;
+}
+
+absl::StatusOr<int64_t> Args::GetInt(const std::string& name, int64_t fallback) const {
+  if (!Has(name)) return fallback;
+  int64_t value;
+  if (!absl::SimpleAtoi(Get(name), &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " expects an integer, got '", Get(name), "'"));
+  }
+  return value;
+}
+
+std::vector<Flag> ConfigFlags() {
+  return {
+      {"config", "FILE", "YAML experiment config (see configs/); defaults apply without it"},
+      {"set", "SECTION.KEY=VALUE", "override one config value; may be repeated", true},
+      {"threads", "N", "intra-op threads (same as --set run.threads=N; 0 = all CPUs)"},
+      {"log-level", "LEVEL", "trace, debug, info, warn, error or off (--set run.log_level)"},
+  };
+}
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kOutOfRange:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+std::string CommandLine::Help() const {
+  std::string text =
+      "packed-bert: BERT pretraining on packed sequences\n\n"
+      "usage: packed-bert <command> [flags]\n\ncommands:\n";
+  for (const Command& c : commands_) {
+    absl::StrAppend(&text, absl::StrFormat("  %-10s %s%s\n", c.name, c.summary,
+                                           c.run ? "" : " (not yet available)"));
+  }
+  absl::StrAppend(&text, "\nRun 'packed-bert <command> --help' for the flags of a command.\n");
+  return text;
+}
+
+std::string CommandLine::Help(const Command& command) {
+  std::string text = absl::StrCat("usage: packed-bert ", command.usage, "\n\n", command.summary,
+                                  ".\n");
+  if (!command.details.empty()) absl::StrAppend(&text, "\n", command.details, "\n");
+  if (!command.flags.empty()) absl::StrAppend(&text, "\nflags:\n");
+  for (const Flag& f : command.flags) {
+    std::string left = absl::StrCat("--", f.name, f.value_name.empty() ? "" : " ", f.value_name);
+    absl::StrAppend(&text, absl::StrFormat("  %-28s %s\n", left, f.help));
+  }
+  absl::StrAppend(&text, absl::StrFormat("  %-28s %s\n", "--help", "show this help"));
+  return text;
+}
+
+absl::StatusOr<Args> CommandLine::Parse(const Command& command,
+                                        const std::vector<std::string>& argv) {
+  Args args;
+  auto hint = absl::StrCat("; see 'packed-bert ", command.name, " --help'");
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (!absl::StartsWith(arg, "--") || arg == "--") {
+      args.positional_.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    bool inline_value = false;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    const Flag* flag = nullptr;
+    for (const Flag& f : command.flags) {
+      if (f.name == name) flag = &f;
+    }
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, hint));
+    }
+    if (flag->value_name.empty()) {
+      if (inline_value) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value", hint));
+      }
+    } else if (!inline_value) {
+      if (i + 1 >= argv.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " needs a value (", flag->value_name, ")", hint));
+      }
+      value = argv[++i];
+    }
+    auto& slot = args.values_[name];
+    if (!slot.empty() && !flag->repeated) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice", hint));
+    }
+    slot.push_back(value);
+  }
+  return args;
+}
+
+int CommandLine::Run(int argc, char** argv) const {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    std::cout << Help();
+    return argc < 2 ? 2 : 0;
+  }
+  std::string name = argv[1];
+  const Command* command = nullptr;
+  for (const Command& c : commands_) {
+    if (c.name == name) command = &c;
+  }
+  if (command == nullptr) {
+    std::cerr << "packed-bert: unknown command '" << name << "'; see 'packed-bert --help'\n";
+    return 2;
+  }
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  for (const std::string& a : rest) {
+    if (a == "--help" || a == "-h") {
+      std::cout << Help(*command);
+      return 0;
+    }
+  }
+  if (!command->run) {
+    std::cerr << "packed-bert " << name
+              << ": not yet available in this version; see 'packed-bert --help'\n";
+    return 2;
+  }
+  absl::StatusOr<Args> args = Parse(*command, rest);
+  absl::Status status = args.ok() ? command->run(*args) : args.status();
+  if (!status.ok()) {
+    std::cerr << "packed-bert " << name << ": error: " << status.message() << "\n";
+    return ExitCodeFor(status);
+  }
+  return 0;
+}
+
+}  // namespace pbert::app

@@ -1,0 +1,72 @@
+// The command line of `packed-bert`: one binary, subcommands, each with its
+// own flags and `--help`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace pbert::app {
+
+struct Flag {
+  std::string name;        // without dashes, e.g. "max-len"
+  std::string value_name;  // e.g. "N"; empty for a switch that takes no value
+  std::string help;
+  bool repeated = false;   // may be given several times (--set)
+};
+
+// Flags and positional arguments of one invocation.
+class Args {
+ public:
+  bool Has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string Get(const std::string& name, const std::string& fallback = "") const;
+  const std::vector<std::string>& GetAll(const std::string& name) const;
+  absl::StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  friend class CommandLine;
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> positional_;
+};
+
+struct Command {
+  std::string name;
+  std::string summary;  // one line, shown in `packed-bert --help`
+  std::string usage;    // the synopsis after "packed-bert "
+  std::string details;  // optional paragraphs after the synopsis
+  std::vector<Flag> flags;
+  // nullptr: the subcommand is planned but not available in this version.
+  std::function<absl::Status(const Args&)> run;
+};
+
+// The flags every config-driven command takes: --config, --set, --threads,
+// --log-level.
+std::vector<Flag> ConfigFlags();
+
+class CommandLine {
+ public:
+  explicit CommandLine(std::vector<Command> commands) : commands_(std::move(commands)) {}
+
+  // Runs the subcommand named by argv[1]; returns the process exit code:
+  // 0 success, 1 failure while working, 2 bad usage, bad config or input
+  // that the user must fix, or a subcommand that is not yet available.
+  int Run(int argc, char** argv) const;
+
+  std::string Help() const;
+  static std::string Help(const Command& command);
+  static absl::StatusOr<Args> Parse(const Command& command, const std::vector<std::string>& argv);
+
+ private:
+  std::vector<Command> commands_;
+};
+
+// The exit code for a failed status (see CommandLine::Run).
+int ExitCodeFor(const absl::Status& status);
+
+}  // namespace pbert::app

@@ -1,0 +1,93 @@
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "app/commands.h"
+#include "app/config.h"
+#include "common/atomic_file.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "data/histogram.h"
+#include "data/packing/algorithms.h"
+#include "data/packing/report.h"
+
+namespace pbert::app {
+namespace {
+
+absl::Status RunPack(const Args& args) {
+  ASSIGN_OR_RETURN(ExperimentConfig config,
+                   LoadConfig(args, {{"histogram", "data.histogram"},
+                                     {"max-len", "data.max_seq_len"},
+                                     {"algorithm", "packing.algorithm"},
+                                     {"max-depth", "packing.max_depth"}}));
+  const std::string format = args.Get("format", "text");
+  if (format != "text" && format != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format must be text or json, got '", format, "'"));
+  }
+  if (config.data.histogram.empty()) {
+    return absl::InvalidArgumentError(
+        "nothing to pack: give --histogram FILE (or data.histogram in the config)");
+  }
+  ASSIGN_OR_RETURN(data::LengthHistogram histogram,
+                   data::ReadHistogramFile(config.data.histogram,
+                                           static_cast<int>(config.data.max_seq_len)));
+  data::PackingOptions options;
+  options.max_len = static_cast<int>(config.data.max_seq_len);
+  options.max_depth = static_cast<int>(config.packing.max_depth);
+  options.seed = static_cast<uint64_t>(config.run.seed);
+
+  std::vector<std::string> algorithms;
+  if (args.Has("compare")) {
+    for (const auto& a : data::PackingAlgorithms()) algorithms.push_back(a.name);
+  } else {
+    algorithms.push_back(config.packing.algorithm);
+  }
+  auto log = logging::Get("pack");
+  log->info("{}: {} sequences, {} tokens, max length {}, max depth {}", config.data.histogram,
+            histogram.sequences(), histogram.tokens(), options.max_len, options.max_depth);
+  std::vector<data::PackingReport> reports;
+  for (const std::string& name : algorithms) {
+    ASSIGN_OR_RETURN(data::PackingRun run, data::RunPacking(name, histogram, options));
+    log->info("{}: {} packs, efficiency {:.4f}%, in {:.3f} s", name, run.report.packs,
+              100.0 * run.report.efficiency, run.report.seconds);
+    if (format == "json") std::cout << data::ReportJson(run.report) << std::endl;
+    reports.push_back(run.report);
+    if (args.Has("plot") && name == algorithms.back()) {
+      std::string title = absl::StrCat(config.data.histogram, ": ", name, ", max depth ",
+                                       options.max_depth);
+      RETURN_IF_ERROR(WriteFileAtomically(args.Get("plot"),
+                                          data::PackingSvg(histogram, run.plan, title)));
+      log->info("plot written to {}", args.Get("plot"));
+    }
+  }
+  if (format == "text") std::cout << data::ReportTable(reports);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command PackCommand() {
+  Command command;
+  command.name = "pack";
+  command.summary = "decide which sequences share a row, and report how well";
+  command.usage =
+      "pack --histogram FILE --max-len S [--algorithm A] [--max-depth D] [--compare] "
+      "[--format text|json] [--plot FILE.svg]";
+  command.details =
+      "Packs a bare length histogram (line i = count of sequences of length i, '#' comments)\n"
+      "for planning and benchmarks. Algorithms: none, greedy, ffd, spfhp, lpfhp, nnlshp, lp.";
+  command.flags = {
+      {"histogram", "FILE", "length histogram to pack (data.histogram)"},
+      {"max-len", "S", "tokens per row (data.max_seq_len)"},
+      {"algorithm", "A", "packing algorithm (packing.algorithm)"},
+      {"max-depth", "D", "most sequences per row (packing.max_depth)"},
+      {"compare", "", "run every algorithm and print one table"},
+      {"format", "FMT", "text (a table) or json (one object per line per algorithm)"},
+      {"plot", "FILE", "write an SVG of the histogram and of the row fill"},
+  };
+  for (Flag f : ConfigFlags()) command.flags.push_back(f);
+  command.run = RunPack;
+  return command;
+}
+
+}  // namespace pbert::app

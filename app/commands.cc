@@ -1,0 +1,29 @@
+#include "app/commands.h"
+
+namespace pbert::app {
+namespace {
+
+// A subcommand whose issue has not landed yet: listed in --help, and running
+// it says so with exit code 2.
+Command Planned(std::string name, std::string summary, std::string usage) {
+  return Command{std::move(name), std::move(summary), std::move(usage), "", {}, nullptr};
+}
+
+}  // namespace
+
+std::vector<Command> AllCommands() {
+  return {
+      Planned("prepare", "turn raw text or MLPerf HDF5 into an instance store",
+              "prepare --config FILE"),
+      Planned("tokenize", "print WordPiece ids of text lines", "tokenize --vocab V.txt [FILE]"),
+      Planned("verify", "check an instance store or pack index", "verify PATH"),
+      PackCommand(),
+      Planned("train", "pretrain BERT on packed data", "train --config FILE"),
+      Planned("score", "evaluate weights on MLPerf-format data", "score --config FILE"),
+      Planned("model", "create model weights", "model init --config FILE --out W.safetensors"),
+      Planned("launch", "start N local training processes", "launch --nproc N -- train ..."),
+      ConfigCommand(),
+  };
+}
+
+}  // namespace pbert::app

@@ -1,0 +1,16 @@
+// The subcommands of `packed-bert`, one factory per file.
+#pragma once
+
+#include <vector>
+
+#include "app/cli.h"
+
+namespace pbert::app {
+
+Command ConfigCommand();
+Command PackCommand();
+
+// Every subcommand, in the order `packed-bert --help` lists them.
+std::vector<Command> AllCommands();
+
+}  // namespace pbert::app

@@ -1,0 +1,44 @@
+#include "app/config.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "app/runtime.h"
+#include "common/atomic_file.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace pbert::app {
+
+absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
+                                            const std::vector<FlagKey>& shorthands) {
+  std::vector<config::Override> overrides = config::SetFlags(args.GetAll("set"));
+  std::vector<FlagKey> flags = {{"threads", "run.threads"}, {"log-level", "run.log_level"}};
+  flags.insert(flags.end(), shorthands.begin(), shorthands.end());
+  for (const FlagKey& f : flags) {
+    if (!args.Has(f.flag)) continue;
+    overrides.push_back({absl::StrCat(f.key, "=", args.Get(f.flag)),
+                         absl::StrCat("--", f.flag, " ", args.Get(f.flag))});
+  }
+  ExperimentConfig config;
+  RETURN_IF_ERROR(config::Load(args.Get("config"), overrides, &config));
+  ASSIGN_OR_RETURN(auto level, logging::ParseLevel(config.run.log_level));
+  logging::Init(level);
+  int threads = SetIntraOpThreads(static_cast<int>(config.run.threads));
+  logging::Get("run")->debug("intra-op threads: {}", threads);
+  return config;
+}
+
+absl::Status WriteEffectiveConfig(const ExperimentConfig& config) {
+  std::error_code error;
+  std::filesystem::create_directories(config.run.output_dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create run.output_dir '",
+                                                    config.run.output_dir, "': ",
+                                                    error.message()));
+  }
+  return WriteFileAtomically(config.run.output_dir + "/config.yaml", config::Dump(config));
+}
+
+}  // namespace pbert::app

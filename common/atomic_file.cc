@@ -1,0 +1,119 @@
+#include "common/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pbert {
+namespace {
+
+std::string DirectoryOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
+  std::string pattern = path + ".tmp.XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  int fd = ::mkstemp(buffer.data());
+  if (fd < 0) {
+    return ErrnoError(absl::StrCat("cannot create a temporary file beside ", path,
+                                   " (does its directory exist and is it writable?)"),
+                      errno);
+  }
+  return AtomicFileWriter(path, std::string(buffer.data()), fd);
+}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
+    : path_(std::move(other.path_)),
+      temp_path_(std::move(other.temp_path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      size_(other.size_) {}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(temp_path_.c_str());
+  }
+}
+
+absl::Status AtomicFileWriter::Write(absl::Span<const uint8_t> data) {
+  if (fd_ < 0) return absl::FailedPreconditionError("write after commit: " + path_);
+  const uint8_t* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(absl::StrCat("cannot write ", temp_path_), errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  size_ += data.size();
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFileWriter::Write(absl::string_view text) {
+  return Write(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()),
+                                         text.size()));
+}
+
+absl::Status AtomicFileWriter::Commit() {
+  if (fd_ < 0) return absl::FailedPreconditionError("commit called twice: " + path_);
+  // mkstemp creates 0600 files; give the result the usual permissions.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd_, 0666 & ~mask) != 0 || ::fsync(fd_) != 0) {
+    return ErrnoError(absl::StrCat("cannot flush ", temp_path_), errno);
+  }
+  int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(temp_path_.c_str());
+    return ErrnoError(absl::StrCat("cannot close ", temp_path_), err);
+  }
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    int err = errno;
+    ::unlink(temp_path_.c_str());
+    return ErrnoError(absl::StrCat("cannot rename ", temp_path_, " to ", path_), err);
+  }
+  // Make the rename itself durable.
+  int dir_fd = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+  ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  RETURN_IF_ERROR(writer.Write(contents));
+  return writer.Commit();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return ErrnoError(absl::StrCat("cannot read ", path), errno);
+  return out.str();
+}
+
+}  // namespace pbert

@@ -1,0 +1,51 @@
+// Writes a file so that readers see either the old file or the complete new
+// one, never a half-written one: data goes to a temporary file beside the
+// target, which is fsynced and renamed over it on Commit().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace pbert {
+
+class AtomicFileWriter {
+ public:
+  // Creates the temporary file in the target's directory.
+  static absl::StatusOr<AtomicFileWriter> Create(const std::string& path);
+
+  AtomicFileWriter(AtomicFileWriter&& other) noexcept;
+  AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  // Removes the temporary file unless Commit() succeeded.
+  ~AtomicFileWriter();
+
+  absl::Status Write(absl::Span<const uint8_t> data);
+  absl::Status Write(absl::string_view text);
+  // Bytes written so far.
+  uint64_t size() const { return size_; }
+  // Flushes, fsyncs and renames the temporary file over the target.
+  absl::Status Commit();
+
+ private:
+  AtomicFileWriter(std::string path, std::string temp_path, int fd)
+      : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// Writes `contents` to `path` atomically.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+
+// Reads a whole (small) file into a string.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace pbert

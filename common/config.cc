@@ -1,0 +1,158 @@
+#include "common/config.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+
+namespace pbert::config {
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+Check<std::string> OneOf(std::vector<std::string> choices) {
+  return [choices](const std::string& v) -> std::string {
+    if (std::find(choices.begin(), choices.end(), v) != choices.end()) return "";
+    return absl::StrCat("'", v, "' is not one of: ", absl::StrJoin(choices, ", "));
+  };
+}
+
+Reader::Reader(YAML::Node node, std::string path, const Sources* sources)
+    : node_(node), path_(std::move(path)), sources_(sources) {}
+
+bool Reader::Lookup(const std::string& key, YAML::Node* out) const {
+  if (!node_.IsMap()) return false;
+  const YAML::Node& map = node_;  // const: a lookup must not insert the key
+  YAML::Node child = map[key];
+  if (!child.IsDefined()) return false;
+  out->reset(child);
+  return true;
+}
+
+std::string Reader::PathOf(const std::string& key) const {
+  return path_.empty() ? key : absl::StrCat(path_, ".", key);
+}
+
+std::string Reader::Where(const std::string& key, const YAML::Node& node) const {
+  std::string path = PathOf(key);
+  // An override of this key, or of a section holding it, wins.
+  for (const auto& [overridden, flag] : sources_->overrides) {
+    if (path == overridden || absl::StartsWith(overridden, path + ".")) return flag;
+  }
+  if (node.IsDefined() && !node.Mark().is_null() && !sources_->file.empty()) {
+    return absl::StrCat(sources_->file, ":", node.Mark().line + 1, ":", node.Mark().column + 1);
+  }
+  return sources_->file.empty() ? "default config" : absl::StrCat(sources_->file, " (default)");
+}
+
+void Reader::Fail(const std::string& key, const YAML::Node& node, const std::string& what) {
+  if (!status_.ok()) return;
+  status_ = absl::InvalidArgumentError(
+      absl::StrCat(Where(key, node), ": ", PathOf(key), ": ", what));
+}
+
+absl::Status Reader::Finish() {
+  if (!status_.ok() || !node_.IsMap()) return status_;
+  for (const auto& entry : node_) {
+    std::string key = entry.first.as<std::string>();
+    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+    std::string hint;
+    for (const std::string& candidate : known_) {
+      if (EditDistance(key, candidate) <= 2) hint = absl::StrCat("; did you mean '", candidate, "'?");
+    }
+    if (hint.empty()) hint = absl::StrCat("; known keys here: ", absl::StrJoin(known_, ", "));
+    Fail(key, entry.first, absl::StrCat("unknown key", hint));
+    break;
+  }
+  return status_;
+}
+
+std::vector<Override> SetFlags(const std::vector<std::string>& assignments) {
+  std::vector<Override> out;
+  for (const std::string& a : assignments) out.push_back({a, absl::StrCat("--set ", a)});
+  return out;
+}
+
+absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* root,
+                            Sources* sources) {
+  for (const Override& o : overrides) {
+    const std::string& text = o.assignment;
+    const std::string& flag = o.origin;
+    size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": expected section.key=value, e.g. --set run.threads=2"));
+    }
+    std::string path = text.substr(0, eq);
+    std::vector<std::string> parts = absl::StrSplit(path, '.');
+    if (std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": empty part in key '", path, "'"));
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(text.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": value is not valid YAML: ", e.msg));
+    }
+    if (!root->IsDefined() || root->IsNull()) *root = YAML::Node(YAML::NodeType::Map);
+    YAML::Node current;
+    current.reset(*root);
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      YAML::Node next = current[parts[i]];
+      if (next.IsDefined() && !next.IsNull() && !next.IsMap()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, ": '", absl::StrJoin(parts.begin(), parts.begin() + i + 1, "."),
+            "' is a value, not a section"));
+      }
+      if (!next.IsDefined() || next.IsNull()) current[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      YAML::Node child = current[parts[i]];
+      current.reset(child);
+    }
+    current[parts.back()] = value;
+    sources->overrides[path] = flag;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadTree(const std::string& file, const std::vector<Override>& overrides,
+                      YAML::Node* root, Sources* sources) {
+  sources->file = file;
+  *root = YAML::Node(YAML::NodeType::Map);
+  if (!file.empty()) {
+    if (!std::ifstream(file).good()) {
+      return absl::NotFoundError(absl::StrCat(
+          "config file '", file, "' not found or not readable; see configs/ for examples"));
+    }
+    try {
+      YAML::Node loaded = YAML::LoadFile(file);
+      if (loaded.IsMap()) {
+        *root = loaded;
+      } else if (loaded.IsDefined() && !loaded.IsNull()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            file, ":", loaded.Mark().line + 1, ": the top level must be a map of sections"));
+      }
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ":", e.mark.line + 1, ":",
+                                                     e.mark.column + 1, ": YAML syntax: ", e.msg));
+    }
+  }
+  return ApplyOverrides(overrides, root, sources);
+}
+
+}  // namespace pbert::config

@@ -1,0 +1,69 @@
+#include "common/logging.h"
+
+#include <mutex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+
+namespace pbert::logging {
+namespace {
+
+struct State {
+  std::mutex mu;
+  spdlog::level::level_enum level = spdlog::level::info;
+  int rank = 0;
+  spdlog::sink_ptr sink;
+};
+
+State& GetState() {
+  static State* state = [] {
+    auto* s = new State;
+    // Logs go to stderr so that stdout stays machine-readable (JSON, ids).
+    s->sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    return s;
+  }();
+  return *state;
+}
+
+void Configure(const State& s, spdlog::logger& logger) {
+  std::string rank_tag = s.rank == 0 ? "" : absl::StrCat(" [rank ", s.rank, "]");
+  logger.set_pattern(absl::StrCat("[%H:%M:%S.%e] [%l]", rank_tag, " [%n] %v"));
+  logger.set_level(s.rank == 0 ? s.level : std::max(s.level, spdlog::level::warn));
+}
+
+}  // namespace
+
+absl::StatusOr<spdlog::level::level_enum> ParseLevel(absl::string_view name) {
+  static const std::pair<const char*, spdlog::level::level_enum> kLevels[] = {
+      {"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
+      {"info", spdlog::level::info},   {"warn", spdlog::level::warn},
+      {"error", spdlog::level::err},   {"off", spdlog::level::off}};
+  for (const auto& [text, level] : kLevels) {
+    if (name == text) return level;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown log level '", name, "'; use one of trace, debug, info, warn, error, off"));
+}
+
+void Init(spdlog::level::level_enum level, int rank) {
+  State& s = GetState();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.level = level;
+  s.rank = rank;
+  spdlog::apply_all(
+      [&](const std::shared_ptr<spdlog::logger>& logger) { Configure(s, *logger); });
+}
+
+std::shared_ptr<spdlog::logger> Get(absl::string_view component) {
+  State& s = GetState();
+  std::string name(component);
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (auto existing = spdlog::get(name)) return existing;
+  auto logger = std::make_shared<spdlog::logger>(name, s.sink);
+  Configure(s, *logger);
+  spdlog::register_logger(logger);
+  return logger;
+}
+
+}  // namespace pbert::logging

@@ -1,0 +1,138 @@
+#include "data/packing/report.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "data/packing/algorithms.h"
+#include "nlohmann/json.hpp"
+
+namespace pbert::data {
+
+absl::StatusOr<PackingRun> RunPacking(const std::string& name, const LengthHistogram& histogram,
+                                      const PackingOptions& options) {
+  ASSIGN_OR_RETURN(const PackingAlgorithm* algorithm, FindPackingAlgorithm(name));
+  if (histogram.max_len() > options.max_len) {
+    return absl::InvalidArgumentError(absl::StrCat("the histogram has lengths up to ",
+                                                   histogram.max_len(), ", above max_len ",
+                                                   options.max_len));
+  }
+  auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(PackingPlan plan, algorithm->pack(histogram, options));
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RETURN_IF_ERROR(Annotate(CheckPlan(plan, histogram, options),
+                           absl::StrCat("packing algorithm ", name, " produced a bad plan")));
+  PackingReport r;
+  r.algorithm = name;
+  r.max_len = options.max_len;
+  r.max_depth = options.max_depth;
+  r.sequences = plan.sequences();
+  r.tokens = plan.tokens();
+  r.packs = plan.packs();
+  r.efficiency = r.packs == 0 ? 0.0
+                              : static_cast<double>(r.tokens) /
+                                    (static_cast<double>(r.packs) * options.max_len);
+  r.packing_factor = r.packs == 0 ? 0.0 : static_cast<double>(r.sequences) / r.packs;
+  r.depth_used = plan.depth_used();
+  for (const Strategy& s : plan.strategies) r.strategies_used += s.count > 0;
+  r.lower_bound_packs = histogram.LowerBoundPacks();
+  r.theoretical_speedup = histogram.TheoreticalSpeedup();
+  r.seconds = seconds;
+  return PackingRun{std::move(plan), r};
+}
+
+std::string ReportJson(const PackingReport& r) {
+  nlohmann::ordered_json j;
+  j["algorithm"] = r.algorithm;
+  j["max_len"] = r.max_len;
+  j["max_depth"] = r.max_depth;
+  j["sequences"] = r.sequences;
+  j["tokens"] = r.tokens;
+  j["packs"] = r.packs;
+  j["efficiency"] = r.efficiency;
+  j["packing_factor"] = r.packing_factor;
+  j["depth_used"] = r.depth_used;
+  j["strategies_used"] = r.strategies_used;
+  j["lower_bound_packs"] = r.lower_bound_packs;
+  j["theoretical_speedup"] = r.theoretical_speedup;
+  j["seconds"] = r.seconds;
+  return j.dump();
+}
+
+std::string ReportTable(const std::vector<PackingReport>& reports) {
+  std::string out = absl::StrFormat("%-8s %5s %5s %12s %10s %10s %12s %9s %10s\n", "algo",
+                                    "depth", "used", "packs", "efficiency", "speed-up",
+                                    "over bound", "strategies", "seconds");
+  for (const PackingReport& r : reports) {
+    double over = r.lower_bound_packs == 0
+                      ? 0.0
+                      : 100.0 * (static_cast<double>(r.packs) / r.lower_bound_packs - 1.0);
+    absl::StrAppendFormat(&out, "%-8s %5d %5d %12d %9.4f%% %10.5f %11.4f%% %9d %10.3f\n",
+                          r.algorithm, r.max_depth, r.depth_used, r.packs, 100.0 * r.efficiency,
+                          r.packing_factor, over, r.strategies_used, r.seconds);
+  }
+  if (!reports.empty()) {
+    const PackingReport& r = reports.front();
+    absl::StrAppendFormat(&out,
+                          "%d sequences, %d tokens, max length %d: lower bound %d packs, "
+                          "theoretical speed-up %.5f\n",
+                          r.sequences, r.tokens, r.max_len, r.lower_bound_packs,
+                          r.theoretical_speedup);
+  }
+  return out;
+}
+
+namespace {
+
+// One bar panel: `values[i]` drawn as a bar at x = i, scaled to the panel.
+std::string BarPanel(const std::vector<double>& values, double left, double top, double width,
+                     double height, const std::string& title, const std::string& x_label) {
+  double peak = 0;
+  for (double v : values) peak = std::max(peak, v);
+  std::string svg = absl::StrFormat(
+      "<text x='%.1f' y='%.1f' font-size='14' font-weight='bold'>%s</text>\n"
+      "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='#888'/>\n",
+      left, top - 8, title, left, top, width, height);
+  double bar = width / std::max<size_t>(1, values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] <= 0 || peak <= 0) continue;
+    double h = height * values[i] / peak;
+    absl::StrAppendFormat(&svg, "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' fill='#3b6ea5'/>\n",
+                          left + i * bar, top + height - h, std::max(bar, 0.5), h);
+  }
+  absl::StrAppendFormat(&svg,
+                        "<text x='%.1f' y='%.1f' font-size='11'>1</text>\n"
+                        "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%d</text>\n"
+                        "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>%s</text>\n"
+                        "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>max %.0f</text>\n",
+                        left, top + height + 14, left + width, top + height + 14,
+                        values.size(), left + width / 2, top + height + 14, x_label,
+                        left + width - 4, top + 14, peak);
+  return svg;
+}
+
+}  // namespace
+
+std::string PackingSvg(const LengthHistogram& histogram, const PackingPlan& plan,
+                       const std::string& title) {
+  const int S = plan.max_len;
+  std::vector<double> lengths(histogram.counts.begin() + 1, histogram.counts.end());
+  std::vector<double> fill(S, 0.0);
+  for (const Strategy& s : plan.strategies) {
+    if (s.tokens() >= 1) fill[s.tokens() - 1] += static_cast<double>(s.count);
+  }
+  std::string svg =
+      "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='560' "
+      "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  absl::StrAppendFormat(&svg, "<text x='450' y='24' font-size='16' text-anchor='middle'>%s</text>\n",
+                        title);
+  svg += BarPanel(lengths, 50, 60, 800, 180, "sequences per length", "sequence length");
+  svg += BarPanel(fill, 50, 330, 800, 180, "packs per number of real tokens", "tokens in pack");
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace pbert::data
