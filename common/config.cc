@@ -36,13 +36,15 @@ Check<std::string> OneOf(std::vector<std::string> choices) {
 Reader::Reader(YAML::Node node, std::string path, const Sources* sources)
     : node_(node), path_(std::move(path)), sources_(sources) {}
 
-bool Reader::Lookup(const std::string& key, YAML::Node* out) const {
+bool Reader::Lookup(const std::string& key, YAML::Node* value, YAML::Node* key_node) const {
   if (!node_.IsMap()) return false;
-  const YAML::Node& map = node_;  // const: a lookup must not insert the key
-  YAML::Node child = map[key];
-  if (!child.IsDefined()) return false;
-  out->reset(child);
-  return true;
+  for (const auto& entry : node_) {
+    if (entry.first.Scalar() != key) continue;
+    value->reset(entry.second);
+    if (key_node != nullptr) key_node->reset(entry.first);
+    return true;
+  }
+  return false;
 }
 
 std::string Reader::PathOf(const std::string& key) const {

@@ -81,8 +81,9 @@ class Reader {
   absl::Status Finish();
 
  private:
-  // The value at `key` of this map, if the key is there.
-  bool Lookup(const std::string& key, YAML::Node* out) const;
+  // The value at `key` of this map (and the key itself, whose position
+  // errors about a missing value point at), if the key is there.
+  bool Lookup(const std::string& key, YAML::Node* value, YAML::Node* key_node = nullptr) const;
   std::string PathOf(const std::string& key) const;
   // "file.yaml:3:7" or "--set a.b=1" for the value at `key` (or this map).
   std::string Where(const std::string& key, const YAML::Node& node) const;
@@ -185,8 +186,8 @@ void Reader::Field(const char* key, T* value, const char* help, Check<T> check) 
   (void)help;
   known_.push_back(key);
   if (!status_.ok()) return;
-  YAML::Node child;
-  bool present = Lookup(key, &child);
+  YAML::Node child, key_node;
+  bool present = Lookup(key, &child, &key_node);
   if (present && !child.IsNull()) {
     std::string expected;
     if (!Decode(child, value, &expected)) {
@@ -196,7 +197,7 @@ void Reader::Field(const char* key, T* value, const char* help, Check<T> check) 
       return;
     }
   } else if (present) {
-    Fail(key, child, "has no value; give one or delete the key to use the default");
+    Fail(key, key_node, "has no value; give one or delete the key to use the default");
     return;
   }
   if (check) {

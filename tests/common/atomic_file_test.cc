@@ -1,0 +1,68 @@
+#include "common/atomic_file.h"
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+
+namespace pbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pbert_atomic_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  size_t FilesIn() const {
+    return std::distance(fs::directory_iterator(dir_), fs::directory_iterator{});
+  }
+  fs::path dir_;
+};
+
+TEST_F(AtomicFileTest, CommitReplacesTheFileWhole) {
+  std::string path = dir_ / "out.txt";
+  ASSERT_TRUE(WriteFileAtomically(path, "old contents").ok());
+  auto writer = AtomicFileWriter::Create(path);
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer->Write("new ").ok());
+  ASSERT_TRUE(writer->Write("contents").ok());
+  // Until the commit, readers still see the old file.
+  EXPECT_EQ(*ReadFile(path), "old contents");
+  EXPECT_EQ(writer->size(), 12u);
+  ASSERT_TRUE(writer->Commit().ok());
+  EXPECT_EQ(*ReadFile(path), "new contents");
+  EXPECT_EQ(FilesIn(), 1u);
+}
+
+TEST_F(AtomicFileTest, AbandonedWriteLeavesNothing) {
+  std::string path = dir_ / "out.txt";
+  {
+    auto writer = AtomicFileWriter::Create(path);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer->Write("partial").ok());
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_EQ(FilesIn(), 0u);
+}
+
+TEST_F(AtomicFileTest, MissingDirectoryIsAClearError) {
+  auto writer = AtomicFileWriter::Create((dir_ / "no_such_dir" / "out.txt").string());
+  ASSERT_FALSE(writer.ok());
+  EXPECT_NE(writer.status().message().find("no_such_dir"), std::string::npos);
+}
+
+TEST_F(AtomicFileTest, CommitTwiceFails) {
+  auto writer = AtomicFileWriter::Create((dir_ / "x").string());
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer->Commit().ok());
+  EXPECT_FALSE(writer->Commit().ok());
+}
+
+}  // namespace
+}  // namespace pbert

@@ -1,0 +1,163 @@
+#include "common/config.h"
+
+#include <filesystem>
+
+#include "common/atomic_file.h"
+#include "gtest/gtest.h"
+
+namespace pbert::config {
+namespace {
+
+struct TrainSection {
+  int64_t steps = 100;
+  double lr = 1e-3;
+  bool shuffle = true;
+  std::string optimizer = "lamb";
+  std::vector<std::string> inputs;
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("steps", &steps, "optimizer steps", AtLeast<int64_t>(1));
+    v.Field("lr", &lr, "peak learning rate", InRange(0.0, 1.0));
+    v.Field("shuffle", &shuffle, "shuffle each epoch");
+    v.Field("optimizer", &optimizer, "lamb or adam", OneOf({"lamb", "adam"}));
+    v.Field("inputs", &inputs, "input files");
+  }
+  absl::Status Validate() const {
+    if (optimizer == "adam" && lr > 0.1) return absl::InvalidArgumentError("adam needs lr <= 0.1");
+    return absl::OkStatus();
+  }
+};
+
+struct RunSection {
+  int64_t threads = 0;
+  template <class V>
+  void Visit(V& v) {
+    v.Field("threads", &threads, "threads", AtLeast<int64_t>(0));
+  }
+  absl::Status Validate() const { return absl::OkStatus(); }
+};
+
+struct TestConfig {
+  RunSection run;
+  TrainSection train;
+  template <class V>
+  void Visit(V& v) {
+    v.Section("run", &run, "run");
+    v.Section("train", &train, "training");
+  }
+};
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    std::string path = std::filesystem::temp_directory_path() /
+                       (std::string("pbert_cfg_") +
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml");
+    EXPECT_TRUE(WriteFileAtomically(path, text).ok());
+    return path;
+  }
+  absl::Status LoadText(const std::string& text, std::vector<std::string> sets = {}) {
+    path_ = Write(text);
+    config_ = TestConfig();
+    return Load(path_, SetFlags(sets), &config_);
+  }
+  TestConfig config_;
+  std::string path_;
+};
+
+TEST_F(ConfigTest, DefaultsWithoutAFile) {
+  ASSERT_TRUE(Load("", {}, &config_).ok());
+  EXPECT_EQ(config_.train.steps, 100);
+  EXPECT_EQ(config_.train.optimizer, "lamb");
+}
+
+TEST_F(ConfigTest, FileValuesReplaceDefaults) {
+  ASSERT_TRUE(LoadText("train:\n  steps: 7\n  lr: 0.5\n  inputs: [a.txt, b.txt]\n").ok());
+  EXPECT_EQ(config_.train.steps, 7);
+  EXPECT_DOUBLE_EQ(config_.train.lr, 0.5);
+  EXPECT_EQ(config_.train.inputs, (std::vector<std::string>{"a.txt", "b.txt"}));
+  EXPECT_TRUE(config_.train.shuffle);
+}
+
+TEST_F(ConfigTest, SetOverridesTheFile) {
+  ASSERT_TRUE(LoadText("train:\n  steps: 7\n", {"train.steps=9", "run.threads=2"}).ok());
+  EXPECT_EQ(config_.train.steps, 9);
+  EXPECT_EQ(config_.run.threads, 2);
+}
+
+TEST_F(ConfigTest, UnknownKeyNamesPathFileLineAndSuggestion) {
+  absl::Status s = LoadText("run:\n  threads: 1\ntrain:\n  step: 5\n");
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(s.message()), path_ + ":4:3: train.step: unknown key; did you mean 'steps'?");
+}
+
+TEST_F(ConfigTest, UnknownSectionListsKnownOnes) {
+  absl::Status s = LoadText("model:\n  layers: 2\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":1:1: model: unknown key; known keys here: run, train");
+}
+
+TEST_F(ConfigTest, WrongTypeNamesKeyAndLine) {
+  absl::Status s = LoadText("train:\n  steps: 7\n  lr: fast\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":3:7: train.lr: expected a number, got 'fast'");
+  s = LoadText("train:\n  steps: 2.5\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":2:10: train.steps: expected an integer, got '2.5'");
+  s = LoadText("train:\n  inputs: a.txt\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":2:11: train.inputs: expected a list of scalars, got 'a.txt'");
+  s = LoadText("train: 3\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":1:8: train: must be a map of keys (a section)");
+}
+
+TEST_F(ConfigTest, ChecksRejectOutOfRangeValues) {
+  absl::Status s = LoadText("train:\n  steps: 0\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":2:10: train.steps: must be >= 1");
+  s = LoadText("train:\n  optimizer: sgd\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":2:14: train.optimizer: 'sgd' is not one of: lamb, adam");
+}
+
+TEST_F(ConfigTest, SectionValidateRunsAfterFields) {
+  absl::Status s = LoadText("train:\n  optimizer: adam\n  lr: 0.5\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":2:3: train: adam needs lr <= 0.1");
+}
+
+TEST_F(ConfigTest, BadOverrideNamesTheFlag) {
+  EXPECT_EQ(std::string(LoadText("", {"train.steps=many"}).message()),
+            "--set train.steps=many: train.steps: expected an integer, got 'many'");
+  EXPECT_EQ(std::string(LoadText("", {"train.stepz=3"}).message()),
+            "--set train.stepz=3: train.stepz: unknown key; did you mean 'steps'?");
+  EXPECT_EQ(std::string(LoadText("", {"steps"}).message()),
+            "--set steps: expected section.key=value, e.g. --set run.threads=2");
+  EXPECT_EQ(std::string(LoadText("train:\n  steps: 3\n", {"train.steps.x=1"}).message()),
+            "--set train.steps.x=1: 'train.steps' is a value, not a section");
+}
+
+TEST_F(ConfigTest, MissingFileAndSyntaxErrors) {
+  absl::Status s = Load("/nonexistent/x.yaml", {}, &config_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("/nonexistent/x.yaml"), std::string::npos);
+  s = LoadText("train:\n  steps: [1, 2\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind(path_ + ":", 0), 0u) << s.message();
+  EXPECT_NE(s.message().find("YAML syntax"), std::string::npos);
+}
+
+TEST_F(ConfigTest, NullValueIsAnError) {
+  absl::Status s = LoadText("train:\n  steps:\n");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":2:3: train.steps: has no value; give one or delete the key to use the default");
+}
+
+TEST_F(ConfigTest, DumpLoadsBackToTheSameConfig) {
+  ASSERT_TRUE(LoadText("train:\n  steps: 42\n  lr: 0.25\n  inputs: [x]\n  shuffle: false\n").ok());
+  std::string dumped = Dump(config_);
+  TestConfig reloaded;
+  std::string path = Write(dumped);
+  ASSERT_TRUE(Load(path, {}, &reloaded).ok()) << dumped;
+  EXPECT_EQ(Dump(reloaded), dumped);
+  EXPECT_EQ(reloaded.train.steps, 42);
+  EXPECT_FALSE(reloaded.train.shuffle);
+  EXPECT_NE(dumped.find("# optimizer steps"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pbert::config
