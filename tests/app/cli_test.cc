@@ -22,7 +22,11 @@ struct Result {
 };
 
 Result RunBinary(const std::string& arguments) {
-  std::string err_path = std::filesystem::temp_directory_path() / "pbert_cli_stderr.txt";
+  // ctest runs tests in parallel processes: one stderr file per test.
+  std::string err_path = std::filesystem::temp_directory_path() /
+                         (std::string("pbert_cli_") +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                          ".stderr");
   std::string command =
       std::string(PBERT_BINARY) + " " + arguments + " 2>" + err_path + " </dev/null";
   FILE* pipe = popen(command.c_str(), "r");
