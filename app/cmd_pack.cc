@@ -55,6 +55,7 @@ absl::Status RunPack(const Args& args) {
     if (args.Has("plot") && name == algorithms.back()) {
       std::string title = absl::StrCat(config.data.histogram, ": ", name, ", max depth ",
                                        options.max_depth);
+      RETURN_IF_ERROR(WriteEffectiveConfig(config));
       RETURN_IF_ERROR(WriteFileAtomically(args.Get("plot"),
                                           data::PackingSvg(histogram, run.plan, title)));
       log->info("plot written to {}", args.Get("plot"));

@@ -1,9 +1,11 @@
 // The baselines every better algorithm is measured against.
+#include <algorithm>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
 #include "data/packing/algorithms.h"
 
 namespace pbert::data {
@@ -21,24 +23,32 @@ PackingPlan PackGreedy(const LengthHistogram& histogram, const PackingOptions& o
   std::mt19937_64 rng(options.seed);
   std::shuffle(order.begin(), order.end(), rng);
 
-  // Rows are counted by their lengths in arrival order; StrategyCounter
-  // sorts them once per distinct row rather than once per row.
-  absl::flat_hash_map<std::vector<uint16_t>, uint64_t> rows;
+  // Rows are counted by their sorted lengths packed into a short string
+  // (two bytes a length), which stays within the small-string buffer for
+  // typical depths: a hash lookup per row without an allocation.
+  absl::flat_hash_map<std::string, uint64_t> rows;
   std::vector<uint16_t> row;
+  std::string key;
   int used = 0;
+  auto close_row = [&] {
+    std::sort(row.begin(), row.end(), std::greater<uint16_t>());
+    key.assign(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(uint16_t));
+    ++rows[key];
+    row.clear();
+    used = 0;
+  };
   for (uint16_t l : order) {
     if (used + l > options.max_len || static_cast<int>(row.size()) == options.max_depth) {
-      ++rows[row];
-      row.clear();
-      used = 0;
+      close_row();
     }
     row.push_back(l);
     used += l;
   }
-  if (!row.empty()) ++rows[row];
+  if (!row.empty()) close_row();
   StrategyCounter counter;
-  for (const auto& [lengths, count] : rows) {
-    counter.Add(std::vector<int>(lengths.begin(), lengths.end()), count);
+  for (const auto& [packed, count] : rows) {
+    const auto* lengths = reinterpret_cast<const uint16_t*>(packed.data());
+    counter.Add(std::vector<int>(lengths, lengths + packed.size() / sizeof(uint16_t)), count);
   }
   return counter.ToPlan(options.max_len);
 }

@@ -65,6 +65,8 @@ PackingPlan StrategyCounter::ToPlan(int max_len) const {
   plan.max_len = max_len;
   plan.strategies.reserve(counts_.size());
   for (const auto& [lengths, count] : counts_) plan.strategies.push_back({lengths, count});
+  std::sort(plan.strategies.begin(), plan.strategies.end(),
+            [](const Strategy& a, const Strategy& b) { return a.lengths < b.lengths; });
   return plan;
 }
 

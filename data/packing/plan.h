@@ -4,10 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "data/histogram.h"
 
@@ -40,7 +40,7 @@ struct PackingPlan {
 };
 
 // Collects rows by strategy, merging equal ones; yields a plan with
-// strategies in a fixed order (by lengths).
+// strategies in a fixed order (lexicographic by lengths).
 class StrategyCounter {
  public:
   // `lengths` in any order.
@@ -49,7 +49,7 @@ class StrategyCounter {
   PackingPlan ToPlan(int max_len) const;
 
  private:
-  std::map<std::vector<int>, uint64_t> counts_;
+  absl::flat_hash_map<std::vector<int>, uint64_t> counts_;
 };
 
 // OK iff `plan` places every sequence of `histogram` exactly once and every

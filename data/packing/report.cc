@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -87,7 +88,9 @@ std::string ReportTable(const std::vector<PackingReport>& reports) {
 
 namespace {
 
-// One bar panel: `values[i]` drawn as a bar at x = i, scaled to the panel.
+// One bar panel: `values[i]` drawn as a bar at x = i on a log scale, since
+// counts span six orders of magnitude (a spike of full-length sequences
+// beside a long tail).
 std::string BarPanel(const std::vector<double>& values, double left, double top, double width,
                      double height, const std::string& title, const std::string& x_label) {
   double peak = 0;
@@ -99,7 +102,7 @@ std::string BarPanel(const std::vector<double>& values, double left, double top,
   double bar = width / std::max<size_t>(1, values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] <= 0 || peak <= 0) continue;
-    double h = height * values[i] / peak;
+    double h = height * std::log1p(values[i]) / std::log1p(peak);
     absl::StrAppendFormat(&svg, "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' fill='#3b6ea5'/>\n",
                           left + i * bar, top + height - h, std::max(bar, 0.5), h);
   }
@@ -107,7 +110,7 @@ std::string BarPanel(const std::vector<double>& values, double left, double top,
                         "<text x='%.1f' y='%.1f' font-size='11'>1</text>\n"
                         "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%d</text>\n"
                         "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>%s</text>\n"
-                        "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>max %.0f</text>\n",
+                        "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>max %.0f (log scale)</text>\n",
                         left, top + height + 14, left + width, top + height + 14,
                         values.size(), left + width / 2, top + height + 14, x_label,
                         left + width - 4, top + 14, peak);

@@ -1,0 +1,225 @@
+#include "data/packing/pack_index.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/checksum.h"
+#include "common/mmap_file.h"
+#include "common/status.h"
+
+namespace pbert::data {
+namespace {
+
+// Fixed-size little-endian header; the payload after it is the strategy
+// table then the ids, covered by payload_checksum.
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t max_len;
+  uint64_t sequences;
+  uint64_t rows;
+  uint64_t strategies;
+  uint64_t payload_bytes;
+  uint64_t payload_checksum;
+  char algorithm[16];
+};
+static_assert(sizeof(Header) == 72, "the header layout is part of the format");
+
+template <class T>
+void Append(std::string* out, const T& value) {
+  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+}  // namespace
+
+PackIndex::PackIndex(PackingPlan plan, std::vector<uint32_t> sequence_ids)
+    : plan_(std::move(plan)), ids_(std::move(sequence_ids)) {
+  Index();
+}
+
+void PackIndex::Index() {
+  row_start_.assign(1, 0);
+  id_start_.assign(1, 0);
+  for (const Strategy& s : plan_.strategies) {
+    row_start_.push_back(row_start_.back() + s.count);
+    id_start_.push_back(id_start_.back() + s.count * s.lengths.size());
+  }
+}
+
+absl::Span<const uint32_t> PackIndex::Row(uint64_t r) const {
+  size_t s = std::upper_bound(row_start_.begin(), row_start_.end(), r) - row_start_.begin() - 1;
+  size_t depth = plan_.strategies[s].lengths.size();
+  return absl::MakeConstSpan(ids_).subspan(id_start_[s] + (r - row_start_[s]) * depth, depth);
+}
+
+absl::Status PackIndex::Verify(absl::Span<const uint16_t> lengths) const {
+  if (ids_.size() != lengths.size() || id_start_.back() != ids_.size()) {
+    return absl::DataLossError(absl::StrCat("the pack index holds ", ids_.size(),
+                                            " sequences, its rows ", id_start_.back(),
+                                            ", the data ", lengths.size()));
+  }
+  std::vector<bool> seen(lengths.size(), false);
+  for (size_t s = 0; s < plan_.strategies.size(); ++s) {
+    const Strategy& strategy = plan_.strategies[s];
+    if (strategy.tokens() > plan_.max_len) {
+      return absl::DataLossError(absl::StrCat("strategy ", s, " overfills a row"));
+    }
+    for (uint64_t i = id_start_[s]; i < id_start_[s + 1]; ++i) {
+      uint32_t id = ids_[i];
+      int want = strategy.lengths[(i - id_start_[s]) % strategy.lengths.size()];
+      if (id >= lengths.size() || seen[id]) {
+        return absl::DataLossError(absl::StrCat("row ", row_start_[s] + (i - id_start_[s]) /
+                                                                          strategy.lengths.size(),
+                                                " holds sequence ", id,
+                                                id >= lengths.size() ? ", beyond the data"
+                                                                     : ", already in another row"));
+      }
+      if (lengths[id] != want) {
+        return absl::DataLossError(absl::StrCat("sequence ", id, " has length ", lengths[id],
+                                                ", its slot in the pack index says ", want));
+      }
+      seen[id] = true;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PackIndex::Write(const std::string& path, const std::string& algorithm) const {
+  std::string payload;
+  for (const Strategy& s : plan_.strategies) {
+    Append(&payload, s.count);
+    Append(&payload, static_cast<uint32_t>(s.lengths.size()));
+    for (int l : s.lengths) Append(&payload, static_cast<uint32_t>(l));
+  }
+  Header header{};
+  std::memcpy(header.magic, kPackIndexMagic, sizeof(header.magic));
+  header.version = kPackIndexVersion;
+  header.max_len = static_cast<uint32_t>(plan_.max_len);
+  header.sequences = ids_.size();
+  header.rows = rows();
+  header.strategies = plan_.strategies.size();
+  header.payload_bytes = payload.size() + ids_.size() * sizeof(uint32_t);
+  auto id_bytes = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(ids_.data()),
+                                            ids_.size() * sizeof(uint32_t));
+  ChecksumStream checksum;
+  checksum.Update({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()});
+  checksum.Update(id_bytes);
+  header.payload_checksum = checksum.Digest();
+  std::strncpy(header.algorithm, algorithm.c_str(), sizeof(header.algorithm) - 1);
+
+  ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  RETURN_IF_ERROR(writer.Write({reinterpret_cast<const uint8_t*>(&header), sizeof(header)}));
+  RETURN_IF_ERROR(writer.Write(payload));
+  RETURN_IF_ERROR(writer.Write(id_bytes));
+  return writer.Commit();
+}
+
+absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
+  ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  auto bytes = file.bytes();
+  auto corrupt = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(path, ": not a valid pack index: ", what,
+                                            "; re-run 'packed-bert pack' to rebuild it"));
+  };
+  Header header;
+  if (bytes.size() < sizeof(header)) return corrupt("shorter than its header");
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (std::memcmp(header.magic, kPackIndexMagic, sizeof(header.magic)) != 0) {
+    return corrupt("wrong magic bytes");
+  }
+  if (header.version != kPackIndexVersion) {
+    return corrupt(absl::StrCat("format version ", header.version, ", this build reads ",
+                                kPackIndexVersion));
+  }
+  if (bytes.size() - sizeof(header) != header.payload_bytes) {
+    return corrupt(absl::StrCat("truncated or padded: ", bytes.size() - sizeof(header),
+                                " payload bytes, the header says ", header.payload_bytes));
+  }
+  auto payload = bytes.subspan(sizeof(header));
+  if (Checksum64(payload) != header.payload_checksum) return corrupt("checksum mismatch");
+
+  PackingPlan plan;
+  plan.max_len = static_cast<int>(header.max_len);
+  size_t at = 0;
+  auto take = [&](void* out, size_t n) {
+    if (at + n > payload.size()) return false;
+    std::memcpy(out, payload.data() + at, n);
+    at += n;
+    return true;
+  };
+  for (uint64_t s = 0; s < header.strategies; ++s) {
+    Strategy strategy;
+    uint32_t depth;
+    if (!take(&strategy.count, 8) || !take(&depth, 4) || depth > header.max_len) {
+      return corrupt(absl::StrCat("strategy ", s, " is cut off"));
+    }
+    strategy.lengths.resize(depth);
+    for (uint32_t k = 0; k < depth; ++k) {
+      uint32_t l;
+      if (!take(&l, 4)) return corrupt(absl::StrCat("strategy ", s, " is cut off"));
+      strategy.lengths[k] = static_cast<int>(l);
+    }
+    plan.strategies.push_back(std::move(strategy));
+  }
+  if ((payload.size() - at) != header.sequences * sizeof(uint32_t)) {
+    return corrupt("the id table does not match the sequence count");
+  }
+  std::vector<uint32_t> ids(header.sequences);
+  std::memcpy(ids.data(), payload.data() + at, ids.size() * sizeof(uint32_t));
+  PackIndex index(std::move(plan), std::move(ids));
+  if (index.rows() != header.rows || index.id_start_.back() != header.sequences) {
+    return corrupt("row counts do not add up");
+  }
+  return index;
+}
+
+absl::StatusOr<PackIndex> AssignSequences(const PackingPlan& plan,
+                                          absl::Span<const uint16_t> lengths, uint64_t seed) {
+  const int S = plan.max_len;
+  if (lengths.size() > UINT32_MAX) {
+    return absl::OutOfRangeError("more than 2^32 sequences in one pack index");
+  }
+  // Counting sort of the ids by length: ids of length l occupy
+  // [start[l], start[l+1]) of `pool`.
+  std::vector<uint64_t> start(S + 2, 0);
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] == 0 || lengths[i] > S) {
+      return absl::OutOfRangeError(absl::StrCat("sequence ", i, " has length ", lengths[i],
+                                                ", outside 1..", S));
+    }
+    ++start[lengths[i] + 1];
+  }
+  LengthHistogram coverage = plan.Coverage();
+  for (int l = 1; l <= S; ++l) {
+    if (coverage.counts[l] != start[l + 1]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the packing plan has ", coverage.counts[l], " slots of length ", l, ", the data ",
+          start[l + 1], " sequences; the plan was made for other data"));
+    }
+  }
+  for (int l = 1; l <= S + 1; ++l) start[l] += start[l - 1];
+  std::vector<uint32_t> pool(lengths.size());
+  {
+    std::vector<uint64_t> next(start.begin(), start.end() - 1);
+    for (size_t i = 0; i < lengths.size(); ++i) pool[next[lengths[i]]++] = static_cast<uint32_t>(i);
+  }
+  for (int l = 1; l <= S; ++l) {
+    // One stream per length, so the result does not depend on the others.
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(l));
+    std::shuffle(pool.begin() + start[l], pool.begin() + start[l + 1], rng);
+  }
+  std::vector<uint32_t> ids;
+  ids.reserve(lengths.size());
+  std::vector<uint64_t> next(start.begin(), start.end() - 1);
+  for (const Strategy& s : plan.strategies) {
+    for (uint64_t row = 0; row < s.count; ++row) {
+      for (int l : s.lengths) ids.push_back(pool[next[l]++]);
+    }
+  }
+  return PackIndex(plan, std::move(ids));
+}
+
+}  // namespace pbert::data
