@@ -58,16 +58,74 @@ struct PackingConfig {
   absl::Status Validate() const { return absl::OkStatus(); }
 };
 
+struct OptimConfig {
+  double lr = 4e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  double weight_decay = 0.01;
+  bool bias_correction = true;
+  bool exclude_from_trust_ratio = true;
+  double max_grad_norm = 1.0;
+  std::string schedule = "poly";
+  int64_t warmup_steps = 0;
+  int64_t start_warmup_step = 0;
+  int64_t total_steps = 1000;
+  double power = 1.0;
+  double end_lr = 0.0;
+  int64_t accumulation_steps = 1;
+  std::string packing_adjustment = "betas";
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("lr", &lr, "peak learning rate", config::AtLeast(0.0));
+    v.Field("beta1", &beta1, "LAMB first-moment decay (before packing adjustment)",
+            config::InRange(0.0, 0.999999));
+    v.Field("beta2", &beta2, "LAMB second-moment decay (before packing adjustment)",
+            config::InRange(0.0, 0.999999));
+    v.Field("eps", &eps, "added to sqrt(v)", config::AtLeast(0.0));
+    v.Field("weight_decay", &weight_decay, "decoupled weight decay (not on bias, LayerNorm)",
+            config::AtLeast(0.0));
+    v.Field("bias_correction", &bias_correction, "divide moments by 1 - beta^t");
+    v.Field("exclude_from_trust_ratio", &exclude_from_trust_ratio,
+            "bias and LayerNorm also skip the trust ratio");
+    v.Field("max_grad_norm", &max_grad_norm, "global gradient clipping; 0 = none",
+            config::AtLeast(0.0));
+    v.Field("schedule", &schedule, "poly (warmup + polynomial decay) or constant",
+            config::OneOf({"poly", "constant"}));
+    v.Field("warmup_steps", &warmup_steps, "linear warmup length in optimizer steps",
+            config::AtLeast<int64_t>(0));
+    v.Field("start_warmup_step", &start_warmup_step, "offset of the warmup ramp (MLPerf)");
+    v.Field("total_steps", &total_steps, "optimizer steps; the decay ends here",
+            config::AtLeast<int64_t>(1));
+    v.Field("power", &power, "polynomial decay power", config::AtLeast(1e-9));
+    v.Field("end_lr", &end_lr, "learning rate at total_steps", config::AtLeast(0.0));
+    v.Field("accumulation_steps", &accumulation_steps, "micro-batches per optimizer step",
+            config::AtLeast<int64_t>(1));
+    v.Field("packing_adjustment", &packing_adjustment,
+            "none, betas (beta^p) or batch (accumulation / p), p = packing factor",
+            config::OneOf({"none", "betas", "batch"}));
+  }
+  absl::Status Validate() const {
+    if (warmup_steps > total_steps) {
+      return absl::InvalidArgumentError("warmup_steps must not exceed total_steps");
+    }
+    return absl::OkStatus();
+  }
+};
+
 struct ExperimentConfig {
   RunConfig run;
   DataConfig data;
   PackingConfig packing;
+  OptimConfig optim;
 
   template <class V>
   void Visit(V& v) {
     v.Section("run", &run, "where outputs go, seeds, threads, logging");
     v.Section("data", &data, "input data");
     v.Section("packing", &packing, "which sequences share a row");
+    v.Section("optim", &optim, "LAMB, learning-rate schedule, clipping, accumulation");
   }
 };
 

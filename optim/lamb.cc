@@ -1,0 +1,157 @@
+#include "optim/lamb.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+namespace pbert::optim {
+
+LambOptions::LambOptions(double lr) : lr_(lr) {}
+
+bool operator==(const LambOptions& lhs, const LambOptions& rhs) {
+  return lhs.lr() == rhs.lr() && lhs.betas() == rhs.betas() && lhs.eps() == rhs.eps() &&
+         lhs.weight_decay() == rhs.weight_decay() &&
+         lhs.bias_correction() == rhs.bias_correction() && lhs.trust_ratio() == rhs.trust_ratio();
+}
+
+void LambOptions::serialize(torch::serialize::OutputArchive& archive) const {
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(lr);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(betas);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(eps);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(weight_decay);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(bias_correction);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(trust_ratio);
+}
+
+void LambOptions::serialize(torch::serialize::InputArchive& archive) {
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, lr);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(betas_t, betas);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, eps);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, weight_decay);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, bias_correction);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, trust_ratio);
+}
+
+double LambOptions::get_lr() const { return lr(); }
+
+void LambOptions::set_lr(const double lr) { this->lr(lr); }
+
+bool operator==(const LambParamState& lhs, const LambParamState& rhs) {
+  return lhs.step() == rhs.step() && torch::equal(lhs.exp_avg(), rhs.exp_avg()) &&
+         torch::equal(lhs.exp_avg_sq(), rhs.exp_avg_sq());
+}
+
+void LambParamState::serialize(torch::serialize::OutputArchive& archive) const {
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg_sq);
+}
+
+void LambParamState::serialize(torch::serialize::InputArchive& archive) {
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, step);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg_sq);
+}
+
+Lamb::Lamb(std::vector<torch::optim::OptimizerParamGroup> param_groups, LambOptions defaults)
+    : Optimizer(std::move(param_groups), std::make_unique<LambOptions>(defaults)) {
+  TORCH_CHECK(defaults.lr() >= 0, "Invalid learning rate: ", defaults.lr());
+  TORCH_CHECK(defaults.eps() >= 0, "Invalid epsilon value: ", defaults.eps());
+  auto [beta1, beta2] = defaults.betas();
+  TORCH_CHECK(0 <= beta1 && beta1 < 1.0, "Invalid beta parameter at index 0: ", beta1);
+  TORCH_CHECK(0 <= beta2 && beta2 < 1.0, "Invalid beta parameter at index 1: ", beta2);
+  TORCH_CHECK(defaults.weight_decay() >= 0, "Invalid weight_decay value: ",
+              defaults.weight_decay());
+}
+
+torch::Tensor Lamb::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss = {};
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const LambOptions&>(group.options());
+    auto [beta1, beta2] = options.betas();
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const torch::Tensor& grad = p.grad();
+      TORCH_CHECK(!grad.is_sparse(), "Lamb does not support sparse gradients");
+      auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      auto it = state_.find(key);
+      if (it == state_.end()) {
+        auto state = std::make_unique<LambParamState>();
+        state->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        state->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        it = state_.emplace(key, std::move(state)).first;
+      }
+      auto& state = static_cast<LambParamState&>(*it->second);
+      state.step(state.step() + 1);
+      torch::Tensor& m = state.exp_avg();
+      torch::Tensor& v = state.exp_avg_sq();
+      m.mul_(beta1).add_(grad, 1 - beta1);
+      v.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+
+      torch::Tensor update;
+      if (options.bias_correction()) {
+        double c1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
+        double c2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
+        update = (m / c1) / ((v / c2).sqrt_().add_(options.eps()));
+      } else {
+        update = m / v.sqrt().add_(options.eps());
+      }
+      if (options.weight_decay() != 0) update.add_(p, options.weight_decay());
+
+      double ratio = 1.0;
+      if (options.trust_ratio()) {
+        double w_norm = p.norm().item<double>();
+        double u_norm = update.norm().item<double>();
+        if (w_norm > 0 && u_norm > 0) ratio = w_norm / u_norm;
+      }
+      p.add_(update, -options.lr() * ratio);
+    }
+  }
+  return loss;
+}
+
+void Lamb::save(torch::serialize::OutputArchive& archive) const { serialize(*this, archive); }
+
+void Lamb::load(torch::serialize::InputArchive& archive) { serialize(*this, archive); }
+
+std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(
+    const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
+    const LambOptions& options, bool exclude_from_trust_ratio) {
+  std::vector<torch::Tensor> decayed, excluded;
+  for (const auto& item : named_parameters) {
+    const std::string& name = item.key();
+    bool exclude = name.find("bias") != std::string::npos ||
+                   name.find("LayerNorm") != std::string::npos;
+    (exclude ? excluded : decayed).push_back(item.value());
+  }
+  LambOptions excluded_options = options;
+  excluded_options.weight_decay(0.0);
+  if (exclude_from_trust_ratio) excluded_options.trust_ratio(false);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decayed, std::make_unique<LambOptions>(options));
+  groups.emplace_back(excluded, std::make_unique<LambOptions>(excluded_options));
+  return groups;
+}
+
+double ClipGradNorm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) norms.push_back(p.grad().norm(2).to(torch::kDouble));
+  }
+  if (norms.empty()) return 0.0;
+  double total = torch::stack(norms).norm(2).item<double>();
+  if (max_norm > 0 && total > max_norm) {
+    for (const auto& p : parameters) {
+      if (p.grad().defined()) p.grad().mul_(max_norm / total);
+    }
+  }
+  return total;
+}
+
+}  // namespace pbert::optim
