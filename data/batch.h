@@ -1,0 +1,41 @@
+// The tensors of one packed micro-batch (docs/batch.md). An unpacked batch
+// is the special case of one sequence per row, so one code path serves both.
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "data/instance.h"
+
+namespace pbert::data {
+
+struct PackedBatch {
+  at::Tensor input_ids;       // [B,S] int64, 0 = padding
+  at::Tensor position_ids;    // [B,S] position inside its own sequence
+  at::Tensor token_type_ids;  // [B,S] segment A/B
+  at::Tensor sequence_ids;    // [B,S] 1..D for the sequence of each token, 0 for padding
+  at::Tensor mlm_positions;   // [B,M] masked positions in the row
+  at::Tensor mlm_labels;      // [B,M] their true ids
+  at::Tensor mlm_sequence;    // [B,M] 1..D for the sequence of each slot, 0 = unused
+  at::Tensor cls_positions;   // [B,D] where each sequence's [CLS] is
+  at::Tensor nsp_labels;      // [B,D] its next-sentence label
+  at::Tensor nsp_valid;       // [B,D] 1 where the slot holds a sequence
+
+  int64_t rows() const { return input_ids.size(0); }
+};
+
+struct BatchShape {
+  int max_len = 512;         // S
+  int max_depth = 8;         // D: sequence slots per row
+  int max_predictions = 0;   // M: MLM slots per row; 0 = the most any row needs
+};
+
+// Lays out `rows` (each a list of instances sharing a row) as a packed
+// micro-batch. Fails if a row exceeds S tokens or D sequences, or M slots
+// when M is given.
+absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instance*>>& rows,
+                                      const BatchShape& shape);
+
+}  // namespace pbert::data

@@ -1,0 +1,241 @@
+#include "model/bert.h"
+
+#include <cmath>
+#include <limits>
+
+#include <torch/torch.h>
+
+namespace pbert::model {
+
+namespace nn = torch::nn;
+
+at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype) {
+  auto same = sequence_ids.unsqueeze(2) == sequence_ids.unsqueeze(1);  // [B,S,S]
+  auto mask = torch::zeros(same.sizes(), sequence_ids.options().dtype(dtype));
+  mask.masked_fill_(same.logical_not(), -std::numeric_limits<double>::infinity());
+  return mask.unsqueeze(1);
+}
+
+BertEmbeddingsImpl::BertEmbeddingsImpl(const BertOptions& options) : options(options) { reset(); }
+
+void BertEmbeddingsImpl::reset() {
+  word_embeddings = register_module(
+      "word_embeddings", nn::Embedding(options.vocab_size(), options.hidden_size()));
+  position_embeddings = register_module(
+      "position_embeddings",
+      nn::Embedding(options.max_position_embeddings(), options.hidden_size()));
+  token_type_embeddings = register_module(
+      "token_type_embeddings", nn::Embedding(options.type_vocab_size(), options.hidden_size()));
+  LayerNorm = register_module(
+      "LayerNorm",
+      nn::LayerNorm(nn::LayerNormOptions({options.hidden_size()}).eps(options.layer_norm_eps())));
+  dropout = register_module("dropout", nn::Dropout(options.hidden_dropout()));
+}
+
+at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids,
+                                       const at::Tensor& position_ids,
+                                       const at::Tensor& token_type_ids) {
+  // A lookup, not a broadcast add of rows 0..S-1: positions restart in
+  // every sequence of a packed row.
+  auto x = word_embeddings(input_ids) + position_embeddings(position_ids) +
+           token_type_embeddings(token_type_ids);
+  return dropout(LayerNorm(x));
+}
+
+BertSelfAttentionImpl::BertSelfAttentionImpl(const BertOptions& options) : options(options) {
+  reset();
+}
+
+void BertSelfAttentionImpl::reset() {
+  TORCH_CHECK(options.hidden_size() % options.num_heads() == 0, "hidden_size ",
+              options.hidden_size(), " is not a multiple of num_heads ", options.num_heads());
+  const int64_t h = options.hidden_size();
+  query = register_module("query", nn::Linear(h, h));
+  key = register_module("key", nn::Linear(h, h));
+  value = register_module("value", nn::Linear(h, h));
+  dropout = register_module("dropout", nn::Dropout(options.attention_dropout()));
+}
+
+at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& hidden, const at::Tensor& mask) {
+  const int64_t B = hidden.size(0), S = hidden.size(1);
+  const int64_t heads = options.num_heads(), head_dim = options.hidden_size() / heads;
+  auto split = [&](const at::Tensor& x) { return x.view({B, S, heads, head_dim}).transpose(1, 2); };
+  auto q = split(query(hidden)), k = split(key(hidden)), v = split(value(hidden));
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
+  auto probs = dropout(torch::softmax(scores + mask, -1));
+  return torch::matmul(probs, v).transpose(1, 2).reshape({B, S, options.hidden_size()});
+}
+
+BertResidualOutputImpl::BertResidualOutputImpl(const BertOptions& options, int64_t in_features)
+    : options(options), in_features(in_features) {
+  reset();
+}
+
+void BertResidualOutputImpl::reset() {
+  dense = register_module("dense", nn::Linear(in_features, options.hidden_size()));
+  LayerNorm = register_module(
+      "LayerNorm",
+      nn::LayerNorm(nn::LayerNormOptions({options.hidden_size()}).eps(options.layer_norm_eps())));
+  dropout = register_module("dropout", nn::Dropout(options.hidden_dropout()));
+}
+
+at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
+  return LayerNorm(dropout(dense(x)) + residual);
+}
+
+BertDenseActivationImpl::BertDenseActivationImpl(int64_t in_features, int64_t out_features,
+                                                 Activation activation)
+    : in_features(in_features), out_features(out_features), activation(activation) {
+  reset();
+}
+
+void BertDenseActivationImpl::reset() {
+  dense = register_module("dense", nn::Linear(in_features, out_features));
+}
+
+at::Tensor BertDenseActivationImpl::forward(const at::Tensor& x) {
+  auto y = dense(x);
+  return activation == Activation::kGelu ? torch::gelu(y) : torch::tanh(y);
+}
+
+BertAttentionImpl::BertAttentionImpl(const BertOptions& options) : options(options) { reset(); }
+
+void BertAttentionImpl::reset() {
+  self = register_module("self", BertSelfAttention(options));
+  output = register_module("output", BertResidualOutput(options, options.hidden_size()));
+}
+
+at::Tensor BertAttentionImpl::forward(const at::Tensor& hidden, const at::Tensor& mask) {
+  return output(self(hidden, mask), hidden);
+}
+
+BertLayerImpl::BertLayerImpl(const BertOptions& options) : options(options) { reset(); }
+
+void BertLayerImpl::reset() {
+  attention = register_module("attention", BertAttention(options));
+  intermediate = register_module(
+      "intermediate",
+      BertDenseActivation(options.hidden_size(), options.intermediate_size(),
+                          BertDenseActivationImpl::Activation::kGelu));
+  output = register_module("output", BertResidualOutput(options, options.intermediate_size()));
+}
+
+at::Tensor BertLayerImpl::forward(const at::Tensor& hidden, const at::Tensor& mask) {
+  auto attended = attention(hidden, mask);
+  return output(intermediate(attended), attended);
+}
+
+BertEncoderImpl::BertEncoderImpl(const BertOptions& options) : options(options) { reset(); }
+
+void BertEncoderImpl::reset() {
+  layer = register_module("layer", nn::ModuleList());
+  for (int64_t i = 0; i < options.num_layers(); ++i) layer->push_back(BertLayer(options));
+}
+
+at::Tensor BertEncoderImpl::forward(at::Tensor hidden, const at::Tensor& mask) {
+  for (const auto& module : *layer) hidden = module->as<BertLayer>()->forward(hidden, mask);
+  return hidden;
+}
+
+BertModelImpl::BertModelImpl(const BertOptions& options) : options(options) { reset(); }
+
+void BertModelImpl::reset() {
+  embeddings = register_module("embeddings", BertEmbeddings(options));
+  encoder = register_module("encoder", BertEncoder(options));
+  pooler = register_module("pooler",
+                           BertDenseActivation(options.hidden_size(), options.hidden_size(),
+                                               BertDenseActivationImpl::Activation::kTanh));
+}
+
+at::Tensor BertModelImpl::forward(const data::PackedBatch& batch, const at::Tensor& mask) {
+  return encoder(embeddings(batch.input_ids, batch.position_ids, batch.token_type_ids), mask);
+}
+
+BertPredictionTransformImpl::BertPredictionTransformImpl(const BertOptions& options)
+    : options(options) {
+  reset();
+}
+
+void BertPredictionTransformImpl::reset() {
+  dense = register_module("dense", nn::Linear(options.hidden_size(), options.hidden_size()));
+  LayerNorm = register_module(
+      "LayerNorm",
+      nn::LayerNorm(nn::LayerNormOptions({options.hidden_size()}).eps(options.layer_norm_eps())));
+}
+
+at::Tensor BertPredictionTransformImpl::forward(const at::Tensor& x) {
+  return LayerNorm(torch::gelu(dense(x)));
+}
+
+BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertOptions& options)
+    : options(options) {
+  reset();
+}
+
+void BertLMPredictionHeadImpl::reset() {
+  transform = register_module("transform", BertPredictionTransform(options));
+  bias = register_parameter("bias", torch::zeros({options.vocab_size()}));
+}
+
+at::Tensor BertLMPredictionHeadImpl::forward(const at::Tensor& hidden,
+                                             const at::Tensor& word_embeddings) {
+  return torch::nn::functional::linear(transform(hidden), word_embeddings, bias);
+}
+
+BertPreTrainingHeadsImpl::BertPreTrainingHeadsImpl(const BertOptions& options)
+    : options(options) {
+  reset();
+}
+
+void BertPreTrainingHeadsImpl::reset() {
+  predictions = register_module("predictions", BertLMPredictionHead(options));
+  seq_relationship = register_module("seq_relationship", nn::Linear(options.hidden_size(), 2));
+}
+
+BertForPreTrainingImpl::BertForPreTrainingImpl(const BertOptions& options) : options(options) {
+  reset();
+}
+
+void BertForPreTrainingImpl::reset() {
+  bert = register_module("bert", BertModel(options));
+  cls = register_module("cls", BertPreTrainingHeads(options));
+  InitWeights();
+}
+
+void BertForPreTrainingImpl::InitWeights() {
+  torch::NoGradGuard no_grad;
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<nn::Linear>()) {
+      linear->weight.normal_(0.0, options.initializer_range());
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* embedding = module->as<nn::Embedding>()) {
+      embedding->weight.normal_(0.0, options.initializer_range());
+    } else if (auto* norm = module->as<nn::LayerNorm>()) {
+      norm->weight.fill_(1.0);
+      norm->bias.zero_();
+    }
+  }
+  cls->predictions->bias.zero_();
+}
+
+PretrainingLogits BertForPreTrainingImpl::forward(const data::PackedBatch& batch,
+                                                  const at::Tensor& attention_mask) {
+  at::Tensor mask = attention_mask.defined()
+                        ? attention_mask
+                        : BlockDiagonalMask(batch.sequence_ids,
+                                            bert->embeddings->word_embeddings->weight.scalar_type());
+  at::Tensor hidden = bert(batch, mask);  // [B,S,H]
+  const int64_t H = options.hidden_size();
+  auto gather = [&](const at::Tensor& positions) {  // [B,K] -> [B,K,H]
+    return hidden.gather(1, positions.unsqueeze(-1).expand({-1, -1, H}));
+  };
+  // The heads run only where they are needed: the masked tokens, and the
+  // [CLS] of every sequence slot.
+  PretrainingLogits logits;
+  logits.mlm = cls->predictions(gather(batch.mlm_positions),
+                                bert->embeddings->word_embeddings->weight);
+  logits.nsp = cls->seq_relationship(bert->pooler(gather(batch.cls_positions)));
+  return logits;
+}
+
+}  // namespace pbert::model

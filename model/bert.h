@@ -1,0 +1,226 @@
+// BERT for packed pretraining: position embeddings looked up per token (so
+// they restart in every sequence of a row), attention masked
+// block-diagonally by sequence id, and pretraining heads evaluated only at
+// the masked positions and at each sequence's [CLS]. Parameter names are
+// those of Hugging Face's BertForPreTraining, so checkpoints move both ways.
+#pragma once
+
+#include <string>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include "data/batch.h"
+
+namespace pbert::model {
+
+struct BertOptions {
+  /// Tokens in the vocabulary (30522 for bert-base-uncased).
+  TORCH_ARG(int64_t, vocab_size) = 30522;
+  /// Width of every token representation.
+  TORCH_ARG(int64_t, hidden_size) = 768;
+  /// Transformer layers.
+  TORCH_ARG(int64_t, num_layers) = 12;
+  /// Attention heads per layer; must divide hidden_size.
+  TORCH_ARG(int64_t, num_heads) = 12;
+  /// Width of the feed-forward block.
+  TORCH_ARG(int64_t, intermediate_size) = 3072;
+  /// Rows of the position embedding: the longest sequence.
+  TORCH_ARG(int64_t, max_position_embeddings) = 512;
+  /// Segment types (A and B).
+  TORCH_ARG(int64_t, type_vocab_size) = 2;
+  /// Dropout after embeddings, attention output and feed-forward.
+  TORCH_ARG(double, hidden_dropout) = 0.1;
+  /// Dropout on the attention probabilities.
+  TORCH_ARG(double, attention_dropout) = 0.1;
+  /// LayerNorm epsilon.
+  TORCH_ARG(double, layer_norm_eps) = 1e-12;
+  /// Standard deviation of the normal initialisation.
+  TORCH_ARG(double, initializer_range) = 0.02;
+};
+
+// The additive attention mask for `sequence_ids` [B,S]: 0 where token i may
+// attend token j (same sequence id), -inf elsewhere; shape [B,1,S,S].
+// Padding tokens (id 0) attend only padding, so no row is all -inf.
+at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype);
+
+// Every module below is named and nested as in Hugging Face's
+// BertForPreTraining, so named_parameters() yields its state-dict names.
+
+class BertEmbeddingsImpl : public torch::nn::Cloneable<BertEmbeddingsImpl> {
+ public:
+  explicit BertEmbeddingsImpl(const BertOptions& options);
+  void reset() override;
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                     const at::Tensor& token_type_ids);
+
+  BertOptions options;
+  torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
+      token_type_embeddings{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(BertEmbeddings);
+
+// Scaled dot-product attention over all heads ("attention.self").
+class BertSelfAttentionImpl : public torch::nn::Cloneable<BertSelfAttentionImpl> {
+ public:
+  explicit BertSelfAttentionImpl(const BertOptions& options);
+  void reset() override;
+  // `mask`: additive, broadcastable to [B,heads,S,S].
+  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& mask);
+
+  BertOptions options;
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(BertSelfAttention);
+
+// LayerNorm(dropout(dense(x)) + residual): "attention.output" and "output".
+class BertResidualOutputImpl : public torch::nn::Cloneable<BertResidualOutputImpl> {
+ public:
+  BertResidualOutputImpl(const BertOptions& options, int64_t in_features);
+  void reset() override;
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& residual);
+
+  BertOptions options;
+  int64_t in_features;
+  torch::nn::Linear dense{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(BertResidualOutput);
+
+// activation(dense(x)): "intermediate" (exact GELU) and "pooler" (tanh).
+class BertDenseActivationImpl : public torch::nn::Cloneable<BertDenseActivationImpl> {
+ public:
+  enum class Activation { kGelu, kTanh };
+  BertDenseActivationImpl(int64_t in_features, int64_t out_features, Activation activation);
+  void reset() override;
+  at::Tensor forward(const at::Tensor& x);
+
+  int64_t in_features, out_features;
+  Activation activation;
+  torch::nn::Linear dense{nullptr};
+};
+TORCH_MODULE(BertDenseActivation);
+
+class BertAttentionImpl : public torch::nn::Cloneable<BertAttentionImpl> {
+ public:
+  explicit BertAttentionImpl(const BertOptions& options);
+  void reset() override;
+  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& mask);
+
+  BertOptions options;
+  BertSelfAttention self{nullptr};
+  BertResidualOutput output{nullptr};
+};
+TORCH_MODULE(BertAttention);
+
+// One post-LayerNorm transformer layer.
+class BertLayerImpl : public torch::nn::Cloneable<BertLayerImpl> {
+ public:
+  explicit BertLayerImpl(const BertOptions& options);
+  void reset() override;
+  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& mask);
+
+  BertOptions options;
+  BertAttention attention{nullptr};
+  BertDenseActivation intermediate{nullptr};
+  BertResidualOutput output{nullptr};
+};
+TORCH_MODULE(BertLayer);
+
+class BertEncoderImpl : public torch::nn::Cloneable<BertEncoderImpl> {
+ public:
+  explicit BertEncoderImpl(const BertOptions& options);
+  void reset() override;
+  at::Tensor forward(at::Tensor hidden, const at::Tensor& mask);
+
+  BertOptions options;
+  torch::nn::ModuleList layer{nullptr};
+};
+TORCH_MODULE(BertEncoder);
+
+class BertModelImpl : public torch::nn::Cloneable<BertModelImpl> {
+ public:
+  explicit BertModelImpl(const BertOptions& options);
+  void reset() override;
+  // The final hidden states [B,S,H].
+  at::Tensor forward(const data::PackedBatch& batch, const at::Tensor& mask);
+
+  BertOptions options;
+  BertEmbeddings embeddings{nullptr};
+  BertEncoder encoder{nullptr};
+  BertDenseActivation pooler{nullptr};
+};
+TORCH_MODULE(BertModel);
+
+// LayerNorm(gelu(dense(x))) before the MLM decoder.
+class BertPredictionTransformImpl : public torch::nn::Cloneable<BertPredictionTransformImpl> {
+ public:
+  explicit BertPredictionTransformImpl(const BertOptions& options);
+  void reset() override;
+  at::Tensor forward(const at::Tensor& x);
+
+  BertOptions options;
+  torch::nn::Linear dense{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+};
+TORCH_MODULE(BertPredictionTransform);
+
+// The masked-LM head: the transform, then the decoder tied to the word
+// embeddings, plus a bias.
+class BertLMPredictionHeadImpl : public torch::nn::Cloneable<BertLMPredictionHeadImpl> {
+ public:
+  explicit BertLMPredictionHeadImpl(const BertOptions& options);
+  void reset() override;
+  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& word_embeddings);
+
+  BertOptions options;
+  BertPredictionTransform transform{nullptr};
+  at::Tensor bias;
+};
+TORCH_MODULE(BertLMPredictionHead);
+
+class BertPreTrainingHeadsImpl : public torch::nn::Cloneable<BertPreTrainingHeadsImpl> {
+ public:
+  explicit BertPreTrainingHeadsImpl(const BertOptions& options);
+  void reset() override;
+
+  BertOptions options;
+  BertLMPredictionHead predictions{nullptr};
+  torch::nn::Linear seq_relationship{nullptr};
+};
+TORCH_MODULE(BertPreTrainingHeads);
+
+struct PretrainingLogits {
+  at::Tensor mlm;  // [B,M,V] at the batch's mlm_positions
+  at::Tensor nsp;  // [B,D,2] for each sequence slot
+};
+
+class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImpl> {
+ public:
+  explicit BertForPreTrainingImpl(const BertOptions& options);
+  void reset() override;
+  // Re-draws every parameter as BERT initialises: weights and embeddings
+  // normal(0, initializer_range), biases 0, LayerNorm 1 and 0.
+  void InitWeights();
+
+  // `attention_mask` (additive, broadcastable to [B,heads,S,S]) defaults to
+  // BlockDiagonalMask(batch.sequence_ids).
+  PretrainingLogits forward(const data::PackedBatch& batch,
+                            const at::Tensor& attention_mask = {});
+
+  BertOptions options;
+  BertModel bert{nullptr};
+  BertPreTrainingHeads cls{nullptr};
+};
+TORCH_MODULE(BertForPreTraining);
+
+}  // namespace pbert::model

@@ -1,0 +1,50 @@
+// Per-sequence pretraining losses and metrics for packed batches, computed
+// for all sequences at once (no loop over sequences).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "data/batch.h"
+#include "model/bert.h"
+
+namespace pbert::model {
+
+enum class MlmLossMode {
+  kPerToken,     // canonical BERT: mean over every masked token of the batch
+  kPerSequence,  // the paper's 3.2.3: mean over sequences of each one's token mean
+};
+
+absl::StatusOr<MlmLossMode> ParseMlmLossMode(const std::string& name);
+
+// Sums and counts of one micro-batch (0-dim float64 tensors, except the loss
+// sums, which carry gradients). A trainer adds them over micro-batches and
+// ranks, and divides only once, by the totals of the whole step.
+struct PretrainingSums {
+  at::Tensor mlm_loss;           // sum of the cross-entropy of every masked token
+  at::Tensor mlm_sequence_loss;  // sum over sequences of their mean token cross-entropy
+  at::Tensor mlm_tokens;         // masked tokens
+  at::Tensor mlm_sequences;      // sequences with at least one masked token
+  at::Tensor mlm_correct;        // masked tokens predicted right
+  at::Tensor nsp_loss;           // sum over sequences of the NSP cross-entropy
+  at::Tensor nsp_sequences;      // sequences
+  at::Tensor nsp_correct;        // NSP labels predicted right
+};
+
+PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedBatch& batch);
+
+// The counts a loss is divided by: those of the whole optimizer step.
+struct StepTotals {
+  double mlm_tokens = 0;
+  double mlm_sequences = 0;
+  double nsp_sequences = 0;
+};
+
+StepTotals TotalsOf(const PretrainingSums& sums);
+
+// MLM loss (in `mode`) plus NSP loss, each normalised by `totals`. Summed over
+// the micro-batches of a step it is the loss of the whole step.
+at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode,
+                           const StepTotals& totals);
+
+}  // namespace pbert::model

@@ -1,0 +1,187 @@
+// The core property (docs/model.md): a packed batch gives every sequence the
+// logits, the losses and the gradients it gets alone.
+#include "model/bert.h"
+
+#include <torch/torch.h>
+
+#include "gtest/gtest.h"
+#include "model/losses.h"
+#include "tests/model/fixtures.h"
+
+namespace pbert::model {
+namespace {
+
+using testing::PackInOrder;
+using testing::RandomInstances;
+using testing::TinyOptions;
+
+constexpr int kMaxLen = 64;
+
+data::PackedBatch Batch(const std::vector<std::vector<const data::Instance*>>& rows, int depth) {
+  auto batch = data::MakeBatch(rows, {kMaxLen, depth, 0});
+  EXPECT_TRUE(batch.ok()) << batch.status();
+  return *batch;
+}
+
+// Each instance's logits, in instance order: MLM [masked, V] and NSP [2].
+struct PerSequence {
+  std::vector<at::Tensor> mlm, nsp;
+};
+
+PerSequence Split(const PretrainingLogits& logits,
+                  const std::vector<std::vector<const data::Instance*>>& rows) {
+  PerSequence out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    int64_t slot = 0;
+    for (size_t k = 0; k < rows[r].size(); ++k) {
+      int64_t n = static_cast<int64_t>(rows[r][k]->masked_positions.size());
+      out.mlm.push_back(logits.mlm[r].slice(0, slot, slot + n));
+      out.nsp.push_back(logits.nsp[r][k]);
+      slot += n;
+    }
+  }
+  return out;
+}
+
+double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
+  return a.numel() == 0 ? 0.0 : (a - b).abs().max().item<double>();
+}
+
+class EquivalenceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
+  const int depth = GetParam();
+  torch::manual_seed(depth);
+  BertForPreTraining model(TinyOptions());
+  auto instances = RandomInstances(24, 6, 30, 97, 100 + depth);
+  auto alone_rows = PackInOrder(instances, 1, kMaxLen);
+  auto packed_rows = PackInOrder(instances, depth, kMaxLen);
+  auto alone = Batch(alone_rows, 1);
+  auto packed = Batch(packed_rows, depth);
+  if (depth > 1) ASSERT_LT(packed.rows(), alone.rows());
+
+  auto alone_logits = model(alone);
+  auto packed_logits = model(packed);
+  PerSequence a = Split(alone_logits, alone_rows), p = Split(packed_logits, packed_rows);
+  ASSERT_EQ(a.mlm.size(), instances.size());
+  for (size_t i = 0; i < instances.size(); ++i) {
+    EXPECT_LE(MaxAbsDiff(a.mlm[i], p.mlm[i]), 1e-5) << "MLM logits of sequence " << i;
+    EXPECT_LE(MaxAbsDiff(a.nsp[i], p.nsp[i]), 1e-5) << "NSP logits of sequence " << i;
+  }
+
+  auto alone_sums = ComputeSums(alone_logits, alone);
+  auto packed_sums = ComputeSums(packed_logits, packed);
+  EXPECT_EQ(alone_sums.mlm_tokens.item<double>(), packed_sums.mlm_tokens.item<double>());
+  EXPECT_EQ(alone_sums.mlm_sequences.item<double>(), packed_sums.mlm_sequences.item<double>());
+  EXPECT_EQ(alone_sums.nsp_sequences.item<double>(), instances.size());
+  for (MlmLossMode mode : {MlmLossMode::kPerToken, MlmLossMode::kPerSequence}) {
+    model->zero_grad();
+    auto alone_loss = PretrainingLoss(alone_sums, mode, TotalsOf(alone_sums));
+    alone_loss.backward({}, /*retain_graph=*/true);
+    std::vector<at::Tensor> alone_grads;
+    for (const auto& param : model->parameters()) alone_grads.push_back(param.grad().clone());
+    model->zero_grad();
+    auto packed_loss = PretrainingLoss(packed_sums, mode, TotalsOf(packed_sums));
+    packed_loss.backward({}, /*retain_graph=*/true);
+    EXPECT_NEAR(alone_loss.item<double>(), packed_loss.item<double>(),
+                1e-6 * std::abs(alone_loss.item<double>()));
+    auto names = model->named_parameters();
+    for (size_t k = 0; k < names.size(); ++k) {
+      const at::Tensor& g = names[k].value().grad();
+      double scale = alone_grads[k].abs().max().item<double>();
+      EXPECT_LE(MaxAbsDiff(g, alone_grads[k]), 1e-5 * scale + 1e-9)
+          << "gradient of " << names[k].key() << " (mode " << static_cast<int>(mode) << ")";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Depths, EquivalenceTest, ::testing::Range(1, 9),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "depth" + std::to_string(info.param);
+                         });
+
+TEST(BatchTest, PositionIdsRestartInEverySequence) {
+  data::Instance a{{1, 2}, {0, 0}, {}, {}, 0};
+  data::Instance b{{1, 7, 2}, {0, 1, 1}, {1}, {9}, 1};
+  auto batch = data::MakeBatch({{&a, &b}}, {8, 2, 0});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_TRUE(torch::equal(batch->position_ids[0], torch::tensor({0, 1, 0, 1, 2, 0, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(batch->sequence_ids[0], torch::tensor({1, 1, 2, 2, 2, 0, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(batch->cls_positions[0], torch::tensor({0, 2}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(batch->mlm_positions[0], torch::tensor({3}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(batch->mlm_sequence[0], torch::tensor({2}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(batch->nsp_valid[0], torch::tensor({1, 1}, torch::kLong)));
+  EXPECT_FALSE(data::MakeBatch({{&a, &b}}, {4, 2, 0}).ok());  // 5 tokens > 4
+  EXPECT_FALSE(data::MakeBatch({{&a, &b}}, {8, 1, 0}).ok());  // 2 sequences > 1
+}
+
+TEST(MaskTest, BlockDiagonalBySequenceId) {
+  auto mask = BlockDiagonalMask(torch::tensor({{1, 1, 2, 0}}, torch::kLong), torch::kFloat);
+  auto allowed = (mask[0][0] == 0).to(torch::kLong);
+  EXPECT_TRUE(torch::equal(allowed, torch::tensor({{1, 1, 0, 0}, {1, 1, 0, 0}, {0, 0, 1, 0},
+                                                   {0, 0, 0, 1}}, torch::kLong)));
+}
+
+TEST(CrossContaminationTest, ChangingOneSequenceLeavesTheOthersExactlyAlone) {
+  torch::manual_seed(1);
+  BertForPreTraining model(TinyOptions());
+  auto instances = RandomInstances(3, 10, 20, 97, 7);
+  instances[2].masked_positions = {3, 4};
+  instances[2].masked_ids = {10, 11};
+  std::vector<std::vector<const data::Instance*>> rows = {
+      {&instances[0], &instances[1], &instances[2]}};
+  auto before = model(Batch(rows, 3));
+  instances[1].input_ids[3] = (instances[1].input_ids[3] + 17) % 97;
+  instances[1].segment_ids[4] = 1 - instances[1].segment_ids[4];
+  auto after = model(Batch(rows, 3));
+  PerSequence b = Split(before, rows), a = Split(after, rows);
+  EXPECT_TRUE(torch::equal(b.nsp[0], a.nsp[0]));
+  EXPECT_TRUE(torch::equal(b.nsp[2], a.nsp[2]));
+  EXPECT_TRUE(torch::equal(b.mlm[2], a.mlm[2]));
+  EXPECT_FALSE(torch::equal(b.nsp[1], a.nsp[1]));  // the changed one does change
+}
+
+TEST(GradientCheckTest, CentralDifferencesInDoubleMatchAutograd) {
+  torch::manual_seed(3);
+  auto options = TinyOptions().vocab_size(23).hidden_size(8).num_heads(2).intermediate_size(12)
+                     .num_layers(1).max_position_embeddings(16);
+  BertForPreTraining model(options);
+  model->to(torch::kDouble);
+  auto instances = RandomInstances(3, 4, 6, 23, 5);
+  instances[0].masked_positions = {1};
+  instances[0].masked_ids = {7};
+  auto batch = *data::MakeBatch({{&instances[0], &instances[1]}, {&instances[2]}}, {16, 2, 0});
+  auto loss_of = [&] {
+    auto sums = ComputeSums(model(batch), batch);
+    return PretrainingLoss(sums, MlmLossMode::kPerSequence, TotalsOf(sums));
+  };
+  model->zero_grad();
+  loss_of().backward();
+  std::mt19937 rng(11);
+  torch::NoGradGuard no_grad;
+  int checked = 0;
+  for (auto& item : model->named_parameters()) {
+    at::Tensor w = item.value();
+    auto flat = w.view(-1);
+    auto grad = w.grad().view(-1);
+    for (int k = 0; k < 3; ++k) {
+      int64_t i = std::uniform_int_distribution<int64_t>(0, flat.numel() - 1)(rng);
+      double saved = flat[i].item<double>();
+      const double h = 1e-5;
+      flat[i] = saved + h;
+      double up = loss_of().item<double>();
+      flat[i] = saved - h;
+      double down = loss_of().item<double>();
+      flat[i] = saved;
+      double numeric = (up - down) / (2 * h);
+      double analytic = grad[i].item<double>();
+      EXPECT_NEAR(analytic, numeric, 1e-6 + 1e-5 * std::abs(numeric))
+          << item.key() << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 3 * static_cast<int>(model->parameters().size()));
+}
+
+}  // namespace
+}  // namespace pbert::model

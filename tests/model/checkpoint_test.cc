@@ -1,0 +1,151 @@
+#include "model/checkpoint.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "common/atomic_file.h"
+#include "gtest/gtest.h"
+#include "model/bert.h"
+#include "nlohmann/json.hpp"
+#include "tests/model/fixtures.h"
+
+namespace pbert::model {
+namespace {
+
+std::string Temp(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("pbert_ckpt_" + name);
+}
+
+TEST(CheckpointTest, NamesAreHuggingFaces) {
+  BertForPreTraining model(testing::TinyOptions());
+  auto params = model->named_parameters();
+  for (const char* name :
+       {"bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
+        "bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.weight",
+        "bert.encoder.layer.0.attention.self.query.weight",
+        "bert.encoder.layer.1.attention.output.dense.bias",
+        "bert.encoder.layer.1.attention.output.LayerNorm.weight",
+        "bert.encoder.layer.0.intermediate.dense.weight", "bert.encoder.layer.0.output.dense.weight",
+        "bert.encoder.layer.0.output.LayerNorm.bias", "bert.pooler.dense.weight",
+        "cls.predictions.bias", "cls.predictions.transform.dense.weight",
+        "cls.predictions.transform.LayerNorm.weight", "cls.seq_relationship.weight",
+        "cls.seq_relationship.bias"}) {
+    EXPECT_NE(params.find(name), nullptr) << name;
+  }
+  // 5 embedding tensors, 16 per layer, 2 pooler, 5 MLM head, 2 NSP.
+  EXPECT_EQ(params.size(), 5u + 16u * 2 + 2 + 5 + 2);
+}
+
+TEST(CheckpointTest, RoundTripIsBitIdentical) {
+  torch::manual_seed(1);
+  BertForPreTraining a(testing::TinyOptions());
+  torch::manual_seed(2);
+  BertForPreTraining b(testing::TinyOptions());
+  std::string first = Temp("a.safetensors"), second = Temp("b.safetensors");
+  ASSERT_TRUE(SaveSafetensors(*a, first, {{"format", "pt"}}).ok());
+  ASSERT_TRUE(LoadSafetensors(*b, first).ok());
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
+  }
+  ASSERT_TRUE(SaveSafetensors(*b, second, {{"format", "pt"}}).ok());
+  EXPECT_EQ(*ReadFile(first), *ReadFile(second));
+}
+
+TEST(CheckpointTest, AnIndependentReaderAgrees) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3";
+  BertForPreTraining model(testing::TinyOptions());
+  std::string path = Temp("independent.safetensors"), expected_path = Temp("expected.json");
+  ASSERT_TRUE(SaveSafetensors(*model, path).ok());
+  nlohmann::json expected;
+  for (const auto& item : model->named_parameters()) {
+    const at::Tensor& t = item.value();
+    expected[item.key()] = {{"shape", t.sizes().vec()},
+                            {"sum", t.to(torch::kDouble).sum().item<double>()},
+                            {"first", t.reshape(-1)[0].item<double>()}};
+  }
+  std::ofstream(expected_path) << expected.dump();
+  std::string command = std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
+                        "/tests/model/read_safetensors.py " + path + " " + expected_path;
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+TEST(CheckpointTest, HuggingFaceSpellingsAreAccepted) {
+  // A file as older exports write it: LayerNorm gamma/beta, the tied
+  // decoder weight and bias, and the position_ids buffer.
+  torch::manual_seed(4);
+  BertForPreTraining source(testing::TinyOptions());
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& item : source->named_parameters()) {
+    std::string name = item.key();
+    if (name == "cls.predictions.bias") name = "cls.predictions.decoder.bias";
+    if (name == "bert.embeddings.LayerNorm.weight") name = "bert.embeddings.LayerNorm.gamma";
+    tensors[name] = item.value();
+  }
+  tensors["cls.predictions.decoder.weight"] =
+      source->bert->embeddings->word_embeddings->weight;
+  tensors["bert.embeddings.position_ids"] = torch::arange(64).unsqueeze(0);
+  std::string path = Temp("hf.safetensors");
+  {
+    // Arbitrary names need a writer of their own (SaveSafetensors writes a
+    // module's parameters): the format's layout, spelled out.
+    nlohmann::ordered_json header;
+    uint64_t offset = 0;
+    std::string data;
+    for (auto& [name, t] : tensors) {
+      auto c = t.contiguous();
+      uint64_t n = c.numel() * c.element_size();
+      header[name] = {{"dtype", c.scalar_type() == torch::kLong ? "I64" : "F32"},
+                      {"shape", c.sizes().vec()},
+                      {"data_offsets", {offset, offset + n}}};
+      data.append(static_cast<const char*>(c.data_ptr()), n);
+      offset += n;
+    }
+    std::string text = header.dump();
+    uint64_t length = text.size();
+    std::string blob(reinterpret_cast<const char*>(&length), 8);
+    ASSERT_TRUE(WriteFileAtomically(path, blob + text + data).ok());
+  }
+  torch::manual_seed(5);
+  BertForPreTraining target(testing::TinyOptions());
+  auto status = LoadSafetensors(*target, path);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(torch::equal(target->cls->predictions->bias, source->cls->predictions->bias));
+  EXPECT_TRUE(torch::equal(target->bert->embeddings->LayerNorm->weight,
+                           source->bert->embeddings->LayerNorm->weight));
+}
+
+TEST(CheckpointTest, MismatchListsEveryProblemAndChangesNothing) {
+  torch::manual_seed(6);
+  BertForPreTraining small(testing::TinyOptions().num_layers(1).max_position_embeddings(32));
+  std::string path = Temp("small.safetensors");
+  ASSERT_TRUE(SaveSafetensors(*small, path).ok());
+  BertForPreTraining target(testing::TinyOptions());
+  auto before = target->bert->embeddings->word_embeddings->weight.clone();
+  auto status = LoadSafetensors(*target, path);
+  ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  std::string message(status.message());
+  EXPECT_NE(message.find("missing: bert.encoder.layer.1.attention.self.query.weight"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("mis-shaped: bert.embeddings.position_embeddings.weight (file [32,32], "
+                         "model [64,32])"),
+            std::string::npos) << message;
+  EXPECT_EQ(message.find("missing: bert.embeddings.position_embeddings"), std::string::npos);
+  EXPECT_TRUE(torch::equal(before, target->bert->embeddings->word_embeddings->weight));
+}
+
+TEST(CheckpointTest, CorruptFilesAreClearErrors) {
+  std::string path = Temp("corrupt.safetensors");
+  ASSERT_TRUE(WriteFileAtomically(path, std::string("\x10\0\0\0\0\0\0\0{\"a\":", 13)).ok());
+  auto result = ReadSafetensors(path);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find(path), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomically(path, "abc").ok());
+  EXPECT_EQ(ReadSafetensors(path).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace pbert::model
