@@ -20,7 +20,7 @@ std::vector<Command> AllCommands() {
       PackCommand(),
       Planned("train", "pretrain BERT on packed data", "train --config FILE"),
       Planned("score", "evaluate weights on MLPerf-format data", "score --config FILE"),
-      Planned("model", "create model weights", "model init --config FILE --out W.safetensors"),
+      ModelCommand(),
       Planned("launch", "start N local training processes", "launch --nproc N -- train ..."),
       ConfigCommand(),
   };

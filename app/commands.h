@@ -9,6 +9,7 @@ namespace pbert::app {
 
 Command ConfigCommand();
 Command PackCommand();
+Command ModelCommand();
 
 // Every subcommand, in the order `packed-bert --help` lists them.
 std::vector<Command> AllCommands();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "app/cli.h"
 #include "common/config.h"
 
@@ -56,6 +57,54 @@ struct PackingConfig {
             config::InRange<int64_t>(1, 64));
   }
   absl::Status Validate() const { return absl::OkStatus(); }
+};
+
+struct ModelConfig {
+  int64_t vocab_size = 30522;
+  int64_t hidden_size = 768;
+  int64_t num_layers = 12;
+  int64_t num_heads = 12;
+  int64_t intermediate_size = 3072;
+  int64_t max_position_embeddings = 512;
+  int64_t type_vocab_size = 2;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  double initializer_range = 0.02;
+  std::string mlm_loss = "per_token";
+  std::string precision = "fp32";
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("vocab_size", &vocab_size, "tokens in the vocabulary", config::AtLeast<int64_t>(8));
+    v.Field("hidden_size", &hidden_size, "width of token representations",
+            config::AtLeast<int64_t>(2));
+    v.Field("num_layers", &num_layers, "transformer layers", config::AtLeast<int64_t>(1));
+    v.Field("num_heads", &num_heads, "attention heads; must divide hidden_size",
+            config::AtLeast<int64_t>(1));
+    v.Field("intermediate_size", &intermediate_size, "feed-forward width",
+            config::AtLeast<int64_t>(1));
+    v.Field("max_position_embeddings", &max_position_embeddings,
+            "position embedding rows: the longest sequence", config::AtLeast<int64_t>(8));
+    v.Field("type_vocab_size", &type_vocab_size, "segment types", config::AtLeast<int64_t>(1));
+    v.Field("hidden_dropout", &hidden_dropout, "dropout after embeddings and sublayers",
+            config::InRange(0.0, 0.99));
+    v.Field("attention_dropout", &attention_dropout, "dropout on attention probabilities",
+            config::InRange(0.0, 0.99));
+    v.Field("initializer_range", &initializer_range, "std of the normal initialisation",
+            config::AtLeast(0.0));
+    v.Field("mlm_loss", &mlm_loss,
+            "per_token (canonical BERT) or per_sequence (mean over sequences, paper 3.2.3)",
+            config::OneOf({"per_token", "per_sequence"}));
+    v.Field("precision", &precision, "fp32 (CPU default), bf16 or fp16 (CUDA) autocast",
+            config::OneOf({"fp32", "bf16", "fp16"}));
+  }
+  absl::Status Validate() const {
+    if (hidden_size % num_heads != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("hidden_size ", hidden_size,
+                                                     " is not a multiple of num_heads ", num_heads));
+    }
+    return absl::OkStatus();
+  }
 };
 
 struct OptimConfig {
@@ -118,6 +167,7 @@ struct ExperimentConfig {
   RunConfig run;
   DataConfig data;
   PackingConfig packing;
+  ModelConfig model;
   OptimConfig optim;
 
   template <class V>
@@ -125,6 +175,7 @@ struct ExperimentConfig {
     v.Section("run", &run, "where outputs go, seeds, threads, logging");
     v.Section("data", &data, "input data");
     v.Section("packing", &packing, "which sequences share a row");
+    v.Section("model", &model, "BERT shape, loss mode and precision");
     v.Section("optim", &optim, "LAMB, learning-rate schedule, clipping, accumulation");
   }
 };
