@@ -19,7 +19,7 @@ std::vector<Command> AllCommands() {
       Planned("verify", "check an instance store or pack index", "verify PATH"),
       PackCommand(),
       Planned("train", "pretrain BERT on packed data", "train --config FILE"),
-      Planned("score", "evaluate weights on MLPerf-format data", "score --config FILE"),
+      ScoreCommand(),
       ModelCommand(),
       Planned("launch", "start N local training processes", "launch --nproc N -- train ..."),
       ConfigCommand(),

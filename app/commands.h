@@ -10,6 +10,7 @@ namespace pbert::app {
 Command ConfigCommand();
 Command PackCommand();
 Command ModelCommand();
+Command ScoreCommand();
 
 // Every subcommand, in the order `packed-bert --help` lists them.
 std::vector<Command> AllCommands();

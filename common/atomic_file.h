@@ -27,8 +27,11 @@ class AtomicFileWriter {
 
   absl::Status Write(absl::Span<const uint8_t> data);
   absl::Status Write(absl::string_view text);
-  // Bytes written so far.
+  // Bytes written so far through Write().
   uint64_t size() const { return size_; }
+  // The temporary file, for libraries that write by file name (HDF5): they
+  // write there, and Commit() publishes what they wrote.
+  const std::string& temp_path() const { return temp_path_; }
   // Flushes, fsyncs and renames the temporary file over the target.
   absl::Status Commit();
 

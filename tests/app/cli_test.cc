@@ -2,6 +2,7 @@
 // and messages.
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,8 @@
 
 #include "absl/strings/str_split.h"
 #include "app/cli.h"
+#include "data/hdf5.h"
+#include "tests/data/random_instances.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -117,6 +120,47 @@ TEST(CliTest, PackPrintsOneJsonObjectPerAlgorithm) {
     // 4x3 + 2x4 + 7 + 3x8 = 51 tokens: at least 7 rows of 8.
     EXPECT_GE(j["packs"].get<int>(), 7);
   }
+}
+
+TEST(CliTest, ScoreOfPackedAndUnpackedDataAgree) {
+  std::string data = std::filesystem::temp_directory_path() / "pbert_cli_score.hdf5";
+  std::string weights = std::filesystem::temp_directory_path() / "pbert_cli_score.safetensors";
+  ASSERT_TRUE(data::WriteHdf5(data, testing::RandomInstances(60, 5, 40, 500, 3), 64, 40).ok());
+  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+                            "/configs/bert-tiny.yaml --set model.vocab_size=500"
+                            " --set model.max_position_embeddings=64 --log-level warn";
+  Result init = RunBinary("model init" + model + " --seed 5 --out " + weights);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  Result alone = RunBinary("score" + model + " --weights " + weights + " --data " + data);
+  Result packed = RunBinary("score" + model + " --weights " + weights + " --data " + data +
+                            " --pack lp --max-depth 4 --batch-rows 5");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  auto a = nlohmann::json::parse(alone.out), p = nlohmann::json::parse(packed.out);
+  EXPECT_EQ(a["sequences"], 60);
+  EXPECT_EQ(p["sequences"], 60);
+  EXPECT_LT(p["rows"].get<int>(), 60);
+  EXPECT_EQ(a["masked_tokens"], p["masked_tokens"]);
+  EXPECT_GT(a["masked_tokens"].get<int>(), 0);
+  EXPECT_EQ(a["mlm_accuracy"], p["mlm_accuracy"]);
+  EXPECT_EQ(a["nsp_accuracy"], p["nsp_accuracy"]);
+  EXPECT_NEAR(a["mlm_loss_per_token"].get<double>(), p["mlm_loss_per_token"].get<double>(), 1e-5);
+  // Untrained: the loss is near ln(vocab).
+  EXPECT_NEAR(a["mlm_loss_per_token"].get<double>(), std::log(500.0), 0.5);
+}
+
+TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
+  std::string data = std::filesystem::temp_directory_path() / "pbert_cli_score2.hdf5";
+  std::string weights = std::filesystem::temp_directory_path() / "pbert_cli_score2.safetensors";
+  ASSERT_TRUE(data::WriteHdf5(data, testing::RandomInstances(4, 5, 20, 500, 4), 32, 20).ok());
+  const std::string config = std::string(" --config ") + PBERT_SOURCE_DIR + "/configs/bert-tiny.yaml";
+  ASSERT_EQ(RunBinary("model init" + config + " --set model.vocab_size=500 --out " + weights)
+                .exit_code, 0);
+  Result r = RunBinary("score" + config + " --set model.vocab_size=600 --weights " + weights +
+                       " --data " + data);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("mis-shaped: bert.embeddings.word_embeddings.weight (file [500,128], "
+                       "model [600,128])"), std::string::npos) << r.err;
 }
 
 TEST(CliTest, ExitCodesFollowTheStatus) {

@@ -12,7 +12,7 @@ namespace pbert::model {
 namespace {
 
 using testing::PackInOrder;
-using testing::RandomInstances;
+using pbert::testing::RandomInstances;
 using testing::TinyOptions;
 
 constexpr int kMaxLen = 64;
