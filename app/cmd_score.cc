@@ -16,6 +16,7 @@
 #include "data/packing/report.h"
 #include "model/checkpoint.h"
 #include "model/losses.h"
+#include "model/precision.h"
 #include "nlohmann/json.hpp"
 
 namespace pbert::app {
@@ -63,6 +64,8 @@ absl::Status RunScore(const Args& args) {
     return absl::InvalidArgumentError("--batch-rows and --max-depth must be >= 1");
   }
   ASSIGN_OR_RETURN(model::MlmLossMode mode, model::ParseMlmLossMode(config.model.mlm_loss));
+  ASSIGN_OR_RETURN(model::Precision precision,
+                   model::ParsePrecision(config.model.precision, c10::DeviceType::CPU));
   auto start = std::chrono::steady_clock::now();
 
   ASSIGN_OR_RETURN(auto reader, data::Hdf5Reader::Open(args.Get("data")));
@@ -100,7 +103,12 @@ absl::Status RunScore(const Args& args) {
     Rows chunk(rows.begin() + begin,
                rows.begin() + std::min(rows.size(), begin + static_cast<size_t>(batch_rows)));
     ASSIGN_OR_RETURN(data::PackedBatch batch, data::MakeBatch(chunk, {max_len, depth, 0}));
-    auto sums = model::ComputeSums(bert(batch), batch);
+    model::PretrainingLogits logits;
+    {
+      model::AutocastGuard autocast(precision, c10::DeviceType::CPU);
+      logits = bert(batch);
+    }
+    auto sums = model::ComputeSums(logits, batch);
     mlm_loss += sums.mlm_loss.item<double>();
     mlm_sequence_loss += sums.mlm_sequence_loss.item<double>();
     mlm_tokens += sums.mlm_tokens.item<double>();

@@ -9,6 +9,17 @@ namespace pbert::model {
 
 namespace nn = torch::nn;
 
+namespace {
+
+// LayerNorm runs in its weights' precision (fp32): CUDA autocast does so by
+// itself, but LibTorch 1.13's CPU autocast hands bf16 input to a kernel
+// that rejects fp32 weights.
+at::Tensor Normalize(nn::LayerNorm& norm, const at::Tensor& x) {
+  return norm(x.to(norm->weight.scalar_type()));
+}
+
+}  // namespace
+
 at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype) {
   auto same = sequence_ids.unsqueeze(2) == sequence_ids.unsqueeze(1);  // [B,S,S]
   auto mask = torch::zeros(same.sizes(), sequence_ids.options().dtype(dtype));
@@ -39,7 +50,7 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids,
   // every sequence of a packed row.
   auto x = word_embeddings(input_ids) + position_embeddings(position_ids) +
            token_type_embeddings(token_type_ids);
-  return dropout(LayerNorm(x));
+  return dropout(Normalize(LayerNorm, x));
 }
 
 BertSelfAttentionImpl::BertSelfAttentionImpl(const BertOptions& options) : options(options) {
@@ -80,7 +91,7 @@ void BertResidualOutputImpl::reset() {
 }
 
 at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
-  return LayerNorm(dropout(dense(x)) + residual);
+  return Normalize(LayerNorm, dropout(dense(x)) + residual);
 }
 
 BertDenseActivationImpl::BertDenseActivationImpl(int64_t in_features, int64_t out_features,
@@ -164,7 +175,7 @@ void BertPredictionTransformImpl::reset() {
 }
 
 at::Tensor BertPredictionTransformImpl::forward(const at::Tensor& x) {
-  return LayerNorm(torch::gelu(dense(x)));
+  return Normalize(LayerNorm, torch::gelu(dense(x)));
 }
 
 BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertOptions& options)

@@ -1,0 +1,80 @@
+#include "model/precision.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace pbert::model {
+
+absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceType device) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  if (name == "fp16") {
+    if (device != c10::DeviceType::CUDA) {
+      return absl::InvalidArgumentError(
+          "model.precision fp16 needs a CUDA device; use fp32 (fastest on CPU) or bf16");
+    }
+    return Precision::kFp16;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.precision '", name, "' is not one of: fp32, bf16, fp16"));
+}
+
+AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) {
+  if (precision == Precision::kFp32) return;
+  active_ = true;
+  cuda_ = device == c10::DeviceType::CUDA;
+  const auto dtype = precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
+  if (cuda_) {
+    was_enabled_ = at::autocast::is_enabled();
+    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(true);
+  } else {
+    was_enabled_ = at::autocast::is_cpu_enabled();
+    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(true);
+  }
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  // Casts are cached while autocast is on; leaving the outermost region
+  // must drop them or they would outlive the weights they were made from.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  if (cuda_) {
+    at::autocast::set_enabled(was_enabled_);
+    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
+  } else {
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+  }
+}
+
+bool LossScaler::Unscale(const std::vector<at::Tensor>& parameters) const {
+  at::NoGradGuard no_grad;
+  bool finite = true;
+  for (const auto& p : parameters) {
+    if (!p.grad().defined()) continue;
+    p.grad().div_(scale_);
+    if (!p.grad().isfinite().all().item<bool>()) finite = false;
+  }
+  return finite;
+}
+
+void LossScaler::Update(bool finite) {
+  if (!finite) {
+    scale_ = std::max(1.0, scale_ / 2.0);
+    good_steps_ = 0;
+    return;
+  }
+  if (++good_steps_ >= growth_interval_) {
+    scale_ *= 2.0;
+    good_steps_ = 0;
+  }
+}
+
+}  // namespace pbert::model

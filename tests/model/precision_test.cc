@@ -1,0 +1,63 @@
+#include "model/precision.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "gtest/gtest.h"
+#include "model/bert.h"
+#include "tests/model/fixtures.h"
+
+namespace pbert::model {
+namespace {
+
+TEST(PrecisionTest, Parse) {
+  EXPECT_EQ(*ParsePrecision("bf16", c10::DeviceType::CPU), Precision::kBf16);
+  EXPECT_EQ(*ParsePrecision("fp16", c10::DeviceType::CUDA), Precision::kFp16);
+  auto cpu_fp16 = ParsePrecision("fp16", c10::DeviceType::CPU);
+  ASSERT_FALSE(cpu_fp16.ok());
+  EXPECT_NE(cpu_fp16.status().message().find("needs a CUDA device"), std::string::npos);
+  EXPECT_FALSE(ParsePrecision("fp8", c10::DeviceType::CPU).ok());
+}
+
+TEST(PrecisionTest, Bf16AutocastOnCpuKeepsFp32WeightsAndCloseLogits) {
+  torch::manual_seed(2);
+  BertForPreTraining model(testing::TinyOptions());
+  model->eval();
+  auto instances = testing::RandomInstances(4, 8, 20, 97, 9);
+  auto batch = *data::MakeBatch(testing::PackInOrder(instances, 2, 64), {64, 2, 0});
+  auto reference = model(batch);
+  PretrainingLogits mixed;
+  {
+    AutocastGuard guard(Precision::kBf16, c10::DeviceType::CPU);
+    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    mixed = model(batch);
+  }
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_EQ(mixed.mlm.scalar_type(), at::kBFloat16);  // computed in bf16
+  for (const auto& p : model->parameters()) EXPECT_EQ(p.scalar_type(), at::kFloat);
+  double error = (mixed.mlm.to(at::kFloat) - reference.mlm).abs().max().item<double>();
+  double size = reference.mlm.abs().max().item<double>();
+  EXPECT_LT(error, 0.05 * size + 0.02);
+  EXPECT_GT(error, 0.0);  // it did run in lower precision
+}
+
+TEST(LossScalerTest, SkipsAndBacksOffOnOverflowGrowsAfterGoodSteps) {
+  LossScaler scaler(1024.0, 3);
+  auto w = torch::zeros({2}).set_requires_grad(true);
+  w.mutable_grad() = torch::tensor({2048.0f, -1024.0f});
+  EXPECT_TRUE(scaler.Unscale({w}));
+  EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({2.0f, -1.0f})));
+  scaler.Update(true);
+  scaler.Update(true);
+  EXPECT_EQ(scaler.scale(), 1024.0);
+  scaler.Update(true);
+  EXPECT_EQ(scaler.scale(), 2048.0);  // three good steps in a row
+  w.mutable_grad() = torch::tensor({std::numeric_limits<float>::infinity(), 1.0f});
+  EXPECT_FALSE(scaler.Unscale({w}));
+  scaler.Update(false);
+  EXPECT_EQ(scaler.scale(), 1024.0);
+  EXPECT_EQ(scaler.Scale(torch::tensor(1.5f)).item<float>(), 1536.0f);
+}
+
+}  // namespace
+}  // namespace pbert::model
