@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
 
@@ -62,24 +63,21 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
     };
     ASSIGN_OR_RETURN(auto labels, dims_of(kLabels, 1));
     reader->rows_ = static_cast<int64_t>(labels[0]);
-    for (const char* name : kMatrices) {
-      ASSIGN_OR_RETURN(auto dims, dims_of(name, 2));
-      if (reader->max_len_ == 0) reader->max_len_ = static_cast<int>(dims[1]);
-      if (static_cast<int64_t>(dims[0]) != reader->rows_ ||
-          static_cast<int>(dims[1]) != reader->max_len_) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": dataset '", name,
-                                                       "' does not match the others' shape"));
+    // All [N,width] datasets of a group share one width: max_len for the
+    // token matrices, max_predictions for the MLM slots.
+    auto check_group = [&](absl::Span<const char* const> names, int* width) -> absl::Status {
+      for (const char* name : names) {
+        ASSIGN_OR_RETURN(auto dims, dims_of(name, 2));
+        if (*width == 0) *width = static_cast<int>(dims[1]);
+        if (static_cast<int64_t>(dims[0]) != reader->rows_ || static_cast<int>(dims[1]) != *width) {
+          return absl::InvalidArgumentError(absl::StrCat(path, ": dataset '", name,
+                                                         "' does not match the others' shape"));
+        }
       }
-    }
-    for (const char* name : kPredictions) {
-      ASSIGN_OR_RETURN(auto dims, dims_of(name, 2));
-      if (reader->max_predictions_ == 0) reader->max_predictions_ = static_cast<int>(dims[1]);
-      if (static_cast<int64_t>(dims[0]) != reader->rows_ ||
-          static_cast<int>(dims[1]) != reader->max_predictions_) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": dataset '", name,
-                                                       "' does not match the others' shape"));
-      }
-    }
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(check_group(kMatrices, &reader->max_len_));
+    RETURN_IF_ERROR(check_group(kPredictions, &reader->max_predictions_));
     return reader;
   } catch (const H5::Exception& e) {
     return Hdf5Error(path, e);

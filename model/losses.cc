@@ -22,47 +22,57 @@ at::Tensor AtLeastFloat(const at::Tensor& t) {
 
 }  // namespace
 
-PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedBatch& batch) {
-  namespace F = torch::nn::functional;
-  const int64_t B = batch.mlm_labels.size(0), M = batch.mlm_labels.size(1);
-  const int64_t D = batch.cls_positions.size(1);
-  PretrainingSums s;
+namespace {
 
+// Cross-entropy of `logits` [B,K,C] against `labels` [B,K] where `used`
+// [B,K] is 1, and 0 elsewhere: per-slot losses [B,K], and the count of
+// slots predicted right.
+struct SlotLosses {
+  at::Tensor loss;
+  at::Tensor correct;
+};
+
+SlotLosses MaskedCrossEntropy(const at::Tensor& logits, const at::Tensor& labels,
+                              const at::Tensor& used) {
+  namespace F = torch::nn::functional;
+  const int64_t B = labels.size(0), K = labels.size(1);
+  auto loss = F::cross_entropy(logits.reshape({B * K, -1}), labels.reshape({B * K}),
+                               F::CrossEntropyFuncOptions().reduction(torch::kNone))
+                  .reshape({B, K}) *
+              used;
+  auto correct = ((logits.argmax(-1) == labels).to(used.scalar_type()) * used).sum();
+  return {loss, correct.to(torch::kDouble)};
+}
+
+}  // namespace
+
+PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedBatch& batch) {
+  const int64_t D = batch.cls_positions.size(1);
   auto mlm_logits = AtLeastFloat(logits.mlm);
   auto real = mlm_logits.scalar_type();
+  PretrainingSums s;
+
   auto used = (batch.mlm_sequence > 0).to(real);  // [B,M]
-  auto token_ce =
-      F::cross_entropy(mlm_logits.reshape({B * M, -1}), batch.mlm_labels.reshape({B * M}),
-                       F::CrossEntropyFuncOptions().reduction(torch::kNone))
-          .reshape({B, M}) *
-      used;
-  s.mlm_loss = token_ce.sum();
+  SlotLosses mlm = MaskedCrossEntropy(mlm_logits, batch.mlm_labels, used);
+  s.mlm_loss = mlm.loss.sum();
   s.mlm_tokens = used.sum().to(torch::kDouble);
-  s.mlm_correct = ((mlm_logits.argmax(-1) == batch.mlm_labels).to(real) * used)
-                      .sum()
-                      .to(torch::kDouble);
+  s.mlm_correct = mlm.correct;
   // Which sequence slot each MLM slot belongs to, one-hot: [B,M,D]. Slot 0
   // (unused) is dropped, so unused MLM slots count nowhere.
-  auto owner = F::one_hot(batch.mlm_sequence, D + 1)
+  auto owner = torch::nn::functional::one_hot(batch.mlm_sequence, D + 1)
                    .slice(/*dim=*/2, /*start=*/1)
                    .to(real);
-  auto sequence_ce = torch::einsum("bm,bmd->bd", {token_ce, owner});  // [B,D]
+  auto sequence_ce = torch::einsum("bm,bmd->bd", {mlm.loss, owner});  // [B,D]
   auto sequence_tokens = owner.sum(1);                                 // [B,D]
   auto has_tokens = (sequence_tokens > 0).to(real);
   s.mlm_sequence_loss = (sequence_ce / sequence_tokens.clamp_min(1.0) * has_tokens).sum();
   s.mlm_sequences = has_tokens.sum().to(torch::kDouble);
 
-  auto nsp_logits = AtLeastFloat(logits.nsp);
   auto valid = batch.nsp_valid.to(real);  // [B,D]
-  auto nsp_ce = F::cross_entropy(nsp_logits.reshape({B * D, 2}), batch.nsp_labels.reshape({B * D}),
-                                 F::CrossEntropyFuncOptions().reduction(torch::kNone))
-                    .reshape({B, D}) *
-                valid;
-  s.nsp_loss = nsp_ce.sum();
+  SlotLosses nsp = MaskedCrossEntropy(AtLeastFloat(logits.nsp), batch.nsp_labels, valid);
+  s.nsp_loss = nsp.loss.sum();
   s.nsp_sequences = valid.sum().to(torch::kDouble);
-  s.nsp_correct = ((nsp_logits.argmax(-1) == batch.nsp_labels).to(real) * valid)
-                      .sum()
-                      .to(torch::kDouble);
+  s.nsp_correct = nsp.correct;
   return s;
 }
 
