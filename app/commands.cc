@@ -15,7 +15,7 @@ std::vector<Command> AllCommands() {
   return {
       Planned("prepare", "turn raw text or MLPerf HDF5 into an instance store",
               "prepare --config FILE"),
-      Planned("tokenize", "print WordPiece ids of text lines", "tokenize --vocab V.txt [FILE]"),
+      TokenizeCommand(),
       Planned("verify", "check an instance store or pack index", "verify PATH"),
       PackCommand(),
       Planned("train", "pretrain BERT on packed data", "train --config FILE"),

@@ -11,6 +11,7 @@ Command ConfigCommand();
 Command PackCommand();
 Command ModelCommand();
 Command ScoreCommand();
+Command TokenizeCommand();
 
 // Every subcommand, in the order `packed-bert --help` lists them.
 std::vector<Command> AllCommands();

@@ -1,0 +1,73 @@
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "app/commands.h"
+#include "common/status.h"
+#include "data/tokenizer.h"
+
+namespace pbert::app {
+namespace {
+
+absl::Status RunTokenize(const Args& args) {
+  if (!args.Has("vocab")) return absl::InvalidArgumentError("tokenize needs --vocab V.txt");
+  if (args.positional().size() > 1) {
+    return absl::InvalidArgumentError("tokenize reads one FILE (or standard input)");
+  }
+  ASSIGN_OR_RETURN(data::Vocabulary vocabulary, data::Vocabulary::Load(args.Get("vocab")));
+  data::Tokenizer tokenizer(std::make_shared<const data::Vocabulary>(std::move(vocabulary)),
+                            !args.Has("cased"));
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (!args.positional().empty()) {
+    file.open(args.positional()[0], std::ios::binary);
+    if (!file) return ErrnoError(absl::StrCat("cannot open ", args.positional()[0]), errno);
+    in = &file;
+  }
+  const bool as_tokens = args.Has("tokens");
+  std::string line, out;
+  std::vector<int32_t> ids;
+  while (std::getline(*in, line)) {
+    ids.clear();
+    tokenizer.Encode(line, &ids);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) out.push_back(' ');
+      if (as_tokens) {
+        out += tokenizer.vocabulary().token(ids[i]);
+      } else {
+        absl::StrAppend(&out, ids[i]);
+      }
+    }
+    out.push_back('\n');
+    if (out.size() > (1 << 16)) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  if (std::fflush(stdout) != 0) return ErrnoError("cannot write standard output", errno);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command TokenizeCommand() {
+  Command command;
+  command.name = "tokenize";
+  command.summary = "print the WordPiece ids of text lines";
+  command.usage = "tokenize --vocab V.txt [--tokens] [--cased] [FILE]";
+  command.details =
+      "Reads lines from FILE (standard input by default) and prints, for each, one line of\n"
+      "token ids separated by spaces, with the tokenizer prepare uses.";
+  command.flags = {
+      {"vocab", "FILE", "BERT vocab.txt"},
+      {"tokens", "", "print the WordPiece strings instead of ids"},
+      {"cased", "", "keep case and accents (for cased vocabularies)"},
+  };
+  command.run = RunTokenize;
+  return command;
+}
+
+}  // namespace pbert::app
