@@ -1,4 +1,5 @@
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
@@ -8,6 +9,8 @@
 #include "common/status.h"
 #include "data/histogram.h"
 #include "data/packing/algorithms.h"
+#include "data/packing/pack_index.h"
+#include "data/store.h"
 #include "data/packing/report.h"
 
 namespace pbert::app {
@@ -16,6 +19,7 @@ namespace {
 absl::Status RunPack(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config,
                    LoadConfig(args, {{"histogram", "data.histogram"},
+                                     {"store", "data.store"},
                                      {"max-len", "data.max_seq_len"},
                                      {"algorithm", "packing.algorithm"},
                                      {"max-depth", "packing.max_depth"}}));
@@ -24,15 +28,25 @@ absl::Status RunPack(const Args& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("--format must be text or json, got '", format, "'"));
   }
-  if (config.data.histogram.empty()) {
+  const bool from_store = !config.data.store.empty() && config.data.histogram.empty();
+  if (!from_store && config.data.histogram.empty()) {
     return absl::InvalidArgumentError(
-        "nothing to pack: give --histogram FILE (or data.histogram in the config)");
+        "nothing to pack: give --store DIR (data.store) or --histogram FILE (data.histogram)");
   }
-  ASSIGN_OR_RETURN(data::LengthHistogram histogram,
-                   data::ReadHistogramFile(config.data.histogram,
-                                           static_cast<int>(config.data.max_seq_len)));
+  std::optional<data::InstanceStore> store;
+  data::LengthHistogram histogram;
+  std::string source;
+  if (from_store) {
+    ASSIGN_OR_RETURN(store, data::InstanceStore::Open(config.data.store));
+    histogram = store->Histogram();
+    source = config.data.store;
+  } else {
+    ASSIGN_OR_RETURN(histogram, data::ReadHistogramFile(config.data.histogram,
+                                                        static_cast<int>(config.data.max_seq_len)));
+    source = config.data.histogram;
+  }
   data::PackingOptions options;
-  options.max_len = static_cast<int>(config.data.max_seq_len);
+  options.max_len = histogram.max_len();
   options.max_depth = static_cast<int>(config.packing.max_depth);
   options.seed = static_cast<uint64_t>(config.run.seed);
 
@@ -43,7 +57,7 @@ absl::Status RunPack(const Args& args) {
     algorithms.push_back(config.packing.algorithm);
   }
   auto log = logging::Get("pack");
-  log->info("{}: {} sequences, {} tokens, max length {}, max depth {}", config.data.histogram,
+  log->info("{}: {} sequences, {} tokens, max length {}, max depth {}", source,
             histogram.sequences(), histogram.tokens(), options.max_len, options.max_depth);
   std::vector<data::PackingReport> reports;
   for (const std::string& name : algorithms) {
@@ -52,13 +66,23 @@ absl::Status RunPack(const Args& args) {
               100.0 * run.report.efficiency, run.report.seconds);
     if (format == "json") std::cout << data::ReportJson(run.report) << std::endl;
     reports.push_back(run.report);
-    if (args.Has("plot") && name == algorithms.back()) {
-      std::string title = absl::StrCat(config.data.histogram, ": ", name, ", max depth ",
-                                       options.max_depth);
-      RETURN_IF_ERROR(WriteEffectiveConfig(config));
+    if (name != algorithms.back()) continue;
+    if (args.Has("plot") || store) RETURN_IF_ERROR(WriteEffectiveConfig(config));
+    if (args.Has("plot")) {
+      std::string title = absl::StrCat(source, ": ", name, ", max depth ", options.max_depth);
       RETURN_IF_ERROR(WriteFileAtomically(args.Get("plot"),
                                           data::PackingSvg(histogram, run.plan, title)));
       log->info("plot written to {}", args.Get("plot"));
+    }
+    if (store) {
+      // The rows of the last algorithm become the pack index the loader reads.
+      ASSIGN_OR_RETURN(data::PackIndex index,
+                       data::AssignSequences(run.plan, store->Lengths(), options.seed));
+      std::string out = args.Get("out", config.run.output_dir + "/pack.pbpack");
+      RETURN_IF_ERROR(index.Write(out, name));
+      RETURN_IF_ERROR(WriteFileAtomically(config.run.output_dir + "/pack.json",
+                                          data::ReportJson(run.report) + "\n"));
+      log->info("pack index of {} rows written to {}", index.rows(), out);
     }
   }
   if (format == "text") std::cout << data::ReportTable(reports);
@@ -72,13 +96,17 @@ Command PackCommand() {
   command.name = "pack";
   command.summary = "decide which sequences share a row, and report how well";
   command.usage =
-      "pack --histogram FILE --max-len S [--algorithm A] [--max-depth D] [--compare] "
-      "[--format text|json] [--plot FILE.svg]";
+      "pack (--store DIR [--out FILE.pbpack] | --histogram FILE --max-len S) [--algorithm A] "
+      "[--max-depth D] [--compare] [--format text|json] [--plot FILE.svg]";
   command.details =
-      "Packs a bare length histogram (line i = count of sequences of length i, '#' comments)\n"
-      "for planning and benchmarks. Algorithms: none, greedy, ffd, spfhp, lpfhp, nnlshp, lp.";
+      "Packs the sequences of an instance store and writes the pack index the loader reads\n"
+      "(default <run.output_dir>/pack.pbpack, with pack.json and config.yaml), or packs a bare\n"
+      "length histogram (line i = count of sequences of length i, '#' comments) for planning.\n"
+      "Algorithms: none, greedy, ffd, spfhp, lpfhp, nnlshp, lp.";
   command.flags = {
-      {"histogram", "FILE", "length histogram to pack (data.histogram)"},
+      {"store", "DIR", "instance store to pack (data.store)"},
+      {"out", "FILE", "where to write the pack index (with --store)"},
+      {"histogram", "FILE", "length histogram to pack instead of a store (data.histogram)"},
       {"max-len", "S", "tokens per row (data.max_seq_len)"},
       {"algorithm", "A", "packing algorithm (packing.algorithm)"},
       {"max-depth", "D", "most sequences per row (packing.max_depth)"},

@@ -13,10 +13,10 @@ Command Planned(std::string name, std::string summary, std::string usage) {
 
 std::vector<Command> AllCommands() {
   return {
-      Planned("prepare", "turn raw text or MLPerf HDF5 into an instance store",
-              "prepare --config FILE"),
+      PrepareCommand(),
       TokenizeCommand(),
-      Planned("verify", "check an instance store or pack index", "verify PATH"),
+      VerifyCommand(),
+      ExportCommand(),
       PackCommand(),
       Planned("train", "pretrain BERT on packed data", "train --config FILE"),
       ScoreCommand(),

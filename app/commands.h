@@ -12,6 +12,9 @@ Command PackCommand();
 Command ModelCommand();
 Command ScoreCommand();
 Command TokenizeCommand();
+Command PrepareCommand();
+Command VerifyCommand();
+Command ExportCommand();
 
 // Every subcommand, in the order `packed-bert --help` lists them.
 std::vector<Command> AllCommands();

@@ -33,14 +33,50 @@ struct RunConfig {
 
 struct DataConfig {
   int64_t max_seq_len = 512;
+  std::string store;
   std::string histogram;
 
   template <class V>
   void Visit(V& v) {
     v.Field("max_seq_len", &max_seq_len, "tokens per row (S), the length packs fill",
             config::InRange<int64_t>(8, 65535));
+    v.Field("store", &store, "the instance store folder (prepare writes it, pack reads it)");
     v.Field("histogram", &histogram,
             "a bare length histogram to pack without a store (line i = count of length i)");
+  }
+  absl::Status Validate() const { return absl::OkStatus(); }
+};
+
+struct PrepareConfig {
+  std::vector<std::string> inputs;
+  std::string input_format = "auto";
+  std::string vocab;
+  bool lower_case = true;
+  int64_t dupe_factor = 10;
+  double short_seq_prob = 0.1;
+  double masked_lm_prob = 0.15;
+  int64_t max_predictions_per_seq = 20;
+  bool whole_word_mask = false;
+  int64_t records_per_shard = 1 << 18;
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("inputs", &inputs, "input files: WikiExtractor output, plain text or MLPerf HDF5");
+    v.Field("input_format", &input_format, "auto, wiki, text or hdf5",
+            config::OneOf({"auto", "wiki", "text", "hdf5"}));
+    v.Field("vocab", &vocab, "BERT vocab.txt");
+    v.Field("lower_case", &lower_case, "lower-case and strip accents (uncased vocabularies)");
+    v.Field("dupe_factor", &dupe_factor, "passes over the documents with different masks",
+            config::AtLeast<int64_t>(1));
+    v.Field("short_seq_prob", &short_seq_prob, "share of instances with a shorter target",
+            config::InRange(0.0, 1.0));
+    v.Field("masked_lm_prob", &masked_lm_prob, "share of tokens to mask",
+            config::InRange(0.0, 1.0));
+    v.Field("max_predictions_per_seq", &max_predictions_per_seq, "most masked tokens per sequence",
+            config::InRange<int64_t>(1, 65535));
+    v.Field("whole_word_mask", &whole_word_mask, "mask all pieces of a word together");
+    v.Field("records_per_shard", &records_per_shard, "instances per store shard file",
+            config::AtLeast<int64_t>(1));
   }
   absl::Status Validate() const { return absl::OkStatus(); }
 };
@@ -166,6 +202,7 @@ struct OptimConfig {
 struct ExperimentConfig {
   RunConfig run;
   DataConfig data;
+  PrepareConfig prepare;
   PackingConfig packing;
   ModelConfig model;
   OptimConfig optim;
@@ -174,6 +211,7 @@ struct ExperimentConfig {
   void Visit(V& v) {
     v.Section("run", &run, "where outputs go, seeds, threads, logging");
     v.Section("data", &data, "input data");
+    v.Section("prepare", &prepare, "making an instance store from text or MLPerf HDF5");
     v.Section("packing", &packing, "which sequences share a row");
     v.Section("model", &model, "BERT shape, loss mode and precision");
     v.Section("optim", &optim, "LAMB, learning-rate schedule, clipping, accumulation");

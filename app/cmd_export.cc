@@ -1,0 +1,56 @@
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "app/commands.h"
+#include "common/progress.h"
+#include "common/status.h"
+#include "data/hdf5.h"
+#include "data/store.h"
+
+namespace pbert::app {
+namespace {
+
+absl::Status RunExport(const Args& args) {
+  if (!args.Has("store") || !args.Has("out")) {
+    return absl::InvalidArgumentError("export needs --store DIR and --out FILE.hdf5");
+  }
+  ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(args.Get("store")));
+  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1));
+  const uint64_t n = limit < 0 ? store.size() : std::min<uint64_t>(limit, store.size());
+  std::vector<data::Instance> instances;
+  instances.reserve(n);
+  Progress progress("export", n, "records");
+  for (uint64_t i = 0; i < n; ++i) {
+    instances.push_back(store.Get(i));
+    if ((i + 1) % 4096 == 0) progress.Add(4096);
+  }
+  progress.Add(n % 4096);
+  progress.Finish();
+  RETURN_IF_ERROR(data::WriteHdf5(args.Get("out"), instances,
+                                  static_cast<int>(store.info().max_len),
+                                  static_cast<int>(store.info().max_predictions)));
+  std::cout << args.Get("out") << ": " << n << " instances in the MLPerf HDF5 format\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command ExportCommand() {
+  Command command;
+  command.name = "export";
+  command.summary = "write an instance store as MLPerf HDF5";
+  command.usage = "export --store DIR --out FILE.hdf5 [--limit N]";
+  command.details =
+      "Writes the datasets input_ids, input_mask, segment_ids, masked_lm_positions,\n"
+      "masked_lm_ids and next_sentence_labels, zero-padded to the store's limits. The whole\n"
+      "export is held in memory while it is written.";
+  command.flags = {
+      {"store", "DIR", "the instance store"},
+      {"out", "FILE", "the HDF5 file to write"},
+      {"limit", "N", "export only the first N records"},
+  };
+  command.run = RunExport;
+  return command;
+}
+
+}  // namespace pbert::app

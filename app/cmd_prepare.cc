@@ -1,0 +1,121 @@
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "app/commands.h"
+#include "app/config.h"
+#include "app/runtime.h"
+#include "common/logging.h"
+#include "common/progress.h"
+#include "common/status.h"
+#include "data/prepare.h"
+
+namespace pbert::app {
+namespace {
+
+// The length histogram in `buckets` equal ranges, as text bars.
+std::string HistogramBars(const data::LengthHistogram& h, int buckets) {
+  const int S = h.max_len();
+  std::vector<uint64_t> counts(buckets, 0);
+  for (int l = 1; l <= S; ++l) counts[(l - 1) * buckets / S] += h.counts[l];
+  uint64_t peak = *std::max_element(counts.begin(), counts.end());
+  std::string out;
+  for (int b = 0; b < buckets; ++b) {
+    int from = b * S / buckets + 1, to = (b + 1) * S / buckets;
+    int width = peak == 0 ? 0 : static_cast<int>(40.0 * counts[b] / peak + 0.5);
+    absl::StrAppendFormat(&out, "  %4d-%-4d %9d %s\n", from, to, counts[b], std::string(width, '#'));
+  }
+  return out;
+}
+
+absl::Status RunPrepare(const Args& args) {
+  ASSIGN_OR_RETURN(ExperimentConfig config,
+                   LoadConfig(args, {{"vocab", "prepare.vocab"},
+                                     {"out", "data.store"},
+                                     {"input-format", "prepare.input_format"},
+                                     {"max-len", "data.max_seq_len"}}));
+  const PrepareConfig& p = config.prepare;
+  data::PrepareOptions o;
+  o.inputs = p.inputs;
+  for (const std::string& input : args.positional()) o.inputs.push_back(input);
+  o.input_format = p.input_format;
+  o.vocab = p.vocab;
+  o.lower_case = p.lower_case;
+  o.instances.max_seq_len = static_cast<int>(config.data.max_seq_len);
+  o.instances.dupe_factor = static_cast<int>(p.dupe_factor);
+  o.instances.short_seq_prob = p.short_seq_prob;
+  o.instances.masked_lm_prob = p.masked_lm_prob;
+  o.instances.max_predictions_per_seq = static_cast<int>(p.max_predictions_per_seq);
+  o.instances.whole_word_mask = p.whole_word_mask;
+  o.instances.seed = static_cast<uint64_t>(config.run.seed);
+  o.records_per_shard = static_cast<uint64_t>(p.records_per_shard);
+  o.threads = config.run.threads > 0 ? static_cast<int>(config.run.threads) : AvailableCpus();
+  o.output = config.data.store;
+  if (o.vocab.empty()) {
+    return absl::InvalidArgumentError("prepare needs a vocabulary: --vocab V.txt (prepare.vocab)");
+  }
+
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<Progress>> bars;
+  auto progress = [&](const std::string& stage, uint64_t done, uint64_t total) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& bar = bars[stage];
+    if (bar == nullptr) {
+      for (auto& [name, other] : bars) {
+        if (other) other->Finish();
+      }
+      bar = std::make_unique<Progress>(stage, total, stage == "tokenize" ? "B" : "items");
+    }
+    bar->Add(done);
+  };
+  ASSIGN_OR_RETURN(data::PrepareSummary s, data::Prepare(o, progress));
+  for (auto& [name, bar] : bars) bar->Finish();
+
+  const data::LengthHistogram& h = s.histogram;
+  std::string report;
+  if (s.corpus.documents > 0) {
+    absl::StrAppendFormat(&report, "documents   %d\nsentences   %d\ntext bytes  %d\n",
+                          s.corpus.documents, s.corpus.sentences, s.corpus.bytes);
+  }
+  absl::StrAppendFormat(
+      &report,
+      "instances   %d\ntokens      %d (%.1f per instance)\nmasked      %.2f per instance\n"
+      "random next %.1f%%\nfull length %.1f%% of instances (max length %d)\n"
+      "theoretical packing speed-up %.4f (instances x max length / tokens)\n"
+      "length histogram:\n%s"
+      "store       %s\n",
+      s.instances, s.tokens, static_cast<double>(s.tokens) / std::max<uint64_t>(1, s.instances),
+      static_cast<double>(s.masked_tokens) / std::max<uint64_t>(1, s.instances),
+      100.0 * s.random_next / std::max<uint64_t>(1, s.instances),
+      100.0 * h.counts[h.max_len()] / std::max<uint64_t>(1, s.instances), h.max_len(),
+      h.TheoreticalSpeedup(), HistogramBars(h, 16), o.output);
+  std::cout << report;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command PrepareCommand() {
+  Command command;
+  command.name = "prepare";
+  command.summary = "turn raw text or MLPerf HDF5 into an instance store";
+  command.usage = "prepare --vocab V.txt --out STORE [--input-format F] [FILE ...]";
+  command.details =
+      "Reads WikiExtractor output, plain text (one sentence per line, blank lines between\n"
+      "documents) or MLPerf HDF5, makes BERT pretraining instances as create_pretraining_data.py\n"
+      "does (prepare.* keys), and writes them to a new instance store folder.";
+  command.flags = {
+      {"vocab", "FILE", "BERT vocab.txt (prepare.vocab)"},
+      {"out", "DIR", "the store folder to create (data.store); must not exist"},
+      {"input-format", "F", "auto, wiki, text or hdf5 (prepare.input_format)"},
+      {"max-len", "S", "tokens per instance (data.max_seq_len)"},
+  };
+  for (Flag f : ConfigFlags()) command.flags.push_back(f);
+  command.run = RunPrepare;
+  return command;
+}
+
+}  // namespace pbert::app

@@ -1,0 +1,141 @@
+#include "data/corpus.h"
+
+#include <cctype>
+#include <fstream>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace pbert::data {
+namespace {
+
+bool IsClosing(char c) { return c == '"' || c == '\'' || c == ')' || c == ']'; }
+
+bool StartsSentence(unsigned char c) {
+  // ASCII upper case, digits and opening quotes; any non-ASCII lead byte is
+  // taken as a letter (accented capitals, other scripts).
+  return std::isupper(c) || std::isdigit(c) || c == '"' || c == '\'' || c == '(' || c >= 0x80;
+}
+
+// The word before position `end` (exclusive), without leading punctuation.
+absl::string_view WordBefore(absl::string_view text, size_t end) {
+  size_t start = end;
+  while (start > 0 && !absl::ascii_isspace(static_cast<unsigned char>(text[start - 1]))) --start;
+  absl::string_view word = text.substr(start, end - start);
+  while (!word.empty() && (word.front() == '(' || word.front() == '"')) word.remove_prefix(1);
+  return word;
+}
+
+bool IsAbbreviation(absl::string_view word) {
+  static const auto* kAbbreviations = new absl::flat_hash_set<std::string>{
+      "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e",
+      "u.s", "u.k", "no", "nos", "vol", "fig", "approx", "ca", "c", "cf", "al", "inc", "ltd",
+      "co", "corp", "gen", "col", "lt", "sgt", "capt", "rev", "hon", "jan", "feb", "mar",
+      "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "op", "pp", "ed", "eds"};
+  if (word.size() == 1 && absl::ascii_isalpha(static_cast<unsigned char>(word[0]))) {
+    return true;  // an initial: "J. R. R. Tolkien"
+  }
+  return kAbbreviations->contains(absl::AsciiStrToLower(word));
+}
+
+}  // namespace
+
+std::vector<std::string> SplitSentences(absl::string_view paragraph) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  const size_t n = paragraph.size();
+  for (size_t i = 0; i < n; ++i) {
+    char c = paragraph[i];
+    if (c != '.' && c != '!' && c != '?') continue;
+    size_t end = i + 1;
+    while (end < n && IsClosing(paragraph[end])) ++end;
+    if (end >= n || paragraph[end] != ' ') continue;
+    size_t next = end;
+    while (next < n && paragraph[next] == ' ') ++next;
+    if (next >= n || !StartsSentence(static_cast<unsigned char>(paragraph[next]))) continue;
+    if (c == '.' && IsAbbreviation(WordBefore(paragraph, i))) continue;
+    absl::string_view sentence = absl::StripAsciiWhitespace(paragraph.substr(start, end - start));
+    if (!sentence.empty()) out.emplace_back(sentence);
+    start = next;
+    i = next - 1;
+  }
+  absl::string_view rest = absl::StripAsciiWhitespace(paragraph.substr(std::min(start, n)));
+  if (!rest.empty()) out.emplace_back(rest);
+  return out;
+}
+
+absl::StatusOr<CorpusFormat> ResolveFormat(const std::string& name, const std::string& path) {
+  if (name == "wiki") return CorpusFormat::kWikiExtractor;
+  if (name == "text") return CorpusFormat::kText;
+  if (name != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input format '", name, "' is not one of: auto, wiki, text, hdf5"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty()) continue;
+    return absl::StartsWith(text, "<doc") ? CorpusFormat::kWikiExtractor : CorpusFormat::kText;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, " is empty; nothing to prepare"));
+}
+
+absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
+                        const std::function<void(Document&&)>& on_document, CorpusStats* stats) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);
+  Document document;
+  const uint64_t sentences_before = stats->sentences;
+  auto flush = [&] {
+    if (document.empty()) return;
+    stats->documents += 1;
+    stats->sentences += document.size();
+    on_document(std::move(document));
+    document.clear();
+  };
+  std::string line;
+  uint64_t line_number = 0;
+  bool title_next = false;
+  while (std::getline(in, line)) {
+    ++line_number;
+    stats->bytes += line.size() + 1;
+    if (line.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", line_number, ": a NUL byte; this looks like a binary file, not text"));
+    }
+    absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (format == CorpusFormat::kText) {
+      if (text.empty()) {
+        flush();
+      } else {
+        document.emplace_back(text);
+      }
+      continue;
+    }
+    if (absl::StartsWith(text, "<doc")) {
+      flush();
+      title_next = true;
+    } else if (text == "</doc>") {
+      flush();
+    } else if (title_next) {
+      title_next = false;  // the article's title repeats as its first line
+    } else if (!text.empty()) {
+      for (std::string& s : SplitSentences(text)) document.push_back(std::move(s));
+    }
+  }
+  if (in.bad()) return ErrnoError(absl::StrCat("cannot read ", path), errno);
+  flush();
+  if (stats->sentences == sentences_before) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " holds no sentences", line_number == 0 ? " (the file is empty)" : "",
+        "; expected WikiExtractor output or one sentence per line"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pbert::data

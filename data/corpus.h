@@ -1,0 +1,42 @@
+// Corpus readers: WikiExtractor output (`<doc ...>` ... `</doc>`, the title
+// line dropped as the MLPerf scripts do, paragraphs split into sentences),
+// and BERT's reference input (one sentence per line, blank lines between
+// documents).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace pbert::data {
+
+// A document as its sentences, in order.
+using Document = std::vector<std::string>;
+
+enum class CorpusFormat { kWikiExtractor, kText };
+
+// "wiki", "text" or "auto" (WikiExtractor if the first non-blank line starts
+// with "<doc").
+absl::StatusOr<CorpusFormat> ResolveFormat(const std::string& name, const std::string& path);
+
+struct CorpusStats {
+  uint64_t bytes = 0;
+  uint64_t documents = 0;
+  uint64_t sentences = 0;
+};
+
+// Streams the documents of `path` to `on_document`. Fails, naming the file,
+// if it is empty, looks binary (NUL bytes), or holds no sentence.
+absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
+                        const std::function<void(Document&&)>& on_document, CorpusStats* stats);
+
+// Splits a paragraph into sentences at '.', '!' or '?' (with closing quotes
+// or brackets) followed by space and an upper-case letter, digit or opening
+// quote; not after common abbreviations or single-letter initials.
+std::vector<std::string> SplitSentences(absl::string_view paragraph);
+
+}  // namespace pbert::data

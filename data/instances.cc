@@ -1,0 +1,161 @@
+#include "data/instances.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "data/random.h"
+
+namespace pbert::data {
+namespace {
+
+constexpr uint64_t kShuffleStream = ~0ull;
+
+void TruncatePair(std::vector<int32_t>& a, std::vector<int32_t>& b, size_t max_tokens, Rng& rng) {
+  while (a.size() + b.size() > max_tokens) {
+    std::vector<int32_t>& longer = a.size() > b.size() ? a : b;
+    // From the front or the back, to avoid biasing towards either end.
+    if (rng.Uniform() < 0.5) {
+      longer.erase(longer.begin());
+    } else {
+      longer.pop_back();
+    }
+  }
+}
+
+void MaskTokens(Instance& in, const Tokenizer& tokenizer, const InstanceOptions& o, Rng& rng) {
+  const SpecialTokens& special = tokenizer.vocabulary().special();
+  std::vector<std::vector<int32_t>> candidates;
+  for (int i = 0; i < in.length(); ++i) {
+    int32_t id = in.input_ids[i];
+    if (id == special.cls || id == special.sep) continue;
+    if (o.whole_word_mask && !candidates.empty() && !tokenizer.StartsWord(id)) {
+      candidates.back().push_back(i);
+    } else {
+      candidates.push_back({i});
+    }
+  }
+  rng.Shuffle(candidates);
+  // Python's round(): halves to even, as std::nearbyint in the default mode.
+  const int to_predict = std::min(
+      o.max_predictions_per_seq,
+      std::max(1, static_cast<int>(std::nearbyint(in.length() * o.masked_lm_prob))));
+  std::vector<std::pair<int32_t, int32_t>> masked;  // (position, true id)
+  std::vector<bool> covered(in.length(), false);
+  const std::vector<int32_t> original = in.input_ids;
+  for (const auto& group : candidates) {
+    if (static_cast<int>(masked.size()) >= to_predict) break;
+    if (static_cast<int>(masked.size() + group.size()) > to_predict) continue;
+    if (std::any_of(group.begin(), group.end(), [&](int32_t i) { return covered[i]; })) continue;
+    for (int32_t i : group) {
+      covered[i] = true;
+      int32_t replacement;
+      if (rng.Uniform() < 0.8) {
+        replacement = special.mask;
+      } else if (rng.Uniform() < 0.5) {
+        replacement = original[i];
+      } else {
+        replacement = static_cast<int32_t>(rng.Int(0, tokenizer.vocabulary().size() - 1));
+      }
+      in.input_ids[i] = replacement;
+      masked.push_back({i, original[i]});
+    }
+  }
+  std::sort(masked.begin(), masked.end());
+  for (const auto& [position, id] : masked) {
+    in.masked_positions.push_back(position);
+    in.masked_ids.push_back(id);
+  }
+}
+
+void FromDocument(const std::vector<TokenizedDocument>& documents, size_t index,
+                  const Tokenizer& tokenizer, const InstanceOptions& o, Rng& rng,
+                  std::vector<Instance>* out) {
+  const TokenizedDocument& document = documents[index];
+  const SpecialTokens& special = tokenizer.vocabulary().special();
+  const int max_tokens = o.max_seq_len - 3;  // [CLS], [SEP], [SEP]
+  int target = max_tokens;
+  if (rng.Uniform() < o.short_seq_prob) target = static_cast<int>(rng.Int(2, max_tokens));
+
+  std::vector<const std::vector<int32_t>*> chunk;
+  int chunk_length = 0;
+  for (size_t i = 0; i < document.size(); ++i) {
+    chunk.push_back(&document[i]);
+    chunk_length += static_cast<int>(document[i].size());
+    if (i + 1 != document.size() && chunk_length < target) continue;
+    size_t a_end = chunk.size() >= 2 ? static_cast<size_t>(rng.Int(1, chunk.size() - 1)) : 1;
+    std::vector<int32_t> a, b;
+    for (size_t j = 0; j < a_end; ++j) a.insert(a.end(), chunk[j]->begin(), chunk[j]->end());
+    bool random_next = chunk.size() == 1 || rng.Uniform() < 0.5;
+    if (random_next) {
+      const int b_target = target - static_cast<int>(a.size());
+      size_t other = index;
+      for (int tries = 0; tries < 10 && other == index; ++tries) {
+        other = static_cast<size_t>(rng.Int(0, documents.size() - 1));
+      }
+      const TokenizedDocument& source = documents[other];
+      for (size_t j = static_cast<size_t>(rng.Int(0, source.size() - 1)); j < source.size(); ++j) {
+        b.insert(b.end(), source[j].begin(), source[j].end());
+        if (static_cast<int>(b.size()) >= b_target) break;
+      }
+      // The sentences not used as A go back to the document.
+      i -= chunk.size() - a_end;
+    } else {
+      for (size_t j = a_end; j < chunk.size(); ++j) {
+        b.insert(b.end(), chunk[j]->begin(), chunk[j]->end());
+      }
+    }
+    TruncatePair(a, b, max_tokens, rng);
+    chunk.clear();
+    chunk_length = 0;
+    if (a.empty() || b.empty()) continue;
+    Instance in;
+    in.input_ids.reserve(a.size() + b.size() + 3);
+    in.input_ids.push_back(special.cls);
+    in.input_ids.insert(in.input_ids.end(), a.begin(), a.end());
+    in.input_ids.push_back(special.sep);
+    in.segment_ids.assign(in.input_ids.size(), 0);
+    in.input_ids.insert(in.input_ids.end(), b.begin(), b.end());
+    in.input_ids.push_back(special.sep);
+    in.segment_ids.resize(in.input_ids.size(), 1);
+    in.next_sentence_label = random_next ? 1 : 0;
+    MaskTokens(in, tokenizer, o, rng);
+    out->push_back(std::move(in));
+  }
+}
+
+}  // namespace
+
+std::vector<Instance> CreateInstances(const std::vector<TokenizedDocument>& all,
+                                      const Tokenizer& tokenizer, const InstanceOptions& options,
+                                      int threads) {
+  std::vector<TokenizedDocument> documents;
+  for (const auto& d : all) {
+    if (!d.empty()) documents.push_back(d);
+  }
+  if (documents.empty()) return {};
+  const size_t n = documents.size();
+  const size_t jobs = static_cast<size_t>(options.dupe_factor) * n;
+  std::vector<std::vector<Instance>> per_job(jobs);
+  auto work = [&](size_t first, size_t last) {
+    for (size_t job = first; job < last; ++job) {
+      Rng rng(options.seed, job);
+      FromDocument(documents, job % n, tokenizer, options, rng, &per_job[job]);
+    }
+  };
+  const size_t workers = std::max<size_t>(1, std::min<size_t>(threads, jobs));
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w) {
+    pool.emplace_back(work, jobs * w / workers, jobs * (w + 1) / workers);
+  }
+  for (auto& t : pool) t.join();
+  std::vector<Instance> instances;
+  for (auto& v : per_job) {
+    for (auto& in : v) instances.push_back(std::move(in));
+  }
+  Rng rng(options.seed, kShuffleStream);
+  rng.Shuffle(instances);
+  return instances;
+}
+
+}  // namespace pbert::data

@@ -1,0 +1,126 @@
+#include "data/prepare.h"
+
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "data/hdf5.h"
+#include "data/store.h"
+#include "data/tokenizer.h"
+
+namespace pbert::data {
+namespace {
+
+void Count(const Instance& in, PrepareSummary* summary) {
+  summary->instances += 1;
+  summary->tokens += in.length();
+  summary->masked_tokens += in.masked_positions.size();
+  summary->random_next += in.next_sentence_label;
+  summary->histogram.counts[in.length()] += 1;
+}
+
+absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
+                        const PrepareProgress& progress, PrepareSummary* summary) {
+  std::unique_ptr<StoreWriter> writer;
+  for (const std::string& path : o.inputs) {
+    ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
+    if (reader->max_len() > o.instances.max_seq_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " holds rows of ", reader->max_len(), " tokens; raise data.max_seq_len to ",
+          reader->max_len()));
+    }
+    if (writer == nullptr) {
+      StoreInfo info{static_cast<uint32_t>(vocabulary.size()), vocabulary.checksum(),
+                     static_cast<uint32_t>(o.instances.max_seq_len),
+                     static_cast<uint32_t>(reader->max_predictions()), "MLPerf HDF5"};
+      ASSIGN_OR_RETURN(writer, StoreWriter::Create(o.output, info, o.records_per_shard));
+    }
+    constexpr int64_t kChunk = 8192;
+    for (int64_t begin = 0; begin < reader->size(); begin += kChunk) {
+      ASSIGN_OR_RETURN(auto chunk, reader->Read(begin, std::min(kChunk, reader->size() - begin)));
+      for (const Instance& in : chunk) {
+        RETURN_IF_ERROR(Annotate(writer->Add(in), path));
+        Count(in, summary);
+      }
+      if (progress) progress("import", chunk.size(), reader->size());
+    }
+  }
+  return writer->Finish();
+}
+
+}  // namespace
+
+absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PrepareProgress& progress) {
+  if (o.inputs.empty()) {
+    return absl::InvalidArgumentError("nothing to prepare: give input files (prepare.inputs)");
+  }
+  if (o.output.empty()) {
+    return absl::InvalidArgumentError("prepare needs an output folder (prepare.output)");
+  }
+  ASSIGN_OR_RETURN(Vocabulary loaded, Vocabulary::Load(o.vocab));
+  auto vocabulary = std::make_shared<const Vocabulary>(std::move(loaded));
+  PrepareSummary summary;
+  summary.histogram = LengthHistogram(o.instances.max_seq_len);
+  if (o.input_format == "hdf5") {
+    RETURN_IF_ERROR(ImportHdf5(o, *vocabulary, progress, &summary));
+    return summary;
+  }
+
+  std::vector<Document> documents;
+  for (const std::string& path : o.inputs) {
+    ASSIGN_OR_RETURN(CorpusFormat format, ResolveFormat(o.input_format, path));
+    RETURN_IF_ERROR(ReadCorpus(
+        path, format, [&](Document&& d) { documents.push_back(std::move(d)); }, &summary.corpus));
+    if (progress) progress("read", 1, o.inputs.size());
+  }
+
+  // Tokenize documents on all threads; each writes only its own slots.
+  Tokenizer tokenizer(vocabulary, o.lower_case);
+  std::vector<TokenizedDocument> tokenized(documents.size());
+  uint64_t text_bytes = 0;
+  for (const Document& d : documents) {
+    for (const std::string& sentence : d) text_bytes += sentence.size() + 1;
+  }
+  auto tokenize = [&](size_t first, size_t last) {
+    for (size_t d = first; d < last; ++d) {
+      uint64_t bytes = 0;
+      for (const std::string& sentence : documents[d]) {
+        std::vector<int32_t> ids = tokenizer.Encode(sentence);
+        bytes += sentence.size() + 1;
+        if (!ids.empty()) tokenized[d].push_back(std::move(ids));
+      }
+      if (progress) progress("tokenize", bytes, text_bytes);
+    }
+  };
+  const size_t workers = std::max<size_t>(1, std::min<size_t>(o.threads, documents.size()));
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w) {
+    pool.emplace_back(tokenize, documents.size() * w / workers,
+                      documents.size() * (w + 1) / workers);
+  }
+  for (auto& t : pool) t.join();
+  documents.clear();
+
+  std::vector<Instance> instances = CreateInstances(tokenized, tokenizer, o.instances, o.threads);
+  if (instances.empty()) {
+    return absl::InvalidArgumentError(
+        "the inputs made no instances: documents need sentences with tokens");
+  }
+  StoreInfo info{static_cast<uint32_t>(vocabulary->size()), vocabulary->checksum(),
+                 static_cast<uint32_t>(o.instances.max_seq_len),
+                 static_cast<uint32_t>(o.instances.max_predictions_per_seq),
+                 absl::StrCat("prepare of ", o.inputs.size(), " file(s), seed ", o.instances.seed)};
+  ASSIGN_OR_RETURN(auto writer, StoreWriter::Create(o.output, info, o.records_per_shard));
+  for (size_t i = 0; i < instances.size(); ++i) {
+    RETURN_IF_ERROR(writer->Add(instances[i]));
+    Count(instances[i], &summary);
+    if (progress && ((i + 1) % 4096 == 0 || i + 1 == instances.size())) {
+      progress("write", i % 4096 + 1, instances.size());
+    }
+  }
+  RETURN_IF_ERROR(writer->Finish());
+  return summary;
+}
+
+}  // namespace pbert::data

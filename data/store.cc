@@ -1,0 +1,406 @@
+#include "data/store.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
+#include "common/checksum.h"
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace pbert::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[8] = {'P', 'B', 'S', 'T', 'O', 'R', 'E', '1'};
+constexpr char kManifest[] = "store.json";
+
+struct ShardHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t id_bytes;
+  uint32_t vocab_size;
+  uint32_t max_len;
+  uint32_t max_predictions;
+  uint32_t reserved;
+  uint64_t records;
+  uint64_t vocab_checksum;
+  uint64_t body_bytes;
+  uint64_t payload_checksum;
+};
+static_assert(sizeof(ShardHeader) == 64, "the shard header is part of the format");
+
+// Fixed part of a record in the body.
+struct RecordHead {
+  uint16_t length;
+  uint16_t a_length;  // tokens of segment A: [CLS] A [SEP]
+  uint16_t masked;
+  uint8_t next_sentence_label;
+  uint8_t reserved;
+};
+static_assert(sizeof(RecordHead) == 8, "the record layout is part of the format");
+
+uint64_t LengthsBytes(uint64_t records) { return (records * 2 + 7) / 8 * 8; }
+
+int IdBytes(uint32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
+uint64_t RecordBytes(const RecordHead& head, int id_bytes) {
+  return sizeof(RecordHead) + static_cast<uint64_t>(head.length) * id_bytes +
+         static_cast<uint64_t>(head.masked) * (2 + id_bytes);
+}
+
+void PutId(std::string* out, int32_t id, int id_bytes) {
+  if (id_bytes == 2) {
+    uint16_t v = static_cast<uint16_t>(id);
+    out->append(reinterpret_cast<const char*>(&v), 2);
+  } else {
+    uint32_t v = static_cast<uint32_t>(id);
+    out->append(reinterpret_cast<const char*>(&v), 4);
+  }
+}
+
+int32_t GetId(const uint8_t* p, int id_bytes) {
+  if (id_bytes == 2) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return static_cast<int32_t>(v);
+}
+
+std::string ShardName(size_t i) { return absl::StrFormat("shard-%05d.pbstore", i); }
+
+}  // namespace
+
+StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info,
+                         uint64_t per_shard)
+    : dir_(std::move(dir)), temp_dir_(std::move(temp_dir)), info_(std::move(info)),
+      per_shard_(per_shard) {
+  offsets_.push_back(0);
+}
+
+StoreWriter::~StoreWriter() {
+  if (!finished_) {
+    std::error_code ignored;
+    fs::remove_all(temp_dir_, ignored);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& dir,
+                                                                 const StoreInfo& info,
+                                                                 uint64_t records_per_shard) {
+  if (fs::exists(dir)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(dir, " already exists; remove it or choose another output folder"));
+  }
+  if (info.max_len == 0 || info.max_len > 65535 || info.vocab_size == 0 || records_per_shard == 0) {
+    return absl::InvalidArgumentError("store limits must be positive (max_len <= 65535)");
+  }
+  fs::path parent = fs::path(dir).parent_path();
+  std::error_code error;
+  if (!parent.empty()) fs::create_directories(parent, error);
+  std::string pattern = dir + ".tmp-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (::mkdtemp(buffer.data()) == nullptr) {
+    return ErrnoError(absl::StrCat("cannot create a temporary folder beside ", dir), errno);
+  }
+  // mkdtemp makes it private (0700); the store gets the usual permissions.
+  fs::permissions(buffer.data(), fs::perms::all & ~fs::perms::others_write & ~fs::perms::group_write,
+                  error);
+  return std::unique_ptr<StoreWriter>(
+      new StoreWriter(dir, std::string(buffer.data()), info, records_per_shard));
+}
+
+absl::Status StoreWriter::Add(const Instance& in) {
+  const uint64_t index = records_;
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("instance ", index, ": ", what));
+  };
+  const int length = in.length();
+  if (length < 1 || length > static_cast<int>(info_.max_len)) {
+    return bad(absl::StrCat("length ", length, " outside 1..", info_.max_len));
+  }
+  if (in.segment_ids.size() != in.input_ids.size()) return bad("segment ids do not match tokens");
+  int a_length = 0;
+  while (a_length < length && in.segment_ids[a_length] == 0) ++a_length;
+  for (int i = a_length; i < length; ++i) {
+    if (in.segment_ids[i] != 1) return bad("segments are not [CLS] A [SEP] B [SEP] (0s then 1s)");
+  }
+  if (in.masked_positions.size() != in.masked_ids.size() ||
+      in.masked_positions.size() > info_.max_predictions) {
+    return bad(absl::StrCat(in.masked_positions.size(), " masked tokens; the store allows ",
+                            info_.max_predictions));
+  }
+  for (size_t m = 0; m < in.masked_positions.size(); ++m) {
+    if (in.masked_positions[m] <= (m == 0 ? -1 : in.masked_positions[m - 1]) ||
+        in.masked_positions[m] >= length) {
+      return bad("masked positions must increase and lie inside the sequence");
+    }
+  }
+  auto valid_id = [&](int32_t id) { return id >= 0 && static_cast<uint32_t>(id) < info_.vocab_size; };
+  if (!std::all_of(in.input_ids.begin(), in.input_ids.end(), valid_id) ||
+      !std::all_of(in.masked_ids.begin(), in.masked_ids.end(), valid_id)) {
+    return bad(absl::StrCat("a token id outside the vocabulary of ", info_.vocab_size));
+  }
+  if (in.next_sentence_label != 0 && in.next_sentence_label != 1) {
+    return bad("next_sentence_label must be 0 or 1");
+  }
+  const int id_bytes = IdBytes(info_.vocab_size);
+  RecordHead head{static_cast<uint16_t>(length), static_cast<uint16_t>(a_length),
+                  static_cast<uint16_t>(in.masked_positions.size()),
+                  static_cast<uint8_t>(in.next_sentence_label), 0};
+  body_.append(reinterpret_cast<const char*>(&head), sizeof(head));
+  for (int32_t id : in.input_ids) PutId(&body_, id, id_bytes);
+  for (int32_t p : in.masked_positions) {
+    uint16_t v = static_cast<uint16_t>(p);
+    body_.append(reinterpret_cast<const char*>(&v), 2);
+  }
+  for (int32_t id : in.masked_ids) PutId(&body_, id, id_bytes);
+  lengths_.push_back(static_cast<uint16_t>(length));
+  offsets_.push_back(body_.size());
+  ++records_;
+  if (lengths_.size() == per_shard_) RETURN_IF_ERROR(FlushShard());
+  return absl::OkStatus();
+}
+
+absl::Status StoreWriter::FlushShard() {
+  if (lengths_.empty()) return absl::OkStatus();
+  const uint64_t n = lengths_.size();
+  std::string payload(LengthsBytes(n), '\0');
+  std::memcpy(payload.data(), lengths_.data(), n * 2);
+  payload.append(reinterpret_cast<const char*>(offsets_.data()), offsets_.size() * 8);
+  payload += body_;
+  ShardHeader header{};
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.version = kStoreVersion;
+  header.id_bytes = static_cast<uint32_t>(IdBytes(info_.vocab_size));
+  header.vocab_size = info_.vocab_size;
+  header.max_len = info_.max_len;
+  header.max_predictions = info_.max_predictions;
+  header.records = n;
+  header.vocab_checksum = info_.vocab_checksum;
+  header.body_bytes = body_.size();
+  header.payload_checksum =
+      Checksum64({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()});
+  std::string name = ShardName(shards_.size());
+  ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(temp_dir_ + "/" + name));
+  RETURN_IF_ERROR(writer.Write({reinterpret_cast<const uint8_t*>(&header), sizeof(header)}));
+  RETURN_IF_ERROR(writer.Write(payload));
+  RETURN_IF_ERROR(writer.Commit());
+  shards_.push_back({name, n});
+  lengths_.clear();
+  offsets_.assign(1, 0);
+  body_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status StoreWriter::Finish() {
+  RETURN_IF_ERROR(FlushShard());
+  nlohmann::ordered_json manifest;
+  manifest["format"] = "packed-bert instance store";
+  manifest["version"] = kStoreVersion;
+  manifest["records"] = records_;
+  manifest["max_len"] = info_.max_len;
+  manifest["max_predictions"] = info_.max_predictions;
+  manifest["vocab_size"] = info_.vocab_size;
+  manifest["vocab_checksum"] = absl::StrFormat("%016x", info_.vocab_checksum);
+  manifest["id_bytes"] = IdBytes(info_.vocab_size);
+  manifest["source"] = info_.source;
+  manifest["shards"] = nlohmann::json::array();
+  for (const auto& [file, count] : shards_) {
+    manifest["shards"].push_back({{"file", file}, {"records", count}});
+  }
+  RETURN_IF_ERROR(WriteFileAtomically(temp_dir_ + "/" + kManifest, manifest.dump(2) + "\n"));
+  std::error_code error;
+  fs::rename(temp_dir_, dir_, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", temp_dir_, " to ", dir_, ": ", error.message()));
+  }
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
+  std::string manifest_path = dir + "/" + kManifest;
+  if (!fs::exists(manifest_path)) {
+    return absl::NotFoundError(absl::StrCat(
+        dir, " is not an instance store (no ", kManifest, "); create one with packed-bert prepare"));
+  }
+  ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path));
+  InstanceStore store;
+  store.dir_ = dir;
+  try {
+    auto manifest = nlohmann::json::parse(text);
+    if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          manifest_path, ": store format version ", manifest.at("version").get<uint32_t>(),
+          ", this build reads ", kStoreVersion));
+    }
+    store.info_.max_len = manifest.at("max_len").get<uint32_t>();
+    store.info_.max_predictions = manifest.at("max_predictions").get<uint32_t>();
+    store.info_.vocab_size = manifest.at("vocab_size").get<uint32_t>();
+    store.info_.vocab_checksum =
+        std::stoull(manifest.at("vocab_checksum").get<std::string>(), nullptr, 16);
+    store.info_.source = manifest.value("source", "");
+    store.id_bytes_ = IdBytes(store.info_.vocab_size);
+    for (const auto& entry : manifest.at("shards")) {
+      std::string path = dir + "/" + entry.at("file").get<std::string>();
+      ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+      auto shard = std::make_shared<Shard>(
+          Shard{path, std::move(file), store.total_, entry.at("records").get<uint64_t>()});
+      auto bytes = shard->file.bytes();
+      auto corrupt = [&](const std::string& what) {
+        return absl::DataLossError(absl::StrCat(shard->path, ": ", what,
+                                                "; the store is damaged, prepare it again"));
+      };
+      ShardHeader header;
+      if (bytes.size() < sizeof(header)) return corrupt("shorter than its header");
+      std::memcpy(&header, bytes.data(), sizeof(header));
+      if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return corrupt("wrong magic bytes");
+      if (header.version != kStoreVersion) return corrupt("unknown shard version");
+      if (header.records != shard->records || header.vocab_size != store.info_.vocab_size ||
+          header.max_len != store.info_.max_len ||
+          header.id_bytes != static_cast<uint32_t>(store.id_bytes_)) {
+        return corrupt("header does not match store.json");
+      }
+      const uint64_t n = header.records;
+      const uint64_t expected = sizeof(header) + LengthsBytes(n) + (n + 1) * 8 + header.body_bytes;
+      if (bytes.size() != expected) {
+        return corrupt(absl::StrCat("truncated or padded: ", bytes.size(), " bytes, expected ",
+                                    expected));
+      }
+      const uint8_t* p = bytes.data() + sizeof(header);
+      shard->lengths = reinterpret_cast<const uint16_t*>(p);
+      shard->offsets = reinterpret_cast<const uint64_t*>(p + LengthsBytes(n));
+      shard->body = p + LengthsBytes(n) + (n + 1) * 8;
+      shard->body_bytes = header.body_bytes;
+      store.total_ += n;
+      store.shards_.push_back(std::move(shard));
+    }
+    if (store.total_ != manifest.at("records").get<uint64_t>()) {
+      return absl::DataLossError(absl::StrCat(manifest_path, ": shard records do not add up"));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat(manifest_path, ": malformed (", e.what(), ")"));
+  }
+  return store;
+}
+
+const InstanceStore::Shard& InstanceStore::ShardOf(uint64_t index) const {
+  size_t lo = 0, hi = shards_.size();
+  while (hi - lo > 1) {
+    size_t mid = (lo + hi) / 2;
+    (shards_[mid]->first <= index ? lo : hi) = mid;
+  }
+  return *shards_[lo];
+}
+
+uint16_t InstanceStore::Length(uint64_t index) const {
+  const Shard& shard = ShardOf(index);
+  return shard.lengths[index - shard.first];
+}
+
+Instance InstanceStore::Get(uint64_t index) const {
+  const Shard& shard = ShardOf(index);
+  const uint8_t* p = shard.body + shard.offsets[index - shard.first];
+  RecordHead head;
+  std::memcpy(&head, p, sizeof(head));
+  p += sizeof(head);
+  Instance in;
+  in.input_ids.resize(head.length);
+  for (int i = 0; i < head.length; ++i, p += id_bytes_) in.input_ids[i] = GetId(p, id_bytes_);
+  in.segment_ids.assign(head.length, 1);
+  std::fill(in.segment_ids.begin(), in.segment_ids.begin() + head.a_length, 0);
+  in.masked_positions.resize(head.masked);
+  for (int m = 0; m < head.masked; ++m, p += 2) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    in.masked_positions[m] = v;
+  }
+  in.masked_ids.resize(head.masked);
+  for (int m = 0; m < head.masked; ++m, p += id_bytes_) in.masked_ids[m] = GetId(p, id_bytes_);
+  in.next_sentence_label = head.next_sentence_label;
+  return in;
+}
+
+std::vector<uint16_t> InstanceStore::Lengths() const {
+  std::vector<uint16_t> out;
+  out.reserve(total_);
+  for (const auto& shard : shards_) out.insert(out.end(), shard->lengths, shard->lengths + shard->records);
+  return out;
+}
+
+LengthHistogram InstanceStore::Histogram() const {
+  LengthHistogram h(static_cast<int>(info_.max_len));
+  for (const auto& shard : shards_) {
+    for (uint64_t i = 0; i < shard->records; ++i) ++h.counts[shard->lengths[i]];
+  }
+  return h;
+}
+
+absl::Status InstanceStore::CheckRecord(const Shard& shard, uint64_t local) const {
+  auto bad = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(shard.path, ": record ", local, " (store index ",
+                                            shard.first + local, "): ", what,
+                                            "; the store is damaged, prepare it again"));
+  };
+  const uint64_t begin = shard.offsets[local], end = shard.offsets[local + 1];
+  if (begin > end || end > shard.body_bytes || end - begin < sizeof(RecordHead)) {
+    return bad("its offsets point outside the shard");
+  }
+  RecordHead head;
+  std::memcpy(&head, shard.body + begin, sizeof(head));
+  if (RecordBytes(head, id_bytes_) != end - begin) return bad("its size does not match its counts");
+  if (head.length != shard.lengths[local] || head.length == 0 || head.length > info_.max_len) {
+    return bad(absl::StrCat("length ", head.length, " is out of bounds"));
+  }
+  if (head.a_length > head.length || head.masked > info_.max_predictions ||
+      head.next_sentence_label > 1) {
+    return bad("segment, masked count or label out of bounds");
+  }
+  Instance in = Get(shard.first + local);
+  for (size_t m = 0; m < in.masked_positions.size(); ++m) {
+    if (in.masked_positions[m] >= head.length ||
+        (m > 0 && in.masked_positions[m] <= in.masked_positions[m - 1])) {
+      return bad("masked positions out of order or outside the sequence");
+    }
+  }
+  auto outside = [&](int32_t id) { return id < 0 || static_cast<uint32_t>(id) >= info_.vocab_size; };
+  if (std::any_of(in.input_ids.begin(), in.input_ids.end(), outside) ||
+      std::any_of(in.masked_ids.begin(), in.masked_ids.end(), outside)) {
+    return bad("a token id outside the vocabulary");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InstanceStore::Verify(const std::function<void(uint64_t)>& progress) const {
+  for (const auto& shard : shards_) {
+    auto bytes = shard->file.bytes();
+    ShardHeader header;
+    std::memcpy(&header, bytes.data(), sizeof(header));
+    if (Checksum64(bytes.subspan(sizeof(header))) != header.payload_checksum) {
+      return absl::DataLossError(absl::StrCat(shard->path,
+                                              ": checksum mismatch; the store is damaged, "
+                                              "prepare it again"));
+    }
+    if (shard->offsets[0] != 0 || shard->offsets[shard->records] != shard->body_bytes) {
+      return absl::DataLossError(absl::StrCat(shard->path, ": offsets do not cover the records"));
+    }
+    for (uint64_t i = 0; i < shard->records; ++i) {
+      RETURN_IF_ERROR(CheckRecord(*shard, i));
+      if (progress && (i + 1) % 65536 == 0) progress(65536);
+    }
+    if (progress) progress(shard->records % 65536);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pbert::data

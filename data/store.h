@@ -1,0 +1,102 @@
+// The instance store: pretraining instances in memory-mapped shards, read
+// without loading a shard into RAM. A store is a folder with store.json (the
+// manifest) and shard-NNNNN.pbstore files; docs/formats.md has the layout.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/mmap_file.h"
+#include "data/histogram.h"
+#include "data/instance.h"
+
+namespace pbert::data {
+
+inline constexpr uint32_t kStoreVersion = 1;
+
+struct StoreInfo {
+  uint32_t vocab_size = 0;
+  uint64_t vocab_checksum = 0;
+  uint32_t max_len = 0;
+  uint32_t max_predictions = 0;
+  std::string source;  // free text: how the store was made
+};
+
+// Writes a store into a temporary folder beside `dir` and renames it into
+// place on Finish(), so a failed or interrupted run leaves nothing behind.
+class StoreWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<StoreWriter>> Create(const std::string& dir,
+                                                             const StoreInfo& info,
+                                                             uint64_t records_per_shard);
+  ~StoreWriter();
+
+  // Checks the instance against the store's limits ([CLS] A [SEP] B [SEP]
+  // segments, ids below vocab_size, positions inside the sequence).
+  absl::Status Add(const Instance& instance);
+  absl::Status Finish();
+  uint64_t records() const { return records_; }
+
+ private:
+  StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard);
+  absl::Status FlushShard();
+
+  std::string dir_, temp_dir_;
+  StoreInfo info_;
+  uint64_t per_shard_;
+  uint64_t records_ = 0;
+  std::vector<uint16_t> lengths_;
+  std::vector<uint64_t> offsets_;
+  std::string body_;
+  std::vector<std::pair<std::string, uint64_t>> shards_;  // file, records
+  bool finished_ = false;
+};
+
+class InstanceStore {
+ public:
+  // Maps every shard and checks headers and sizes (Verify() checks more).
+  static absl::StatusOr<InstanceStore> Open(const std::string& dir);
+
+  uint64_t size() const { return total_; }
+  const StoreInfo& info() const { return info_; }
+  const std::string& dir() const { return dir_; }
+  int id_bytes() const { return id_bytes_; }
+
+  uint16_t Length(uint64_t index) const;
+  Instance Get(uint64_t index) const;
+  // Every record's length, in order: 2 bytes per sequence.
+  std::vector<uint16_t> Lengths() const;
+  LengthHistogram Histogram() const;
+
+  // Checks every shard's checksum and every record's bounds; the error names
+  // the shard file and the first bad record. `progress` gets records done.
+  absl::Status Verify(const std::function<void(uint64_t)>& progress = nullptr) const;
+
+ private:
+  struct Shard {
+    std::string path;
+    MappedFile file;
+    uint64_t first = 0;  // global index of its first record
+    uint64_t records = 0;
+    const uint16_t* lengths = nullptr;
+    const uint64_t* offsets = nullptr;
+    const uint8_t* body = nullptr;
+    uint64_t body_bytes = 0;
+  };
+  InstanceStore() = default;
+  const Shard& ShardOf(uint64_t index) const;
+  absl::Status CheckRecord(const Shard& shard, uint64_t local) const;
+
+  std::string dir_;
+  StoreInfo info_;
+  int id_bytes_ = 2;
+  uint64_t total_ = 0;
+  std::vector<std::shared_ptr<Shard>> shards_;
+};
+
+}  // namespace pbert::data

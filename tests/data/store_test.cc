@@ -1,0 +1,161 @@
+#include "data/store.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/atomic_file.h"
+#include "common/checksum.h"
+#include "data/hdf5.h"
+#include "data/prepare.h"
+#include "gtest/gtest.h"
+#include "tests/data/random_instances.h"
+#include "tests/data/shared_data.h"
+
+namespace pbert::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            (std::string("pbert_store_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::string Write(const std::vector<Instance>& instances, uint32_t vocab_size, uint64_t per_shard,
+                    const std::string& name = "store") {
+    std::string dir = root_ + "/" + name;
+    auto writer = StoreWriter::Create(dir, {vocab_size, 42, 64, 64, "test"}, per_shard);
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    for (const auto& in : instances) EXPECT_TRUE((*writer)->Add(in).ok());
+    EXPECT_TRUE((*writer)->Finish().ok());
+    return dir;
+  }
+  std::string root_;
+};
+
+void ExpectSame(const Instance& a, const Instance& b) {
+  ASSERT_EQ(a.input_ids, b.input_ids);
+  ASSERT_EQ(a.segment_ids, b.segment_ids);
+  ASSERT_EQ(a.masked_positions, b.masked_positions);
+  ASSERT_EQ(a.masked_ids, b.masked_ids);
+  ASSERT_EQ(a.next_sentence_label, b.next_sentence_label);
+}
+
+TEST_F(StoreTest, RoundTripAcrossShardsWithTwoAndFourByteIds) {
+  for (uint32_t vocab : {30522u, 100000u}) {
+    auto instances = testing::RandomInstances(1000, 3, 64, vocab, vocab);
+    std::string dir = Write(instances, vocab, 300, "v" + std::to_string(vocab));
+    auto store = InstanceStore::Open(dir);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(store->id_bytes(), vocab > 65536 ? 4 : 2);
+    ASSERT_EQ(store->size(), 1000u);
+    for (uint64_t i = 0; i < 1000; ++i) {
+      ExpectSame(instances[i], store->Get(i));
+      ASSERT_EQ(store->Length(i), instances[i].length());
+    }
+    EXPECT_EQ(store->Histogram().sequences(), 1000u);
+    EXPECT_TRUE(store->Verify().ok());
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 5);  // 4 + json
+  }
+}
+
+TEST_F(StoreTest, RejectsBadInstancesWithTheirIndex) {
+  auto writer = StoreWriter::Create(root_ + "/s", {100, 0, 8, 2, ""}, 10);
+  ASSERT_TRUE(writer.ok());
+  Instance too_long{std::vector<int32_t>(9, 5), std::vector<int32_t>(9, 0), {}, {}, 0};
+  EXPECT_EQ(std::string((*writer)->Add(too_long).message()), "instance 0: length 9 outside 1..8");
+  Instance bad_id{{1, 500, 2}, {0, 0, 1}, {}, {}, 0};
+  EXPECT_NE((*writer)->Add(bad_id).message().find("outside the vocabulary"), std::string::npos);
+  Instance bad_segments{{1, 5, 2}, {0, 1, 0}, {}, {}, 0};
+  EXPECT_NE((*writer)->Add(bad_segments).message().find("0s then 1s"), std::string::npos);
+  Instance bad_positions{{1, 5, 6, 2}, {0, 0, 1, 1}, {2, 1}, {7, 7}, 0};
+  EXPECT_NE((*writer)->Add(bad_positions).message().find("must increase"), std::string::npos);
+}
+
+TEST_F(StoreTest, AnUnfinishedWriterLeavesNothing) {
+  {
+    auto writer = StoreWriter::Create(root_ + "/partial", {100, 0, 64, 64, ""}, 2);
+    ASSERT_TRUE(writer.ok());
+    for (const auto& in : testing::RandomInstances(5, 3, 10, 100, 1)) ASSERT_TRUE((*writer)->Add(in).ok());
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator{}), 0);
+  std::string dir = Write(testing::RandomInstances(3, 3, 10, 100, 2), 100, 10);
+  EXPECT_EQ(StoreWriter::Create(dir, {100, 0, 64, 64, ""}, 10).status().code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(StoreTest, DamageIsFoundAndNamed) {
+  std::string dir = Write(testing::RandomInstances(50, 3, 60, 1000, 3), 1000, 100);
+  std::string shard = dir + "/shard-00000.pbstore";
+  std::string bytes = *ReadFile(shard);
+
+  std::string flipped = bytes;
+  flipped[flipped.size() - 5] ^= 0x40;
+  ASSERT_TRUE(WriteFileAtomically(shard, flipped).ok());
+  auto status = InstanceStore::Open(dir)->Verify();
+  EXPECT_EQ(std::string(status.message()),
+            shard + ": checksum mismatch; the store is damaged, prepare it again");
+
+  // A record whose own length disagrees, with a checksum made to match: the
+  // bounds check names it.
+  std::string forged = bytes;
+  const size_t offsets = 64 + (50 * 2 + 7) / 8 * 8;  // header, then 50 lengths
+  const size_t body = offsets + 51 * 8;
+  uint64_t offset7;
+  std::memcpy(&offset7, forged.data() + offsets + 7 * 8, 8);
+  forged[body + offset7] ^= 0x01;  // record 7's length field
+  uint64_t checksum = Checksum64(
+      {reinterpret_cast<const uint8_t*>(forged.data()) + 64, forged.size() - 64});
+  std::memcpy(forged.data() + 56, &checksum, 8);
+  ASSERT_TRUE(WriteFileAtomically(shard, forged).ok());
+  status = InstanceStore::Open(dir)->Verify();
+  EXPECT_NE(status.message().find(shard + ": record 7 (store index 7)"), std::string::npos)
+      << status;
+
+  ASSERT_TRUE(WriteFileAtomically(shard, bytes.substr(0, bytes.size() - 10)).ok());
+  status = InstanceStore::Open(dir).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("truncated"), std::string::npos) << status;
+
+  EXPECT_EQ(InstanceStore::Open(root_).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, StoreToHdf5ToStoreIsIdentical) {
+  PBERT_REQUIRE_SHARED("wiki_00");
+  PrepareOptions o;
+  o.inputs = {testing::SharedData("wiki_00")};
+  o.vocab = testing::SharedData("bert-base-uncased-vocab.txt");
+  o.instances.max_seq_len = 128;
+  o.instances.dupe_factor = 1;
+  o.records_per_shard = 1000;
+  o.threads = 2;
+  o.output = root_ + "/from_text";
+  ASSERT_TRUE(Prepare(o).ok());
+  auto first = InstanceStore::Open(o.output);
+  ASSERT_TRUE(first.ok());
+  std::vector<Instance> all;
+  for (uint64_t i = 0; i < first->size(); ++i) all.push_back(first->Get(i));
+  std::string hdf5 = root_ + "/export.hdf5";
+  ASSERT_TRUE(WriteHdf5(hdf5, all, 128, 20).ok());
+
+  o.inputs = {hdf5};
+  o.input_format = "hdf5";
+  o.output = root_ + "/from_hdf5";
+  ASSERT_TRUE(Prepare(o).ok());
+  size_t shards = 0;
+  for (const auto& entry : fs::directory_iterator(root_ + "/from_text")) {
+    std::string name = entry.path().filename();
+    if (name == "store.json") continue;
+    EXPECT_EQ(*ReadFile(entry.path()), *ReadFile(root_ + "/from_hdf5/" + name)) << name;
+    ++shards;
+  }
+  EXPECT_GT(shards, 1u);
+}
+
+}  // namespace
+}  // namespace pbert::data
