@@ -1,4 +1,5 @@
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 
 #include <torch/torch.h>
@@ -12,6 +13,7 @@
 #include "common/status.h"
 #include "data/batch.h"
 #include "data/hdf5.h"
+#include "data/store.h"
 #include "data/packing/pack_index.h"
 #include "data/packing/report.h"
 #include "model/checkpoint.h"
@@ -50,6 +52,38 @@ absl::StatusOr<Rows> LayOut(const std::vector<data::Instance>& instances, int ma
   return rows;
 }
 
+struct Sequences {
+  std::vector<data::Instance> instances;
+  int max_len = 0;
+};
+
+// The first `limit` (all if < 0) instances of an instance store folder or an
+// MLPerf HDF5 file.
+absl::StatusOr<Sequences> ReadSequences(const std::string& path, int64_t limit) {
+  Sequences out;
+  if (std::filesystem::is_directory(path)) {
+    ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(path));
+    const uint64_t n = limit < 0 ? store.size() : std::min<uint64_t>(limit, store.size());
+    out.max_len = static_cast<int>(store.info().max_len);
+    Progress progress("read", n, "seq");
+    for (uint64_t i = 0; i < n; ++i) out.instances.push_back(store.Get(i));
+    progress.Add(n);
+    return out;
+  }
+  ASSIGN_OR_RETURN(auto reader, data::Hdf5Reader::Open(path));
+  const int64_t n = limit < 0 ? reader->size() : std::min<int64_t>(limit, reader->size());
+  out.max_len = reader->max_len();
+  out.instances.reserve(n);
+  Progress progress("read", n, "seq");
+  constexpr int64_t kChunk = 4096;
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    ASSIGN_OR_RETURN(auto chunk, reader->Read(begin, std::min(kChunk, n - begin)));
+    for (auto& in : chunk) out.instances.push_back(std::move(in));
+    progress.Add(std::min(kChunk, n - begin));
+  }
+  return out;
+}
+
 absl::Status RunScore(const Args& args) {
   for (const char* required : {"weights", "data"}) {
     if (!args.Has(required)) {
@@ -68,24 +102,13 @@ absl::Status RunScore(const Args& args) {
                    model::ParsePrecision(config.model.precision, c10::DeviceType::CPU));
   auto start = std::chrono::steady_clock::now();
 
-  ASSIGN_OR_RETURN(auto reader, data::Hdf5Reader::Open(args.Get("data")));
-  const int64_t n = limit < 0 ? reader->size() : std::min<int64_t>(limit, reader->size());
-  const int max_len = reader->max_len();
+  ASSIGN_OR_RETURN(Sequences data, ReadSequences(args.Get("data"), limit));
+  const std::vector<data::Instance>& instances = data.instances;
+  const int max_len = data.max_len;
   if (max_len > config.model.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
         args.Get("data"), " holds sequences of up to ", max_len,
         " tokens; model.max_position_embeddings is ", config.model.max_position_embeddings));
-  }
-  std::vector<data::Instance> instances;
-  instances.reserve(n);
-  {
-    Progress progress("read", n, "seq");
-    constexpr int64_t kChunk = 4096;
-    for (int64_t begin = 0; begin < n; begin += kChunk) {
-      ASSIGN_OR_RETURN(auto chunk, reader->Read(begin, std::min(kChunk, n - begin)));
-      for (auto& in : chunk) instances.push_back(std::move(in));
-      progress.Add(std::min(kChunk, n - begin));
-    }
   }
   const std::string algorithm = args.Get("pack");
   const int depth = algorithm.empty() ? 1 : static_cast<int>(max_depth);
@@ -143,7 +166,7 @@ Command ScoreCommand() {
   command.name = "score";
   command.summary = "evaluate weights on MLPerf-format HDF5 data, packed or not";
   command.usage =
-      "score --config FILE --weights W.safetensors --data D.hdf5 [--pack ALGO --max-depth K] "
+      "score --config FILE --weights W.safetensors --data (D.hdf5 | STORE) [--pack ALGO --max-depth K] "
       "[--limit N] [--batch-rows R]";
   command.details =
       "Runs the model without training and prints one JSON line: sequences, masked_tokens,\n"
@@ -151,7 +174,7 @@ Command ScoreCommand() {
       "(in model.mlm_loss mode), nsp_accuracy. Packed and unpacked scores agree.";
   command.flags = {
       {"weights", "FILE", "model weights (.safetensors, Hugging Face names)"},
-      {"data", "FILE", "MLPerf BERT HDF5 file"},
+      {"data", "PATH", "MLPerf BERT HDF5 file, or an instance store folder"},
       {"pack", "ALGO", "pack the sequences with this algorithm first (default: one per row)"},
       {"max-depth", "K", "most sequences per row when packing (packing.max_depth)"},
       {"limit", "N", "score only the first N sequences"},

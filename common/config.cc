@@ -108,7 +108,8 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
     }
     YAML::Node value;
     try {
-      value = YAML::Load(text.substr(eq + 1));
+      // "key=" clears a string: an empty value, not YAML's null.
+      value = eq + 1 == text.size() ? YAML::Node(std::string()) : YAML::Load(text.substr(eq + 1));
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(absl::StrCat(flag, ": value is not valid YAML: ", e.msg));
     }

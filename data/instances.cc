@@ -25,40 +25,44 @@ void TruncatePair(std::vector<int32_t>& a, std::vector<int32_t>& b, size_t max_t
 
 void MaskTokens(Instance& in, const Tokenizer& tokenizer, const InstanceOptions& o, Rng& rng) {
   const SpecialTokens& special = tokenizer.vocabulary().special();
-  std::vector<std::vector<int32_t>> candidates;
+  // Candidate groups (one token, or a whole word) as slices of `positions`;
+  // a piece continues the latest group, as in the reference.
+  std::vector<int32_t> positions;
+  std::vector<std::pair<uint32_t, uint32_t>> groups;  // (first, count) in positions
+  positions.reserve(in.length());
+  groups.reserve(in.length());
   for (int i = 0; i < in.length(); ++i) {
     int32_t id = in.input_ids[i];
     if (id == special.cls || id == special.sep) continue;
-    if (o.whole_word_mask && !candidates.empty() && !tokenizer.StartsWord(id)) {
-      candidates.back().push_back(i);
+    if (o.whole_word_mask && !groups.empty() && !tokenizer.StartsWord(id)) {
+      ++groups.back().second;
     } else {
-      candidates.push_back({i});
+      groups.push_back({static_cast<uint32_t>(positions.size()), 1});
     }
+    positions.push_back(i);
   }
-  rng.Shuffle(candidates);
+  rng.Shuffle(groups);
   // Python's round(): halves to even, as std::nearbyint in the default mode.
   const int to_predict = std::min(
       o.max_predictions_per_seq,
       std::max(1, static_cast<int>(std::nearbyint(in.length() * o.masked_lm_prob))));
   std::vector<std::pair<int32_t, int32_t>> masked;  // (position, true id)
   std::vector<bool> covered(in.length(), false);
-  const std::vector<int32_t> original = in.input_ids;
-  for (const auto& group : candidates) {
+  for (const auto& [first, count] : groups) {
     if (static_cast<int>(masked.size()) >= to_predict) break;
-    if (static_cast<int>(masked.size() + group.size()) > to_predict) continue;
-    if (std::any_of(group.begin(), group.end(), [&](int32_t i) { return covered[i]; })) continue;
-    for (int32_t i : group) {
+    if (static_cast<int>(masked.size() + count) > to_predict) continue;
+    const int32_t* group = positions.data() + first;
+    if (std::any_of(group, group + count, [&](int32_t i) { return covered[i]; })) continue;
+    for (uint32_t k = 0; k < count; ++k) {
+      const int32_t i = group[k];
       covered[i] = true;
-      int32_t replacement;
+      const int32_t original = in.input_ids[i];
       if (rng.Uniform() < 0.8) {
-        replacement = special.mask;
-      } else if (rng.Uniform() < 0.5) {
-        replacement = original[i];
-      } else {
-        replacement = static_cast<int32_t>(rng.Int(0, tokenizer.vocabulary().size() - 1));
+        in.input_ids[i] = special.mask;
+      } else if (rng.Uniform() >= 0.5) {
+        in.input_ids[i] = static_cast<int32_t>(rng.Int(0, tokenizer.vocabulary().size() - 1));
       }
-      in.input_ids[i] = replacement;
-      masked.push_back({i, original[i]});
+      masked.push_back({i, original});
     }
   }
   std::sort(masked.begin(), masked.end());

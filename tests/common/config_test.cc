@@ -120,6 +120,13 @@ TEST_F(ConfigTest, SectionValidateRunsAfterFields) {
   EXPECT_EQ(std::string(s.message()), path_ + ":2:3: train: adam needs lr <= 0.1");
 }
 
+TEST_F(ConfigTest, EmptyOverrideClearsAString) {
+  ASSERT_TRUE(LoadText("train:\n  optimizer: adam\n", {"train.optimizer="}).code() ==
+              absl::StatusCode::kInvalidArgument);  // "" is not lamb or adam
+  ASSERT_TRUE(LoadText("train:\n  inputs: [a]\n", {"train.inputs=[]"}).ok());
+  EXPECT_TRUE(config_.train.inputs.empty());
+}
+
 TEST_F(ConfigTest, BadOverrideNamesTheFlag) {
   EXPECT_EQ(std::string(LoadText("", {"train.steps=many"}).message()),
             "--set train.steps=many: train.steps: expected an integer, got 'many'");
