@@ -11,6 +11,8 @@
 #include "data/packing/algorithms.h"
 #include "data/packing/pack_index.h"
 #include "data/store.h"
+#include "nlohmann/json.hpp"
+#include "optim/packing_adjustment.h"
 #include "data/packing/report.h"
 
 namespace pbert::app {
@@ -80,8 +82,23 @@ absl::Status RunPack(const Args& args) {
                        data::AssignSequences(run.plan, store->Lengths(), options.seed));
       std::string out = args.Get("out", config.run.output_dir + "/pack.pbpack");
       RETURN_IF_ERROR(index.Write(out, name));
-      RETURN_IF_ERROR(WriteFileAtomically(config.run.output_dir + "/pack.json",
-                                          data::ReportJson(run.report) + "\n"));
+      // The paper's optimizer adjustment for this packing factor; training
+      // applies it to the optim section, which keeps the unpacked values.
+      const OptimConfig& o = config.optim;
+      ASSIGN_OR_RETURN(optim::OptimizerHyperparameters adjusted,
+                       optim::AdjustForPacking(o.packing_adjustment, run.report.packing_factor,
+                                               {o.beta1, o.beta2, o.accumulation_steps}));
+      log->info("optimizer for packing factor {:.4f} ({}): beta1 {} -> {:.6f}, beta2 {} -> {:.6f}, "
+                "accumulation {} -> {}",
+                run.report.packing_factor, o.packing_adjustment, o.beta1, adjusted.beta1, o.beta2,
+                adjusted.beta2, o.accumulation_steps, adjusted.accumulation_steps);
+      auto report = nlohmann::ordered_json::parse(data::ReportJson(run.report));
+      report["optimizer"] = {{"packing_adjustment", o.packing_adjustment},
+                             {"beta1", adjusted.beta1},
+                             {"beta2", adjusted.beta2},
+                             {"accumulation_steps", adjusted.accumulation_steps}};
+      RETURN_IF_ERROR(
+          WriteFileAtomically(config.run.output_dir + "/pack.json", report.dump(2) + "\n"));
       log->info("pack index of {} rows written to {}", index.rows(), out);
     }
   }
@@ -100,7 +117,8 @@ Command PackCommand() {
       "[--max-depth D] [--compare] [--format text|json] [--plot FILE.svg]";
   command.details =
       "Packs the sequences of an instance store and writes the pack index the loader reads\n"
-      "(default <run.output_dir>/pack.pbpack, with pack.json and config.yaml), or packs a bare\n"
+      "(default <run.output_dir>/pack.pbpack, with config.yaml and pack.json: the report and\n"
+      "the optimizer values the packing adjustment gives), or packs a bare\n"
       "length histogram (line i = count of sequences of length i, '#' comments) for planning.\n"
       "Algorithms: none, greedy, ffd, spfhp, lpfhp, nnlshp, lp.";
   command.flags = {

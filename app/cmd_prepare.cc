@@ -73,6 +73,7 @@ absl::Status RunPrepare(const Args& args) {
   };
   ASSIGN_OR_RETURN(data::PrepareSummary s, data::Prepare(o, progress));
   for (auto& [name, bar] : bars) bar->Finish();
+  RETURN_IF_ERROR(WriteEffectiveConfig(config));
 
   const data::LengthHistogram& h = s.histogram;
   std::string report;

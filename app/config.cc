@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "app/runtime.h"
+#include "dist/environment.h"
 #include "common/atomic_file.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -24,7 +25,9 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   ExperimentConfig config;
   RETURN_IF_ERROR(config::Load(args.Get("config"), overrides, &config));
   ASSIGN_OR_RETURN(auto level, logging::ParseLevel(config.run.log_level));
-  logging::Init(level);
+  // Under torchrun only rank 0 logs below warnings.
+  ASSIGN_OR_RETURN(dist::Environment environment, dist::EnvironmentFrom());
+  logging::Init(level, environment.rank);
   int threads = SetIntraOpThreads(static_cast<int>(config.run.threads));
   logging::Get("run")->debug("intra-op threads: {}", threads);
   return config;

@@ -163,6 +163,79 @@ TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
                        "model [600,128])"), std::string::npos) << r.err;
 }
 
+std::string SharedData(const std::string& name) {
+  return std::string(PBERT_SHARED_DATA_DIR) + "/" + name;
+}
+
+TEST(CliTest, TokenizeGivesTheStandardIds) {
+  if (!std::filesystem::exists(SharedData("bert-base-uncased-vocab.txt"))) {
+    GTEST_SKIP() << "needs the shared data folder";
+  }
+  std::string text = WriteConfig("pbert_cli_tokenize.txt", "Hello, world!\nunaffable\n");
+  Result r = RunBinary("tokenize --vocab " + SharedData("bert-base-uncased-vocab.txt") + " " + text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "7592 1010 2088 999\n14477 20961 3468\n");
+  r = RunBinary("tokenize --tokens --vocab " + SharedData("bert-base-uncased-vocab.txt") + " " + text);
+  EXPECT_EQ(r.out, "hello , world !\nuna ##ffa ##ble\n");
+}
+
+TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / "pbert_cli_prepare";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  std::string vocab = WriteConfig("pbert_cli_prepare/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n");
+  std::string text = WriteConfig("pbert_cli_prepare/text.txt", "Hello there.\nHello again.\n");
+  std::string out = (root / "store").string();
+  Result r = RunBinary("prepare --vocab " + vocab + " --out " + out + " " + text);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert prepare: error: " + vocab +
+                       ": the vocabulary has no [MASK] token; use a BERT vocab.txt with [PAD], "
+                       "[UNK], [CLS], [SEP] and [MASK]\n");
+  std::string empty = WriteConfig("pbert_cli_prepare/empty.txt", "");
+  r = RunBinary("prepare --vocab " + SharedData("bert-base-uncased-vocab.txt") + " --out " + out +
+                " " + empty);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(empty + " is empty"), std::string::npos) << r.err;
+  // Nothing half-written: only the three inputs are in the folder.
+  EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 3);
+}
+
+TEST(CliTest, PreparePackVerifyOnRealText) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(SharedData("wiki_00"))) GTEST_SKIP() << "needs the shared data folder";
+  fs::path root = fs::temp_directory_path() / "pbert_cli_pipeline";
+  fs::remove_all(root);
+  const std::string store = (root / "store").string();
+  const std::string common = " --set run.output_dir=" + (root / "run").string() +
+                             " --set prepare.dupe_factor=1 --max-len 64 --log-level warn";
+  Result r = RunBinary("prepare --vocab " + SharedData("bert-base-uncased-vocab.txt") + " --out " +
+                       store + common + " " + SharedData("wiki_00"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("documents   37\n"), std::string::npos) << r.out;
+  r = RunBinary("prepare --vocab " + SharedData("bert-base-uncased-vocab.txt") + " --out " + store +
+                common + " " + SharedData("wiki_00"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+  r = RunBinary("pack --store " + store + common + " --set data.max_seq_len=64 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_GT(report["packing_factor"].get<double>(), 1.0);
+  r = RunBinary("verify " + (root / "run" / "pack.pbpack").string() + " --store " + store);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(root / "run" / "config.yaml"));
+  // Damage a shard: verify names it and fails.
+  std::string shard = store + "/shard-00000.pbstore";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x5a');
+  }
+  r = RunBinary("verify " + store);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(shard + ": checksum mismatch"), std::string::npos) << r.err;
+}
+
 TEST(CliTest, ExitCodesFollowTheStatus) {
   EXPECT_EQ(ExitCodeFor(absl::InvalidArgumentError("x")), 2);
   EXPECT_EQ(ExitCodeFor(absl::NotFoundError("x")), 2);

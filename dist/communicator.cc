@@ -1,0 +1,96 @@
+#include "dist/communicator.h"
+
+#include <cstdlib>
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+#ifdef PBERT_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "absl/strings/str_cat.h"
+
+namespace pbert::dist {
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    const Environment& environment, const std::string& backend,
+    std::chrono::milliseconds timeout) {
+  if (backend != "gloo" && backend != "nccl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distributed backend '", backend, "' is not one of: gloo, nccl"));
+  }
+#ifndef PBERT_WITH_NCCL
+  if (backend == "nccl") {
+    return absl::FailedPreconditionError(
+        "the nccl backend needs a CUDA build of LibTorch; this build has gloo only");
+  }
+#endif
+  std::unique_ptr<Communicator> communicator(new Communicator(environment));
+  if (!environment.distributed()) return communicator;
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(environment.master_port);
+    options.isServer = environment.rank == 0;
+    options.numWorkers = environment.world_size;
+    options.timeout = timeout;
+    auto store = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
+    if (backend == "gloo") {
+      auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+      // GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch.
+      const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+      gloo->devices.push_back(interface != nullptr && *interface != '\0'
+                                  ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
+                                  : c10d::ProcessGroupGloo::createDefaultDevice());
+      communicator->group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          store, environment.rank, environment.world_size, gloo);
+    } else {
+#ifdef PBERT_WITH_NCCL
+      communicator->group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+          store, environment.rank, environment.world_size);
+#endif
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot join the process group at ", environment.master_addr, ":",
+        environment.master_port, " as rank ", environment.rank, " of ", environment.world_size,
+        ": ", e.what()));
+  }
+  return communicator;
+}
+
+Communicator::Communicator(Environment environment) : environment_(std::move(environment)) {}
+
+Communicator::~Communicator() = default;
+
+void Communicator::AverageGradients(const std::vector<at::Tensor>& parameters) {
+  if (!group_) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return;
+  std::vector<at::Tensor> flat = {at::flatten_dense_tensors(grads)};
+  group_->allreduce(flat)->wait();
+  flat[0].div_(world_size());
+  auto pieces = at::unflatten_dense_tensors(flat[0], grads);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i].copy_(pieces[i]);
+}
+
+std::vector<double> Communicator::Sum(std::vector<double> values) {
+  if (!group_ || values.empty()) return values;
+  std::vector<at::Tensor> tensor = {
+      torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kDouble)
+          .clone()};
+  group_->allreduce(tensor)->wait();
+  auto accessor = tensor[0].accessor<double, 1>();
+  for (size_t i = 0; i < values.size(); ++i) values[i] = accessor[i];
+  return values;
+}
+
+void Communicator::Barrier() {
+  if (group_) group_->barrier()->wait();
+}
+
+}  // namespace pbert::dist

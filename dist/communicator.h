@@ -1,0 +1,50 @@
+// The collective operations data-parallel training needs, on a c10d process
+// group: Gloo on CPU; NCCL where LibTorch has CUDA (built only there, and
+// untested on this project's CPU-only machines). With one process every
+// operation is the identity and no group is created.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include "absl/status/statusor.h"
+#include "dist/environment.h"
+
+namespace c10d {
+class ProcessGroup;
+}
+
+namespace pbert::dist {
+
+class Communicator {
+ public:
+  // `backend`: "gloo" or "nccl". Rank 0 hosts the rendezvous store at
+  // MASTER_ADDR:MASTER_PORT; every rank waits up to `timeout` for the others.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(
+      const Environment& environment, const std::string& backend,
+      std::chrono::milliseconds timeout = std::chrono::minutes(5));
+  ~Communicator();
+
+  int rank() const { return environment_.rank; }
+  int world_size() const { return environment_.world_size; }
+
+  // Replaces every defined gradient by its mean over the ranks, in one
+  // flattened all-reduce.
+  void AverageGradients(const std::vector<at::Tensor>& parameters);
+  // Element-wise sums over the ranks (step totals, metric counts), in double.
+  std::vector<double> Sum(std::vector<double> values);
+  void Barrier();
+
+ private:
+  explicit Communicator(Environment environment);
+
+  Environment environment_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+}  // namespace pbert::dist

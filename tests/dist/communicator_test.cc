@@ -1,0 +1,135 @@
+#include "dist/communicator.h"
+
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace pbert::dist {
+namespace {
+
+Environment Parse(const std::map<std::string, std::string>& vars) {
+  auto env = EnvironmentFrom([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+  EXPECT_TRUE(env.ok()) << env.status();
+  return env.ok() ? *env : Environment{};
+}
+
+TEST(EnvironmentTest, TorchrunVariables) {
+  Environment alone = Parse({});
+  EXPECT_FALSE(alone.distributed());
+  EXPECT_EQ(alone.world_size, 1);
+  Environment env = Parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
+                           {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"},
+                           {"MASTER_PORT", "29400"}});
+  EXPECT_TRUE(env.distributed());
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.master_addr, "node0");
+  EXPECT_EQ(env.master_port, 29400);
+}
+
+TEST(EnvironmentTest, BadValuesNameTheVariable) {
+  auto from = [](std::map<std::string, std::string> vars) {
+    return EnvironmentFrom([vars](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    });
+  };
+  EXPECT_EQ(std::string(from({{"RANK", "one"}}).status().message()),
+            "environment variable RANK='one' is not an integer");
+  EXPECT_EQ(std::string(from({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).status().message()),
+            "RANK=2 and WORLD_SIZE=2 do not fit: need 0 <= RANK < WORLD_SIZE");
+  EXPECT_FALSE(from({{"MASTER_PORT", "70000"}}).ok());
+}
+
+TEST(CommunicatorTest, OneProcessIsTheIdentity) {
+  auto c = Communicator::Create(Environment{}, "gloo");
+  ASSERT_TRUE(c.ok());
+  auto w = torch::zeros({2}).set_requires_grad(true);
+  w.mutable_grad() = torch::tensor({1.0f, 2.0f});
+  (*c)->AverageGradients({w});
+  EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({1.0f, 2.0f})));
+  EXPECT_EQ((*c)->Sum({1.5, 2.0}), (std::vector<double>{1.5, 2.0}));
+  // Checked before any rendezvous, so it fails at once.
+  EXPECT_EQ(Communicator::Create(Parse({{"WORLD_SIZE", "2"}}), "mpi").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Runs inside the processes CommunicatorTest.TwoProcessesOverGloo starts.
+TEST(CommunicatorWorker, AverageAndSum) {
+  if (std::getenv("PBERT_DIST_WORKER") == nullptr) {
+    GTEST_SKIP() << "runs only as a worker of CommunicatorTest.TwoProcessesOverGloo";
+  }
+  auto env = EnvironmentFrom();
+  ASSERT_TRUE(env.ok()) << env.status();
+  auto c = Communicator::Create(*env, "gloo", std::chrono::seconds(60));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const float r = static_cast<float>(env->rank);
+  auto a = torch::zeros({3}).set_requires_grad(true);
+  auto b = torch::zeros({2, 2}).set_requires_grad(true);
+  a.mutable_grad() = torch::full({3}, r + 1);          // 1 and 2: mean 1.5
+  b.mutable_grad() = torch::full({2, 2}, 10 * r);      // 0 and 10: mean 5
+  (*c)->AverageGradients({a, b});
+  EXPECT_TRUE(torch::allclose(a.grad(), torch::full({3}, 1.5f)));
+  EXPECT_TRUE(torch::allclose(b.grad(), torch::full({2, 2}, 5.0f)));
+  EXPECT_EQ((*c)->Sum({r, 1.0}), (std::vector<double>{1.0, 2.0}));
+  (*c)->Barrier();
+}
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t size = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST(CommunicatorTest, TwoProcessesOverGloo) {
+  const std::string port = std::to_string(FreePort());
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+    for (const std::string& v : std::vector<std::string>{
+             "PBERT_DIST_WORKER=1", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+          "GLOO_SOCKET_IFNAME=lo", "MASTER_PORT=" + port, "RANK=" + std::to_string(rank),
+          "LOCAL_RANK=" + std::to_string(rank)}) {
+      env_strings.push_back(v);
+    }
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string filter = "--gtest_filter=CommunicatorWorker.AverageAndSum";
+    std::string self = "/proc/self/exe";
+    char* argv[] = {self.data(), filter.data(), nullptr};
+    pid_t pid;
+    ASSERT_EQ(::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "worker " << pid << " failed";
+  }
+}
+
+}  // namespace
+}  // namespace pbert::dist
