@@ -3,10 +3,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 
 namespace pbert::app {
 
@@ -68,8 +68,8 @@ std::string CommandLine::Help() const {
 }
 
 std::string CommandLine::Help(const Command& command) {
-  std::string text = absl::StrCat("usage: packed-bert ", command.usage, "\n\n", command.summary,
-                                  ".\n");
+  std::string text =
+      absl::StrCat("usage: packed-bert ", command.usage, "\n\n", command.summary, ".\n");
   if (!command.details.empty()) absl::StrAppend(&text, "\n", command.details, "\n");
   if (!command.flags.empty()) absl::StrAppend(&text, "\nflags:\n");
   for (const Flag& f : command.flags) {

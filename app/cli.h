@@ -17,7 +17,7 @@ struct Flag {
   std::string name;        // without dashes, e.g. "max-len"
   std::string value_name;  // e.g. "N"; empty for a switch that takes no value
   std::string help;
-  bool repeated = false;   // may be given several times (--set)
+  bool repeated = false;  // may be given several times (--set)
 };
 
 // Flags and positional arguments of one invocation.

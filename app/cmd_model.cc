@@ -1,6 +1,6 @@
-#include <iostream>
-
 #include <torch/torch.h>
+
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
@@ -27,10 +27,9 @@ absl::Status RunModel(const Args& args) {
   for (const auto& p : bert->parameters()) parameters += p.numel();
   const std::string out = args.Get("out");
   RETURN_IF_ERROR(model::SaveSafetensors(
-      *bert, out,
-      {{"format", "pt"}, {"packed_bert_config", config::Dump(config)}}));
-  logging::Get("model")->info("{} parameters, seed {}, written to {}", parameters,
-                              config.run.seed, out);
+      *bert, out, {{"format", "pt"}, {"packed_bert_config", config::Dump(config)}}));
+  logging::Get("model")->info("{} parameters, seed {}, written to {}", parameters, config.run.seed,
+                              out);
   std::cout << out << "\n";
   return absl::OkStatus();
 }

@@ -10,21 +10,20 @@
 #include "data/histogram.h"
 #include "data/packing/algorithms.h"
 #include "data/packing/pack_index.h"
+#include "data/packing/report.h"
 #include "data/store.h"
 #include "nlohmann/json.hpp"
 #include "optim/packing_adjustment.h"
-#include "data/packing/report.h"
 
 namespace pbert::app {
 namespace {
 
 absl::Status RunPack(const Args& args) {
-  ASSIGN_OR_RETURN(ExperimentConfig config,
-                   LoadConfig(args, {{"histogram", "data.histogram"},
-                                     {"store", "data.store"},
-                                     {"max-len", "data.max_seq_len"},
-                                     {"algorithm", "packing.algorithm"},
-                                     {"max-depth", "packing.max_depth"}}));
+  ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"histogram", "data.histogram"},
+                                                              {"store", "data.store"},
+                                                              {"max-len", "data.max_seq_len"},
+                                                              {"algorithm", "packing.algorithm"},
+                                                              {"max-depth", "packing.max_depth"}}));
   const std::string format = args.Get("format", "text");
   if (format != "text" && format != "json") {
     return absl::InvalidArgumentError(
@@ -72,8 +71,8 @@ absl::Status RunPack(const Args& args) {
     if (args.Has("plot") || store) RETURN_IF_ERROR(WriteEffectiveConfig(config));
     if (args.Has("plot")) {
       std::string title = absl::StrCat(source, ": ", name, ", max depth ", options.max_depth);
-      RETURN_IF_ERROR(WriteFileAtomically(args.Get("plot"),
-                                          data::PackingSvg(histogram, run.plan, title)));
+      RETURN_IF_ERROR(
+          WriteFileAtomically(args.Get("plot"), data::PackingSvg(histogram, run.plan, title)));
       log->info("plot written to {}", args.Get("plot"));
     }
     if (store) {
@@ -88,10 +87,11 @@ absl::Status RunPack(const Args& args) {
       ASSIGN_OR_RETURN(optim::OptimizerHyperparameters adjusted,
                        optim::AdjustForPacking(o.packing_adjustment, run.report.packing_factor,
                                                {o.beta1, o.beta2, o.accumulation_steps}));
-      log->info("optimizer for packing factor {:.4f} ({}): beta1 {} -> {:.6f}, beta2 {} -> {:.6f}, "
-                "accumulation {} -> {}",
-                run.report.packing_factor, o.packing_adjustment, o.beta1, adjusted.beta1, o.beta2,
-                adjusted.beta2, o.accumulation_steps, adjusted.accumulation_steps);
+      log->info(
+          "optimizer for packing factor {:.4f} ({}): beta1 {} -> {:.6f}, beta2 {} -> {:.6f}, "
+          "accumulation {} -> {}",
+          run.report.packing_factor, o.packing_adjustment, o.beta1, adjusted.beta1, o.beta2,
+          adjusted.beta2, o.accumulation_steps, adjusted.accumulation_steps);
       auto report = nlohmann::ordered_json::parse(data::ReportJson(run.report));
       report["optimizer"] = {{"packing_adjustment", o.packing_adjustment},
                              {"beta1", adjusted.beta1},

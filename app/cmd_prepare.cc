@@ -26,7 +26,8 @@ std::string HistogramBars(const data::LengthHistogram& h, int buckets) {
   for (int b = 0; b < buckets; ++b) {
     int from = b * S / buckets + 1, to = (b + 1) * S / buckets;
     int width = peak == 0 ? 0 : static_cast<int>(40.0 * counts[b] / peak + 0.5);
-    absl::StrAppendFormat(&out, "  %4d-%-4d %9d %s\n", from, to, counts[b], std::string(width, '#'));
+    absl::StrAppendFormat(&out, "  %4d-%-4d %9d %s\n", from, to, counts[b],
+                          std::string(width, '#'));
   }
   return out;
 }

@@ -1,8 +1,8 @@
+#include <torch/torch.h>
+
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-
-#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
@@ -13,9 +13,9 @@
 #include "common/status.h"
 #include "data/batch.h"
 #include "data/hdf5.h"
-#include "data/store.h"
 #include "data/packing/pack_index.h"
 #include "data/packing/report.h"
+#include "data/store.h"
 #include "model/checkpoint.h"
 #include "model/losses.h"
 #include "model/precision.h"
@@ -36,9 +36,9 @@ absl::StatusOr<Rows> LayOut(const std::vector<data::Instance>& instances, int ma
   }
   std::vector<uint16_t> lengths;
   for (const auto& in : instances) lengths.push_back(static_cast<uint16_t>(in.length()));
-  ASSIGN_OR_RETURN(auto histogram, data::HistogramOf(std::vector<uint32_t>(lengths.begin(),
-                                                                           lengths.end()),
-                                                     max_len));
+  ASSIGN_OR_RETURN(
+      auto histogram,
+      data::HistogramOf(std::vector<uint32_t>(lengths.begin(), lengths.end()), max_len));
   ASSIGN_OR_RETURN(data::PackingRun run,
                    data::RunPacking(algorithm, histogram, {max_len, max_depth, seed}));
   logging::Get("score")->info("{}: {} sequences in {} rows, packing factor {:.4f}", algorithm,
@@ -153,8 +153,7 @@ absl::Status RunScore(const Args& args) {
                         ? out["mlm_loss_per_token"].get<double>()
                         : (mlm_sequences > 0 ? mlm_sequence_loss / mlm_sequences : 0.0);
   out["nsp_accuracy"] = nsp_sequences > 0 ? nsp_correct / nsp_sequences : 0.0;
-  out["seconds"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }
@@ -166,7 +165,8 @@ Command ScoreCommand() {
   command.name = "score";
   command.summary = "evaluate weights on MLPerf-format HDF5 data, packed or not";
   command.usage =
-      "score --config FILE --weights W.safetensors --data (D.hdf5 | STORE) [--pack ALGO --max-depth K] "
+      "score --config FILE --weights W.safetensors --data (D.hdf5 | STORE) [--pack ALGO "
+      "--max-depth K] "
       "[--limit N] [--batch-rows R]";
   command.details =
       "Runs the model without training and prints one JSON line: sequences, masked_tokens,\n"

@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "app/runtime.h"
-#include "dist/environment.h"
 #include "common/atomic_file.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "dist/environment.h"
 
 namespace pbert::app {
 
@@ -38,8 +38,7 @@ absl::Status WriteEffectiveConfig(const ExperimentConfig& config) {
   std::filesystem::create_directories(config.run.output_dir, error);
   if (error) {
     return absl::PermissionDeniedError(absl::StrCat("cannot create run.output_dir '",
-                                                    config.run.output_dir, "': ",
-                                                    error.message()));
+                                                    config.run.output_dir, "': ", error.message()));
   }
   return WriteFileAtomically(config.run.output_dir + "/config.yaml", config::Dump(config));
 }

@@ -136,8 +136,8 @@ struct ModelConfig {
   }
   absl::Status Validate() const {
     if (hidden_size % num_heads != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("hidden_size ", hidden_size,
-                                                     " is not a multiple of num_heads ", num_heads));
+      return absl::InvalidArgumentError(
+          absl::StrCat("hidden_size ", hidden_size, " is not a multiple of num_heads ", num_heads));
     }
     return absl::OkStatus();
   }

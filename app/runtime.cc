@@ -1,8 +1,7 @@
 #include "app/runtime.h"
 
-#include <sched.h>
-
 #include <ATen/Parallel.h>
+#include <sched.h>
 
 namespace pbert::app {
 

@@ -7,14 +7,14 @@
 // of packing, in real (non-padding) tokens per second.
 //
 //   build/bench/model [--steps N] [--threads T]
+#include <torch/torch.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
 #include <thread>
-
-#include <torch/torch.h>
 
 #include "data/histogram.h"
 #include "data/packing/algorithms.h"
@@ -90,8 +90,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
   }
-  if (threads > 0) at::set_num_threads(threads);
-  else at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
+  if (threads > 0)
+    at::set_num_threads(threads);
+  else
+    at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
   torch::manual_seed(0);
   auto options = pbert::model::BertOptions()
                      .hidden_size(256)
@@ -150,7 +152,8 @@ int main(int argc, char** argv) {
   }
   std::printf("\nblock-diagonal mask cost: %+.1f%% time per step (padded, block vs key mask)\n",
               100.0 * (block.seconds_per_step / key.seconds_per_step - 1.0));
-  std::printf("packing speed-up: %.2fx real tokens/s (packed, block vs padded, key mask)\n",
-              (pack.real_tokens / pack.seconds_per_step) / (key.real_tokens / key.seconds_per_step));
+  std::printf(
+      "packing speed-up: %.2fx real tokens/s (packed, block vs padded, key mask)\n",
+      (pack.real_tokens / pack.seconds_per_step) / (key.real_tokens / key.seconds_per_step));
   return 0;
 }

@@ -43,9 +43,9 @@ int PackTable(const std::string& path, int max_len) {
     return 1;
   }
   std::printf("\n## %s (max length %d)\n\n", path.c_str(), max_len);
-  const Case cases[] = {{"none", 1},   {"greedy", 8}, {"ffd", 8},    {"spfhp", 3},
-                        {"spfhp", 8},  {"spfhp", 12}, {"lpfhp", 3},  {"lpfhp", 8},
-                        {"lpfhp", 12}, {"nnlshp", 3}, {"lp", 3},     {"lp", 8}};
+  const Case cases[] = {{"none", 1},   {"greedy", 8}, {"ffd", 8},   {"spfhp", 3},
+                        {"spfhp", 8},  {"spfhp", 12}, {"lpfhp", 3}, {"lpfhp", 8},
+                        {"lpfhp", 12}, {"nnlshp", 3}, {"lp", 3},    {"lp", 8}};
   std::vector<pbert::data::PackingReport> reports;
   for (const Case& c : cases) {
     auto run = pbert::data::RunPacking(c.algorithm, *histogram, {max_len, c.depth, 1});

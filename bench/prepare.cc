@@ -3,12 +3,12 @@
 // CPUs side by side, split into its stages.
 //
 //   build/bench/prepare [SHARED_DATA_DIR]
+#include "data/prepare.h"
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
-
-#include "data/prepare.h"
 
 namespace {
 
@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     o.instances.max_seq_len = 128;
     o.instances.dupe_factor = 10;
     o.threads = threads;
-    o.output = std::filesystem::temp_directory_path() / ("pbert_bench_prepare_" + std::to_string(threads));
+    o.output =
+        std::filesystem::temp_directory_path() / ("pbert_bench_prepare_" + std::to_string(threads));
     std::filesystem::remove_all(o.output);
     auto start = std::chrono::steady_clock::now();
     auto summary = pbert::data::Prepare(o);

@@ -69,8 +69,8 @@ absl::Status AtomicFileWriter::Write(absl::Span<const uint8_t> data) {
 }
 
 absl::Status AtomicFileWriter::Write(absl::string_view text) {
-  return Write(absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()),
-                                         text.size()));
+  return Write(
+      absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
 absl::Status AtomicFileWriter::Commit() {

@@ -65,8 +65,8 @@ std::string Reader::Where(const std::string& key, const YAML::Node& node) const 
 
 void Reader::Fail(const std::string& key, const YAML::Node& node, const std::string& what) {
   if (!status_.ok()) return;
-  status_ = absl::InvalidArgumentError(
-      absl::StrCat(Where(key, node), ": ", PathOf(key), ": ", what));
+  status_ =
+      absl::InvalidArgumentError(absl::StrCat(Where(key, node), ": ", PathOf(key), ": ", what));
 }
 
 absl::Status Reader::Finish() {
@@ -76,7 +76,8 @@ absl::Status Reader::Finish() {
     if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
     std::string hint;
     for (const std::string& candidate : known_) {
-      if (EditDistance(key, candidate) <= 2) hint = absl::StrCat("; did you mean '", candidate, "'?");
+      if (EditDistance(key, candidate) <= 2)
+        hint = absl::StrCat("; did you mean '", candidate, "'?");
     }
     if (hint.empty()) hint = absl::StrCat("; known keys here: ", absl::StrJoin(known_, ", "));
     Fail(key, entry.first, absl::StrCat("unknown key", hint));
@@ -119,9 +120,9 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
       YAML::Node next = current[parts[i]];
       if (next.IsDefined() && !next.IsNull() && !next.IsMap()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            flag, ": '", absl::StrJoin(parts.begin(), parts.begin() + i + 1, "."),
-            "' is a value, not a section"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, ": '", absl::StrJoin(parts.begin(), parts.begin() + i + 1, "."),
+                         "' is a value, not a section"));
       }
       if (!next.IsDefined() || next.IsNull()) current[parts[i]] = YAML::Node(YAML::NodeType::Map);
       YAML::Node child = current[parts[i]];

@@ -62,7 +62,7 @@ std::vector<Override> SetFlags(const std::vector<std::string>& assignments);
 
 // Where each value came from: "file.yaml:12:5" or the override's origin.
 struct Sources {
-  std::string file;  // "" when there is no file
+  std::string file;                              // "" when there is no file
   std::map<std::string, std::string> overrides;  // key path -> origin
 };
 

@@ -51,8 +51,7 @@ void Init(spdlog::level::level_enum level, int rank) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.level = level;
   s.rank = rank;
-  spdlog::apply_all(
-      [&](const std::shared_ptr<spdlog::logger>& logger) { Configure(s, *logger); });
+  spdlog::apply_all([&](const std::shared_ptr<spdlog::logger>& logger) { Configure(s, *logger); });
 }
 
 std::shared_ptr<spdlog::logger> Get(absl::string_view component) {

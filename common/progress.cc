@@ -14,7 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kTtyIntervalNs = 100'000'000;   // 10 redraws per second
+constexpr int64_t kTtyIntervalNs = 100'000'000;     // 10 redraws per second
 constexpr int64_t kLogIntervalNs = 10'000'000'000;  // a log line every 10 s
 
 std::string HumanCount(double value) {

@@ -12,10 +12,10 @@
 #define PBERT_CONCAT_(a, b) PBERT_CONCAT_INNER_(a, b)
 
 // Returns from the current function if `expr` yields a non-OK status.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::absl::Status pbert_status_ = (expr);             \
-    if (!pbert_status_.ok()) return pbert_status_;     \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::absl::Status pbert_status_ = (expr);         \
+    if (!pbert_status_.ok()) return pbert_status_; \
   } while (false)
 
 // `ASSIGN_OR_RETURN(auto x, F())`: binds the value of a StatusOr or returns

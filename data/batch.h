@@ -2,9 +2,9 @@
 // is the special case of one sequence per row, so one code path serves both.
 #pragma once
 
-#include <vector>
-
 #include <ATen/core/Tensor.h>
+
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "data/instance.h"
@@ -27,9 +27,9 @@ struct PackedBatch {
 };
 
 struct BatchShape {
-  int max_len = 512;         // S
-  int max_depth = 8;         // D: sequence slots per row
-  int max_predictions = 0;   // M: MLM slots per row; 0 = the most any row needs
+  int max_len = 512;        // S
+  int max_depth = 8;        // D: sequence slots per row
+  int max_predictions = 0;  // M: MLM slots per row; 0 = the most any row needs
 };
 
 // Lays out `rows` (each a list of instances sharing a row) as a packed

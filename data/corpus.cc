@@ -31,10 +31,11 @@ absl::string_view WordBefore(absl::string_view text, size_t end) {
 
 bool IsAbbreviation(absl::string_view word) {
   static const auto* kAbbreviations = new absl::flat_hash_set<std::string>{
-      "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e",
-      "u.s", "u.k", "no", "nos", "vol", "fig", "approx", "ca", "c", "cf", "al", "inc", "ltd",
-      "co", "corp", "gen", "col", "lt", "sgt", "capt", "rev", "hon", "jan", "feb", "mar",
-      "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "op", "pp", "ed", "eds"};
+      "mr",   "mrs", "ms",  "dr",  "prof", "sr",  "jr",   "st",  "mt",  "ft",     "vs",
+      "etc",  "e.g", "i.e", "u.s", "u.k",  "no",  "nos",  "vol", "fig", "approx", "ca",
+      "c",    "cf",  "al",  "inc", "ltd",  "co",  "corp", "gen", "col", "lt",     "sgt",
+      "capt", "rev", "hon", "jan", "feb",  "mar", "apr",  "jun", "jul", "aug",    "sep",
+      "sept", "oct", "nov", "dec", "op",   "pp",  "ed",   "eds"};
   if (word.size() == 1 && absl::ascii_isalpha(static_cast<unsigned char>(word[0]))) {
     return true;  // an initial: "J. R. R. Tolkien"
   }
@@ -131,9 +132,9 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
   if (in.bad()) return ErrnoError(absl::StrCat("cannot read ", path), errno);
   flush();
   if (stats->sentences == sentences_before) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " holds no sentences", line_number == 0 ? " (the file is empty)" : "",
-        "; expected WikiExtractor output or one sentence per line"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds no sentences", line_number == 0 ? " (the file is empty)" : "",
+                     "; expected WikiExtractor output or one sentence per line"));
   }
   return absl::OkStatus();
 }

@@ -47,15 +47,16 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
     reader->path_ = path;
     auto dims_of = [&](const char* name, int rank) -> absl::StatusOr<std::vector<hsize_t>> {
       if (!reader->impl_->file.nameExists(name)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": no dataset '", name, "'; an MLPerf BERT file has input_ids, input_mask, "
-            "segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": no dataset '", name,
+                         "'; an MLPerf BERT file has input_ids, input_mask, "
+                         "segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels"));
       }
       H5::DataSpace space = reader->impl_->file.openDataSet(name).getSpace();
       if (space.getSimpleExtentNdims() != rank) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": dataset '", name, "' has rank ", space.getSimpleExtentNdims(),
-                         ", expected ", rank));
+        return absl::InvalidArgumentError(absl::StrCat(path, ": dataset '", name, "' has rank ",
+                                                       space.getSimpleExtentNdims(), ", expected ",
+                                                       rank));
       }
       std::vector<hsize_t> dims(rank);
       space.getSimpleExtentDims(dims.data());
@@ -70,8 +71,8 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
         ASSIGN_OR_RETURN(auto dims, dims_of(name, 2));
         if (*width == 0) *width = static_cast<int>(dims[1]);
         if (static_cast<int64_t>(dims[0]) != reader->rows_ || static_cast<int>(dims[1]) != *width) {
-          return absl::InvalidArgumentError(absl::StrCat(path, ": dataset '", name,
-                                                         "' does not match the others' shape"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": dataset '", name, "' does not match the others' shape"));
         }
       }
       return absl::OkStatus();
@@ -103,7 +104,8 @@ absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t co
       return out;
     };
     const int S = max_len_, P = max_predictions_;
-    auto ids = read("input_ids", S), mask = read("input_mask", S), segments = read("segment_ids", S);
+    auto ids = read("input_ids", S), mask = read("input_mask", S),
+         segments = read("segment_ids", S);
     auto positions = read("masked_lm_positions", P), masked = read("masked_lm_ids", P);
     auto labels = read(kLabels, 0);
     std::vector<Instance> out(count);
@@ -117,9 +119,8 @@ absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t co
         int32_t position = positions[r * P + p];
         if (position == 0) continue;  // padding: [CLS] at 0 is never masked
         if (position >= length) {
-          return absl::DataLossError(absl::StrCat(path_, ": row ", begin + r,
-                                                  " masks position ", position,
-                                                  " beyond its length ", length));
+          return absl::DataLossError(absl::StrCat(path_, ": row ", begin + r, " masks position ",
+                                                  position, " beyond its length ", length));
         }
         in.masked_positions.push_back(position);
         in.masked_ids.push_back(masked[r * P + p]);
@@ -132,8 +133,8 @@ absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t co
   }
 }
 
-absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& instances,
-                       int max_len, int max_predictions) {
+absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& instances, int max_len,
+                       int max_predictions) {
   H5::Exception::dontPrint();
   const hsize_t N = instances.size(), S = max_len, P = max_predictions;
   std::vector<int32_t> ids(N * S, 0), positions(N * P, 0), masked(N * P, 0);
@@ -141,10 +142,9 @@ absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& ins
   for (hsize_t r = 0; r < N; ++r) {
     const Instance& in = instances[r];
     if (in.length() > max_len || in.masked_positions.size() > P) {
-      return absl::InvalidArgumentError(absl::StrCat("instance ", r, " has ", in.length(),
-                                                     " tokens and ", in.masked_positions.size(),
-                                                     " masked; the file allows ", max_len, " and ",
-                                                     max_predictions));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "instance ", r, " has ", in.length(), " tokens and ", in.masked_positions.size(),
+          " masked; the file allows ", max_len, " and ", max_predictions));
     }
     for (int i = 0; i < in.length(); ++i) {
       ids[r * S + i] = in.input_ids[i];

@@ -42,7 +42,7 @@ class Hdf5Reader {
 
 // Writes `instances` in the MLPerf format (the NVIDIA writer's dtypes: int32
 // ids and positions, int8 masks, segments and labels; gzip), atomically.
-absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& instances,
-                       int max_len, int max_predictions);
+absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& instances, int max_len,
+                       int max_predictions);
 
 }  // namespace pbert::data

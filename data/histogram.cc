@@ -35,8 +35,8 @@ absl::StatusOr<LengthHistogram> HistogramOf(absl::Span<const uint32_t> lengths, 
   LengthHistogram histogram(max_len);
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] == 0 || lengths[i] > static_cast<uint32_t>(max_len)) {
-      return absl::OutOfRangeError(absl::StrCat("sequence ", i, " has length ", lengths[i],
-                                                ", outside 1..", max_len));
+      return absl::OutOfRangeError(
+          absl::StrCat("sequence ", i, " has length ", lengths[i], ", outside 1..", max_len));
     }
     ++histogram.counts[lengths[i]];
   }

@@ -43,9 +43,9 @@ void MaskTokens(Instance& in, const Tokenizer& tokenizer, const InstanceOptions&
   }
   rng.Shuffle(groups);
   // Python's round(): halves to even, as std::nearbyint in the default mode.
-  const int to_predict = std::min(
-      o.max_predictions_per_seq,
-      std::max(1, static_cast<int>(std::nearbyint(in.length() * o.masked_lm_prob))));
+  const int to_predict =
+      std::min(o.max_predictions_per_seq,
+               std::max(1, static_cast<int>(std::nearbyint(in.length() * o.masked_lm_prob))));
   std::vector<std::pair<int32_t, int32_t>> masked;  // (position, true id)
   std::vector<bool> covered(in.length(), false);
   for (const auto& [first, count] : groups) {

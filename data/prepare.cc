@@ -26,9 +26,9 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
   for (const std::string& path : o.inputs) {
     ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
     if (reader->max_len() > o.instances.max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, " holds rows of ", reader->max_len(), " tokens; raise data.max_seq_len to ",
-          reader->max_len()));
+      return absl::InvalidArgumentError(absl::StrCat(path, " holds rows of ", reader->max_len(),
+                                                     " tokens; raise data.max_seq_len to ",
+                                                     reader->max_len()));
     }
     if (writer == nullptr) {
       StoreInfo info{static_cast<uint32_t>(vocabulary.size()), vocabulary.checksum(),

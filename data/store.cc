@@ -78,9 +78,10 @@ std::string ShardName(size_t i) { return absl::StrFormat("shard-%05d.pbstore", i
 
 }  // namespace
 
-StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info,
-                         uint64_t per_shard)
-    : dir_(std::move(dir)), temp_dir_(std::move(temp_dir)), info_(std::move(info)),
+StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard)
+    : dir_(std::move(dir)),
+      temp_dir_(std::move(temp_dir)),
+      info_(std::move(info)),
       per_shard_(per_shard) {
   offsets_.push_back(0);
 }
@@ -112,8 +113,8 @@ absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::stri
     return ErrnoError(absl::StrCat("cannot create a temporary folder beside ", dir), errno);
   }
   // mkdtemp makes it private (0700); the store gets the usual permissions.
-  fs::permissions(buffer.data(), fs::perms::all & ~fs::perms::others_write & ~fs::perms::group_write,
-                  error);
+  fs::permissions(buffer.data(),
+                  fs::perms::all & ~fs::perms::others_write & ~fs::perms::group_write, error);
   return std::unique_ptr<StoreWriter>(
       new StoreWriter(dir, std::string(buffer.data()), info, records_per_shard));
 }
@@ -144,7 +145,9 @@ absl::Status StoreWriter::Add(const Instance& in) {
       return bad("masked positions must increase and lie inside the sequence");
     }
   }
-  auto valid_id = [&](int32_t id) { return id >= 0 && static_cast<uint32_t>(id) < info_.vocab_size; };
+  auto valid_id = [&](int32_t id) {
+    return id >= 0 && static_cast<uint32_t>(id) < info_.vocab_size;
+  };
   if (!std::all_of(in.input_ids.begin(), in.input_ids.end(), valid_id) ||
       !std::all_of(in.masked_ids.begin(), in.masked_ids.end(), valid_id)) {
     return bad(absl::StrCat("a token id outside the vocabulary of ", info_.vocab_size));
@@ -231,8 +234,8 @@ absl::Status StoreWriter::Finish() {
 absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
   std::string manifest_path = dir + "/" + kManifest;
   if (!fs::exists(manifest_path)) {
-    return absl::NotFoundError(absl::StrCat(
-        dir, " is not an instance store (no ", kManifest, "); create one with packed-bert prepare"));
+    return absl::NotFoundError(absl::StrCat(dir, " is not an instance store (no ", kManifest,
+                                            "); create one with packed-bert prepare"));
   }
   ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path));
   InstanceStore store;
@@ -240,9 +243,9 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
   try {
     auto manifest = nlohmann::json::parse(text);
     if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          manifest_path, ": store format version ", manifest.at("version").get<uint32_t>(),
-          ", this build reads ", kStoreVersion));
+      return absl::FailedPreconditionError(absl::StrCat(manifest_path, ": store format version ",
+                                                        manifest.at("version").get<uint32_t>(),
+                                                        ", this build reads ", kStoreVersion));
     }
     store.info_.max_len = manifest.at("max_len").get<uint32_t>();
     store.info_.max_predictions = manifest.at("max_predictions").get<uint32_t>();
@@ -258,13 +261,14 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
           Shard{path, std::move(file), store.total_, entry.at("records").get<uint64_t>()});
       auto bytes = shard->file.bytes();
       auto corrupt = [&](const std::string& what) {
-        return absl::DataLossError(absl::StrCat(shard->path, ": ", what,
-                                                "; the store is damaged, prepare it again"));
+        return absl::DataLossError(
+            absl::StrCat(shard->path, ": ", what, "; the store is damaged, prepare it again"));
       };
       ShardHeader header;
       if (bytes.size() < sizeof(header)) return corrupt("shorter than its header");
       std::memcpy(&header, bytes.data(), sizeof(header));
-      if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return corrupt("wrong magic bytes");
+      if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0)
+        return corrupt("wrong magic bytes");
       if (header.version != kStoreVersion) return corrupt("unknown shard version");
       if (header.records != shard->records || header.vocab_size != store.info_.vocab_size ||
           header.max_len != store.info_.max_len ||
@@ -274,8 +278,8 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
       const uint64_t n = header.records;
       const uint64_t expected = sizeof(header) + LengthsBytes(n) + (n + 1) * 8 + header.body_bytes;
       if (bytes.size() != expected) {
-        return corrupt(absl::StrCat("truncated or padded: ", bytes.size(), " bytes, expected ",
-                                    expected));
+        return corrupt(
+            absl::StrCat("truncated or padded: ", bytes.size(), " bytes, expected ", expected));
       }
       const uint8_t* p = bytes.data() + sizeof(header);
       shard->lengths = reinterpret_cast<const uint16_t*>(p);
@@ -334,7 +338,8 @@ Instance InstanceStore::Get(uint64_t index) const {
 std::vector<uint16_t> InstanceStore::Lengths() const {
   std::vector<uint16_t> out;
   out.reserve(total_);
-  for (const auto& shard : shards_) out.insert(out.end(), shard->lengths, shard->lengths + shard->records);
+  for (const auto& shard : shards_)
+    out.insert(out.end(), shard->lengths, shard->lengths + shard->records);
   return out;
 }
 
@@ -373,7 +378,9 @@ absl::Status InstanceStore::CheckRecord(const Shard& shard, uint64_t local) cons
       return bad("masked positions out of order or outside the sequence");
     }
   }
-  auto outside = [&](int32_t id) { return id < 0 || static_cast<uint32_t>(id) >= info_.vocab_size; };
+  auto outside = [&](int32_t id) {
+    return id < 0 || static_cast<uint32_t>(id) >= info_.vocab_size;
+  };
   if (std::any_of(in.input_ids.begin(), in.input_ids.end(), outside) ||
       std::any_of(in.masked_ids.begin(), in.masked_ids.end(), outside)) {
     return bad("a token id outside the vocabulary");

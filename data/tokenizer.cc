@@ -46,8 +46,7 @@ bool IsDropped(UChar32 c) {
 bool IsSpace(UChar32 c) {
   if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
   auto type = u_charType(c);
-  return type == U_SPACE_SEPARATOR || type == U_LINE_SEPARATOR ||
-         type == U_PARAGRAPH_SEPARATOR;
+  return type == U_SPACE_SEPARATOR || type == U_LINE_SEPARATOR || type == U_PARAGRAPH_SEPARATOR;
 }
 
 bool IsPunctuation(UChar32 c) {
@@ -105,8 +104,8 @@ absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
                      ? v.continued_.emplace(token.substr(2), id).second
                      : v.words_.emplace(token, id).second;
     if (!fresh && !token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", id + 1, ": token '", token,
-                                                     "' appears twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", id + 1, ": token '", token, "' appears twice"));
     }
     checksum.Update({reinterpret_cast<const uint8_t*>(token.data()), token.size() + 1});
     v.tokens_.push_back(std::move(token));
@@ -117,9 +116,9 @@ absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
   auto require = [&](const char* name, int32_t* id) -> absl::Status {
     auto it = v.words_.find(name);
     if (it == v.words_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": the vocabulary has no ", name,
-          " token; use a BERT vocab.txt with [PAD], [UNK], [CLS], [SEP] and [MASK]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": the vocabulary has no ", name,
+                       " token; use a BERT vocab.txt with [PAD], [UNK], [CLS], [SEP] and [MASK]"));
     }
     *id = it->second;
     return absl::OkStatus();

@@ -1,10 +1,10 @@
 #include "dist/communicator.h"
 
-#include <cstdlib>
+#include <torch/torch.h>
 
+#include <cstdlib>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 #ifdef PBERT_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -14,8 +14,7 @@
 namespace pbert::dist {
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    const Environment& environment, const std::string& backend,
-    std::chrono::milliseconds timeout) {
+    const Environment& environment, const std::string& backend, std::chrono::milliseconds timeout) {
   if (backend != "gloo" && backend != "nccl") {
     return absl::InvalidArgumentError(
         absl::StrCat("distributed backend '", backend, "' is not one of: gloo, nccl"));
@@ -46,15 +45,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
           store, environment.rank, environment.world_size, gloo);
     } else {
 #ifdef PBERT_WITH_NCCL
-      communicator->group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-          store, environment.rank, environment.world_size);
+      communicator->group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, environment.rank,
+                                                                         environment.world_size);
 #endif
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot join the process group at ", environment.master_addr, ":",
-        environment.master_port, " as rank ", environment.rank, " of ", environment.world_size,
-        ": ", e.what()));
+        "cannot join the process group at ", environment.master_addr, ":", environment.master_port,
+        " as rank ", environment.rank, " of ", environment.world_size, ": ", e.what()));
   }
   return communicator;
 }

@@ -4,13 +4,13 @@
 // operation is the identity and no group is created.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
-#include <c10/util/intrusive_ptr.h>
 
 #include "absl/status/statusor.h"
 #include "dist/environment.h"

@@ -30,14 +30,14 @@ absl::StatusOr<Environment> EnvironmentFrom(const std::function<const char*(cons
     env.master_addr = addr;
   }
   if (env.world_size < 1 || env.rank < 0 || env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("RANK=", env.rank, " and WORLD_SIZE=",
-                                                   env.world_size,
+    return absl::InvalidArgumentError(absl::StrCat("RANK=", env.rank,
+                                                   " and WORLD_SIZE=", env.world_size,
                                                    " do not fit: need 0 <= RANK < WORLD_SIZE"));
   }
   if (env.local_world_size < 1 || env.local_rank < 0 || env.local_rank >= env.local_world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LOCAL_RANK=", env.local_rank, " and LOCAL_WORLD_SIZE=", env.local_world_size,
-        " do not fit: need 0 <= LOCAL_RANK < LOCAL_WORLD_SIZE"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("LOCAL_RANK=", env.local_rank, " and LOCAL_WORLD_SIZE=", env.local_world_size,
+                     " do not fit: need 0 <= LOCAL_RANK < LOCAL_WORLD_SIZE"));
   }
   if (env.master_port < 1 || env.master_port > 65535) {
     return absl::InvalidArgumentError(

@@ -1,9 +1,9 @@
 #include "model/bert.h"
 
+#include <torch/torch.h>
+
 #include <cmath>
 #include <limits>
-
-#include <torch/torch.h>
 
 namespace pbert::model {
 
@@ -30,11 +30,11 @@ at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtyp
 BertEmbeddingsImpl::BertEmbeddingsImpl(const BertOptions& options) : options(options) { reset(); }
 
 void BertEmbeddingsImpl::reset() {
-  word_embeddings = register_module(
-      "word_embeddings", nn::Embedding(options.vocab_size(), options.hidden_size()));
-  position_embeddings = register_module(
-      "position_embeddings",
-      nn::Embedding(options.max_position_embeddings(), options.hidden_size()));
+  word_embeddings = register_module("word_embeddings",
+                                    nn::Embedding(options.vocab_size(), options.hidden_size()));
+  position_embeddings =
+      register_module("position_embeddings",
+                      nn::Embedding(options.max_position_embeddings(), options.hidden_size()));
   token_type_embeddings = register_module(
       "token_type_embeddings", nn::Embedding(options.type_vocab_size(), options.hidden_size()));
   LayerNorm = register_module(
@@ -43,8 +43,7 @@ void BertEmbeddingsImpl::reset() {
   dropout = register_module("dropout", nn::Dropout(options.hidden_dropout()));
 }
 
-at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids,
-                                       const at::Tensor& position_ids,
+at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
                                        const at::Tensor& token_type_ids) {
   // A lookup, not a broadcast add of rows 0..S-1: positions restart in
   // every sequence of a packed row.
@@ -125,9 +124,8 @@ BertLayerImpl::BertLayerImpl(const BertOptions& options) : options(options) { re
 void BertLayerImpl::reset() {
   attention = register_module("attention", BertAttention(options));
   intermediate = register_module(
-      "intermediate",
-      BertDenseActivation(options.hidden_size(), options.intermediate_size(),
-                          BertDenseActivationImpl::Activation::kGelu));
+      "intermediate", BertDenseActivation(options.hidden_size(), options.intermediate_size(),
+                                          BertDenseActivationImpl::Activation::kGelu));
   output = register_module("output", BertResidualOutput(options, options.intermediate_size()));
 }
 
@@ -153,9 +151,9 @@ BertModelImpl::BertModelImpl(const BertOptions& options) : options(options) { re
 void BertModelImpl::reset() {
   embeddings = register_module("embeddings", BertEmbeddings(options));
   encoder = register_module("encoder", BertEncoder(options));
-  pooler = register_module("pooler",
-                           BertDenseActivation(options.hidden_size(), options.hidden_size(),
-                                               BertDenseActivationImpl::Activation::kTanh));
+  pooler =
+      register_module("pooler", BertDenseActivation(options.hidden_size(), options.hidden_size(),
+                                                    BertDenseActivationImpl::Activation::kTanh));
 }
 
 at::Tensor BertModelImpl::forward(const data::PackedBatch& batch, const at::Tensor& mask) {
@@ -178,8 +176,7 @@ at::Tensor BertPredictionTransformImpl::forward(const at::Tensor& x) {
   return Normalize(LayerNorm, torch::gelu(dense(x)));
 }
 
-BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertOptions& options)
-    : options(options) {
+BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertOptions& options) : options(options) {
   reset();
 }
 
@@ -193,8 +190,7 @@ at::Tensor BertLMPredictionHeadImpl::forward(const at::Tensor& hidden,
   return torch::nn::functional::linear(transform(hidden), word_embeddings, bias);
 }
 
-BertPreTrainingHeadsImpl::BertPreTrainingHeadsImpl(const BertOptions& options)
-    : options(options) {
+BertPreTrainingHeadsImpl::BertPreTrainingHeadsImpl(const BertOptions& options) : options(options) {
   reset();
 }
 
@@ -231,10 +227,11 @@ void BertForPreTrainingImpl::InitWeights() {
 
 PretrainingLogits BertForPreTrainingImpl::forward(const data::PackedBatch& batch,
                                                   const at::Tensor& attention_mask) {
-  at::Tensor mask = attention_mask.defined()
-                        ? attention_mask
-                        : BlockDiagonalMask(batch.sequence_ids,
-                                            bert->embeddings->word_embeddings->weight.scalar_type());
+  at::Tensor mask =
+      attention_mask.defined()
+          ? attention_mask
+          : BlockDiagonalMask(batch.sequence_ids,
+                              bert->embeddings->word_embeddings->weight.scalar_type());
   at::Tensor hidden = bert(batch, mask);  // [B,S,H]
   const int64_t H = options.hidden_size();
   auto gather = [&](const at::Tensor& positions) {  // [B,K] -> [B,K,H]
@@ -243,8 +240,8 @@ PretrainingLogits BertForPreTrainingImpl::forward(const data::PackedBatch& batch
   // The heads run only where they are needed: the masked tokens, and the
   // [CLS] of every sequence slot.
   PretrainingLogits logits;
-  logits.mlm = cls->predictions(gather(batch.mlm_positions),
-                                bert->embeddings->word_embeddings->weight);
+  logits.mlm =
+      cls->predictions(gather(batch.mlm_positions), bert->embeddings->word_embeddings->weight);
   logits.nsp = cls->seq_relationship(bert->pooler(gather(batch.cls_positions)));
   return logits;
 }

@@ -5,8 +5,6 @@
 // those of Hugging Face's BertForPreTraining, so checkpoints move both ways.
 #pragma once
 
-#include <string>
-
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
@@ -14,6 +12,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
+
+#include <string>
 
 #include "data/batch.h"
 
@@ -214,8 +214,7 @@ class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImp
 
   // `attention_mask` (additive, broadcastable to [B,heads,S,S]) defaults to
   // BlockDiagonalMask(batch.sequence_ids).
-  PretrainingLogits forward(const data::PackedBatch& batch,
-                            const at::Tensor& attention_mask = {});
+  PretrainingLogits forward(const data::PackedBatch& batch, const at::Tensor& attention_mask = {});
 
   BertOptions options;
   BertModel bert{nullptr};

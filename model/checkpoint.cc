@@ -1,9 +1,9 @@
 #include "model/checkpoint.h"
 
+#include <torch/torch.h>
+
 #include <cstring>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -41,7 +41,9 @@ absl::StatusOr<at::ScalarType> TypeOf(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("unsupported safetensors dtype '", name, "'"));
 }
 
-std::string ShapeText(at::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
+std::string ShapeText(at::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
 
 // Hugging Face spellings that name one of our parameters differently.
 std::string CanonicalName(const std::string& name) {
@@ -68,9 +70,8 @@ absl::Status SaveSafetensors(const torch::nn::Module& module, const std::string&
     at::Tensor t = item.value().detach().to(torch::kCPU).contiguous();
     ASSIGN_OR_RETURN(const char* dtype, NameOf(t.scalar_type()));
     uint64_t bytes = t.numel() * t.element_size();
-    header[item.key()] = {{"dtype", dtype},
-                          {"shape", t.sizes().vec()},
-                          {"data_offsets", {offset, offset + bytes}}};
+    header[item.key()] = {
+        {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     tensors.push_back(t);
   }
@@ -82,8 +83,8 @@ absl::Status SaveSafetensors(const torch::nn::Module& module, const std::string&
   RETURN_IF_ERROR(writer.Write({reinterpret_cast<const uint8_t*>(&length), sizeof(length)}));
   RETURN_IF_ERROR(writer.Write(text));
   for (const at::Tensor& t : tensors) {
-    RETURN_IF_ERROR(writer.Write(
-        {static_cast<const uint8_t*>(t.data_ptr()), static_cast<size_t>(t.numel() * t.element_size())}));
+    RETURN_IF_ERROR(writer.Write({static_cast<const uint8_t*>(t.data_ptr()),
+                                  static_cast<size_t>(t.numel() * t.element_size())}));
   }
   return writer.Commit();
 }
@@ -118,7 +119,8 @@ absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensors(const std::str
       for (int64_t d : shape) numel *= d;
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
           offsets[1] - offsets[0] != static_cast<uint64_t>(numel) * c10::elementSize(type)) {
-        return bad(absl::StrCat("tensor '", name, "' has offsets that do not fit its shape or the file"));
+        return bad(
+            absl::StrCat("tensor '", name, "' has offsets that do not fit its shape or the file"));
       }
       at::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(type));
       std::memcpy(t.data_ptr(), bytes.data() + data_start + offsets[0], offsets[1] - offsets[0]);
@@ -150,10 +152,10 @@ absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path)
     found[canonical] = tensor;
   }
   for (const auto& item : params) {
-    if (found.count(item.key()) == 0 && std::find_if(misshaped.begin(), misshaped.end(),
-                                                     [&](const std::string& m) {
-                                                       return absl::StartsWith(m, item.key() + " ");
-                                                     }) == misshaped.end()) {
+    if (found.count(item.key()) == 0 &&
+        std::find_if(misshaped.begin(), misshaped.end(), [&](const std::string& m) {
+          return absl::StartsWith(m, item.key() + " ");
+        }) == misshaped.end()) {
       missing.push_back(item.key());
     }
   }
@@ -166,9 +168,9 @@ absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path)
     if (!misshaped.empty()) {
       parts.push_back(absl::StrCat("mis-shaped: ", absl::StrJoin(misshaped, ", ")));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " does not match the model config (", absl::StrJoin(parts, "; "),
-                     "); check model.size and the vocabulary"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " does not match the model config (",
+                                                   absl::StrJoin(parts, "; "),
+                                                   "); check model.size and the vocabulary"));
   }
   torch::NoGradGuard no_grad;
   for (auto& item : params) item.value().copy_(found.at(item.key()));

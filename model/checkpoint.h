@@ -2,11 +2,11 @@
 // names, so weights move both ways. Layout: docs/formats.md.
 #pragma once
 
-#include <map>
-#include <string>
-
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
+
+#include <map>
+#include <string>
 
 #include "absl/status/statusor.h"
 

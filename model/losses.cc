@@ -63,7 +63,7 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedB
                    .slice(/*dim=*/2, /*start=*/1)
                    .to(real);
   auto sequence_ce = torch::einsum("bm,bmd->bd", {mlm.loss, owner});  // [B,D]
-  auto sequence_tokens = owner.sum(1);                                 // [B,D]
+  auto sequence_tokens = owner.sum(1);                                // [B,D]
   auto has_tokens = (sequence_tokens > 0).to(real);
   s.mlm_sequence_loss = (sequence_ce / sequence_tokens.clamp_min(1.0) * has_tokens).sum();
   s.mlm_sequences = has_tokens.sum().to(torch::kDouble);
@@ -83,9 +83,9 @@ StepTotals TotalsOf(const PretrainingSums& sums) {
 
 at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode,
                            const StepTotals& totals) {
-  auto mlm = mode == MlmLossMode::kPerToken ? sums.mlm_loss / std::max(totals.mlm_tokens, 1.0)
-                                            : sums.mlm_sequence_loss /
-                                                  std::max(totals.mlm_sequences, 1.0);
+  auto mlm = mode == MlmLossMode::kPerToken
+                 ? sums.mlm_loss / std::max(totals.mlm_tokens, 1.0)
+                 : sums.mlm_sequence_loss / std::max(totals.mlm_sequences, 1.0);
   return mlm + sums.nsp_loss / std::max(totals.nsp_sequences, 1.0);
 }
 

@@ -44,7 +44,6 @@ StepTotals TotalsOf(const PretrainingSums& sums);
 
 // MLM loss (in `mode`) plus NSP loss, each normalised by `totals`. Summed over
 // the micro-batches of a step it is the loss of the whole step.
-at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode,
-                           const StepTotals& totals);
+at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode, const StepTotals& totals);
 
 }  // namespace pbert::model

@@ -5,11 +5,11 @@
 // CPU-only machines.
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
+
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 

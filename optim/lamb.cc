@@ -1,8 +1,8 @@
 #include "optim/lamb.h"
 
-#include <cmath>
-
 #include <torch/torch.h>
+
+#include <cmath>
 
 namespace pbert::optim {
 
@@ -60,8 +60,8 @@ Lamb::Lamb(std::vector<torch::optim::OptimizerParamGroup> param_groups, LambOpti
   auto [beta1, beta2] = defaults.betas();
   TORCH_CHECK(0 <= beta1 && beta1 < 1.0, "Invalid beta parameter at index 0: ", beta1);
   TORCH_CHECK(0 <= beta2 && beta2 < 1.0, "Invalid beta parameter at index 1: ", beta2);
-  TORCH_CHECK(defaults.weight_decay() >= 0, "Invalid weight_decay value: ",
-              defaults.weight_decay());
+  TORCH_CHECK(defaults.weight_decay() >= 0,
+              "Invalid weight_decay value: ", defaults.weight_decay());
 }
 
 torch::Tensor Lamb::step(LossClosure closure) {
@@ -125,8 +125,8 @@ std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(
   std::vector<torch::Tensor> decayed, excluded;
   for (const auto& item : named_parameters) {
     const std::string& name = item.key();
-    bool exclude = name.find("bias") != std::string::npos ||
-                   name.find("LayerNorm") != std::string::npos;
+    bool exclude =
+        name.find("bias") != std::string::npos || name.find("LayerNorm") != std::string::npos;
     (exclude ? excluded : decayed).push_back(item.value());
   }
   LambOptions excluded_options = options;

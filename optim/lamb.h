@@ -2,13 +2,13 @@
 // optimizer of MLPerf BERT, in LibTorch's optimizer style.
 #pragma once
 
-#include <string>
-#include <tuple>
-#include <vector>
-
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 #include <torch/optim/serialize.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace pbert::optim {
 

@@ -10,7 +10,7 @@
 namespace pbert::optim {
 
 struct ScheduleOptions {
-  std::string kind = "poly";      // "poly" (warmup + polynomial decay) or "constant"
+  std::string kind = "poly";  // "poly" (warmup + polynomial decay) or "constant"
   double peak_lr = 1e-3;
   int64_t warmup_steps = 0;
   int64_t start_warmup_step = 0;  // MLPerf's offset of the warmup ramp

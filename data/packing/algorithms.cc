@@ -17,8 +17,7 @@ absl::StatusOr<PackingPlan> Lp(const LengthHistogram& h, const PackingOptions& o
 
 constexpr PackingAlgorithm kAlgorithms[] = {
     {"none", "one sequence per row (no packing)", Infallible<PackNone>},
-    {"greedy", "concatenate in arrival order until the next does not fit",
-     Infallible<PackGreedy>},
+    {"greedy", "concatenate in arrival order until the next does not fit", Infallible<PackGreedy>},
     {"ffd", "first-fit decreasing", Infallible<PackFfd>},
     {"spfhp", "shortest-pack-first histogram packing", Infallible<PackSpfhp>},
     {"lpfhp", "longest-pack-first histogram packing", Infallible<PackLpfhp>},

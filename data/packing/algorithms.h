@@ -39,8 +39,8 @@ absl::StatusOr<PackingPlan> PackNnlshp(const LengthHistogram& histogram,
 // (COIN-OR Clp for the master LP, a knapsack for pricing), then rounding
 // down and RepairPlan. `lp_bound` receives the LP optimum, a lower bound on
 // the packs of any plan with these options.
-absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram,
-                                   const PackingOptions& options, double* lp_bound = nullptr);
+absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram, const PackingOptions& options,
+                                   double* lp_bound = nullptr);
 
 struct PackingAlgorithm {
   const char* name;

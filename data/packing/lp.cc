@@ -8,7 +8,6 @@
 // (rows x D) sequences unplaced, which RepairPlan adds; the LP value is a
 // lower bound for every plan, so the gap is known.
 #include <ClpSimplex.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -79,8 +78,8 @@ class Pricer {
 
 }  // namespace
 
-absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram,
-                                   const PackingOptions& options, double* lp_bound) {
+absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram, const PackingOptions& options,
+                                   double* lp_bound) {
   const int S = options.max_len;
   std::vector<int> row_of(S + 1, -1);
   std::vector<int> length_of_row;
@@ -120,8 +119,8 @@ absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram,
       ++added;
     }
     std::vector<double> lower(added, 0.0), upper(added, COIN_DBL_MAX), cost(added, 1.0);
-    model.addColumns(added, lower.data(), upper.data(), cost.data(), starts.data(),
-                     indices.data(), elements.data());
+    model.addColumns(added, lower.data(), upper.data(), cost.data(), starts.data(), indices.data(),
+                     elements.data());
     return added;
   };
   // Start from a good feasible plan so the first LP is already close.
@@ -134,8 +133,8 @@ absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram,
   double best_price = 0;
   for (int round = 0; round < kMaxRounds; ++round) {
     if (round == 0 ? model.dual() : model.primal(0, 0); model.status() != 0) {
-      return absl::InternalError(absl::StrCat("the packing LP failed (Clp status ",
-                                              model.status(), ") in round ", round));
+      return absl::InternalError(
+          absl::StrCat("the packing LP failed (Clp status ", model.status(), ") in round ", round));
     }
     const double* duals = model.dualRowSolution();
     for (int r = 0; r < rows; ++r) price[length_of_row[r]] = std::max(0.0, duals[r]);

@@ -19,7 +19,8 @@ double Dot(const SparseColumn& a, const std::vector<double>& dense) {
 // kept through column appends and deletions.
 class GramFactor {
  public:
-  explicit GramFactor(int capacity) : cap_(capacity), r_(static_cast<size_t>(capacity) * capacity) {}
+  explicit GramFactor(int capacity)
+      : cap_(capacity), r_(static_cast<size_t>(capacity) * capacity) {}
 
   int size() const { return p_; }
 
@@ -97,8 +98,8 @@ absl::StatusOr<std::vector<double>> SolveNnls(int rows, const std::vector<Sparse
     return absl::InvalidArgumentError("NNLS: right-hand side does not match the rows");
   }
   std::vector<double> x(n, 0.0);
-  std::vector<int> passive;            // column ids, in factor order
-  std::vector<char> state(n, 0);       // 1 passive, 2 dependent on the passive set
+  std::vector<int> passive;       // column ids, in factor order
+  std::vector<char> state(n, 0);  // 1 passive, 2 dependent on the passive set
   GramFactor factor(rows);
   std::vector<double> scatter(rows, 0.0);
   std::vector<double> residual = b;

@@ -71,11 +71,10 @@ absl::Status PackIndex::Verify(absl::Span<const uint16_t> lengths) const {
       uint32_t id = ids_[i];
       int want = strategy.lengths[(i - id_start_[s]) % strategy.lengths.size()];
       if (id >= lengths.size() || seen[id]) {
-        return absl::DataLossError(absl::StrCat("row ", row_start_[s] + (i - id_start_[s]) /
-                                                                          strategy.lengths.size(),
-                                                " holds sequence ", id,
-                                                id >= lengths.size() ? ", beyond the data"
-                                                                     : ", already in another row"));
+        return absl::DataLossError(
+            absl::StrCat("row ", row_start_[s] + (i - id_start_[s]) / strategy.lengths.size(),
+                         " holds sequence ", id,
+                         id >= lengths.size() ? ", beyond the data" : ", already in another row"));
       }
       if (lengths[id] != want) {
         return absl::DataLossError(absl::StrCat("sequence ", id, " has length ", lengths[id],
@@ -131,8 +130,8 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
     return corrupt("wrong magic bytes");
   }
   if (header.version != kPackIndexVersion) {
-    return corrupt(absl::StrCat("format version ", header.version, ", this build reads ",
-                                kPackIndexVersion));
+    return corrupt(
+        absl::StrCat("format version ", header.version, ", this build reads ", kPackIndexVersion));
   }
   if (bytes.size() - sizeof(header) != header.payload_bytes) {
     return corrupt(absl::StrCat("truncated or padded: ", bytes.size() - sizeof(header),
@@ -187,8 +186,8 @@ absl::StatusOr<PackIndex> AssignSequences(const PackingPlan& plan,
   std::vector<uint64_t> start(S + 2, 0);
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] == 0 || lengths[i] > S) {
-      return absl::OutOfRangeError(absl::StrCat("sequence ", i, " has length ", lengths[i],
-                                                ", outside 1..", S));
+      return absl::OutOfRangeError(
+          absl::StrCat("sequence ", i, " has length ", lengths[i], ", outside 1..", S));
     }
     ++start[lengths[i] + 1];
   }

@@ -85,8 +85,8 @@ PackingPlan PackLpfhp(const LengthHistogram& histogram, const PackingOptions& op
     while (left > 0) {
       if (space > S) {
         // Fits nowhere: new rows with as many copies as fit.
-        uint64_t copies = std::min<uint64_t>({static_cast<uint64_t>(S / l),
-                                              static_cast<uint64_t>(D), left});
+        uint64_t copies =
+            std::min<uint64_t>({static_cast<uint64_t>(S / l), static_cast<uint64_t>(D), left});
         open.Add({left / copies, std::vector<int>(copies, l)}, S - static_cast<int>(copies) * l);
         left -= left / copies * copies;
         continue;
@@ -99,8 +99,7 @@ PackingPlan PackLpfhp(const LengthHistogram& histogram, const PackingOptions& op
       Group group = std::move(bucket.back());
       bucket.pop_back();
       uint64_t copies = std::min<uint64_t>({static_cast<uint64_t>(space / l),
-                                            static_cast<uint64_t>(D) - group.lengths.size(),
-                                            left});
+                                            static_cast<uint64_t>(D) - group.lengths.size(), left});
       uint64_t rows = std::min(group.count, left / copies);
       if (group.count > rows) bucket.push_back({group.count - rows, group.lengths});
       left -= rows * copies;

@@ -168,8 +168,10 @@ PackingPlan RepairPlan(const PackingPlan& approximate, const LengthHistogram& hi
   std::vector<uint64_t> excess(S + 1, 0);
   LengthHistogram missing(S);
   for (int l = 1; l <= S; ++l) {
-    if (coverage.counts[l] > histogram.counts[l]) excess[l] = coverage.counts[l] - histogram.counts[l];
-    if (coverage.counts[l] < histogram.counts[l]) missing.counts[l] = histogram.counts[l] - coverage.counts[l];
+    if (coverage.counts[l] > histogram.counts[l])
+      excess[l] = coverage.counts[l] - histogram.counts[l];
+    if (coverage.counts[l] < histogram.counts[l])
+      missing.counts[l] = histogram.counts[l] - coverage.counts[l];
   }
   // Empty the slots of sequences that do not exist: rows of a strategy lose
   // one sequence of length l each until the excess of l is gone. A pass can

@@ -14,9 +14,9 @@
 namespace pbert::data {
 
 struct PackingOptions {
-  int max_len = 512;    // S: tokens per row
-  int max_depth = 8;    // D: most sequences in one row
-  uint64_t seed = 0;    // for algorithms that draw (greedy's arrival order)
+  int max_len = 512;  // S: tokens per row
+  int max_depth = 8;  // D: most sequences in one row
+  uint64_t seed = 0;  // for algorithms that draw (greedy's arrival order)
 };
 
 struct Strategy {

@@ -22,8 +22,7 @@ absl::StatusOr<PackingRun> RunPacking(const std::string& name, const LengthHisto
   }
   auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(PackingPlan plan, algorithm->pack(histogram, options));
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   RETURN_IF_ERROR(Annotate(CheckPlan(plan, histogram, options),
                            absl::StrCat("packing algorithm ", name, " produced a bad plan")));
   PackingReport r;
@@ -64,9 +63,9 @@ std::string ReportJson(const PackingReport& r) {
 }
 
 std::string ReportTable(const std::vector<PackingReport>& reports) {
-  std::string out = absl::StrFormat("%-8s %5s %5s %12s %10s %10s %12s %9s %10s\n", "algo",
-                                    "depth", "used", "packs", "efficiency", "speed-up",
-                                    "over bound", "strategies", "seconds");
+  std::string out =
+      absl::StrFormat("%-8s %5s %5s %12s %10s %10s %12s %9s %10s\n", "algo", "depth", "used",
+                      "packs", "efficiency", "speed-up", "over bound", "strategies", "seconds");
   for (const PackingReport& r : reports) {
     double over = r.lower_bound_packs == 0
                       ? 0.0
@@ -103,17 +102,18 @@ std::string BarPanel(const std::vector<double>& values, double left, double top,
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] <= 0 || peak <= 0) continue;
     double h = height * std::log1p(values[i]) / std::log1p(peak);
-    absl::StrAppendFormat(&svg, "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' fill='#3b6ea5'/>\n",
+    absl::StrAppendFormat(&svg,
+                          "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' fill='#3b6ea5'/>\n",
                           left + i * bar, top + height - h, std::max(bar, 0.5), h);
   }
-  absl::StrAppendFormat(&svg,
-                        "<text x='%.1f' y='%.1f' font-size='11'>1</text>\n"
-                        "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%d</text>\n"
-                        "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>%s</text>\n"
-                        "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>max %.0f (log scale)</text>\n",
-                        left, top + height + 14, left + width, top + height + 14,
-                        values.size(), left + width / 2, top + height + 14, x_label,
-                        left + width - 4, top + 14, peak);
+  absl::StrAppendFormat(
+      &svg,
+      "<text x='%.1f' y='%.1f' font-size='11'>1</text>\n"
+      "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>%d</text>\n"
+      "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>%s</text>\n"
+      "<text x='%.1f' y='%.1f' font-size='11' text-anchor='end'>max %.0f (log scale)</text>\n",
+      left, top + height + 14, left + width, top + height + 14, values.size(), left + width / 2,
+      top + height + 14, x_label, left + width - 4, top + 14, peak);
   return svg;
 }
 
@@ -130,8 +130,8 @@ std::string PackingSvg(const LengthHistogram& histogram, const PackingPlan& plan
   std::string svg =
       "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='560' "
       "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  absl::StrAppendFormat(&svg, "<text x='450' y='24' font-size='16' text-anchor='middle'>%s</text>\n",
-                        title);
+  absl::StrAppendFormat(
+      &svg, "<text x='450' y='24' font-size='16' text-anchor='middle'>%s</text>\n", title);
   svg += BarPanel(lengths, 50, 60, 800, 180, "sequences per length", "sequence length");
   svg += BarPanel(fill, 50, 330, 800, 180, "packs per number of real tokens", "tokens in pack");
   svg += "</svg>\n";

@@ -1,5 +1,7 @@
 // Runs the real `packed-bert` binary as a user would and checks exit codes
 // and messages.
+#include "app/cli.h"
+
 #include <sys/wait.h>
 
 #include <cmath>
@@ -9,11 +11,10 @@
 #include <sstream>
 
 #include "absl/strings/str_split.h"
-#include "app/cli.h"
 #include "data/hdf5.h"
-#include "tests/data/random_instances.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/data/random_instances.h"
 
 namespace pbert::app {
 namespace {
@@ -26,10 +27,10 @@ struct Result {
 
 Result RunBinary(const std::string& arguments) {
   // ctest runs tests in parallel processes: one stderr file per test.
-  std::string err_path = std::filesystem::temp_directory_path() /
-                         (std::string("pbert_cli_") +
-                          ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                          ".stderr");
+  std::string err_path =
+      std::filesystem::temp_directory_path() /
+      (std::string("pbert_cli_") + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+       ".stderr");
   std::string command =
       std::string(PBERT_BINARY) + " " + arguments + " 2>" + err_path + " </dev/null";
   FILE* pipe = popen(command.c_str(), "r");
@@ -63,7 +64,8 @@ TEST(CliTest, HelpListsCommands) {
 TEST(CliTest, PlannedCommandSaysSoWithExitTwo) {
   Result r = RunBinary("train --config x.yaml");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert train: not yet available in this version; see 'packed-bert --help'\n");
+  EXPECT_EQ(r.err,
+            "packed-bert train: not yet available in this version; see 'packed-bert --help'\n");
 }
 
 TEST(CliTest, ConfigTypoIsOneClearLine) {
@@ -85,14 +87,16 @@ TEST(CliTest, StringWhereANumberBelongs) {
 TEST(CliTest, MissingConfigFile) {
   Result r = RunBinary("config dump --config /nonexistent/run.yaml");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert config: error: config file '/nonexistent/run.yaml' not found or "
-                   "not readable; see configs/ for examples\n");
+  EXPECT_EQ(r.err,
+            "packed-bert config: error: config file '/nonexistent/run.yaml' not found or "
+            "not readable; see configs/ for examples\n");
 }
 
 TEST(CliTest, UnknownFlag) {
   Result r = RunBinary("pack --max-lenght 5");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert pack: error: unknown flag --max-lenght; see 'packed-bert pack --help'\n");
+  EXPECT_EQ(r.err,
+            "packed-bert pack: error: unknown flag --max-lenght; see 'packed-bert pack --help'\n");
 }
 
 TEST(CliTest, ConfigDumpAppliesPriorities) {
@@ -153,14 +157,18 @@ TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
   std::string data = std::filesystem::temp_directory_path() / "pbert_cli_score2.hdf5";
   std::string weights = std::filesystem::temp_directory_path() / "pbert_cli_score2.safetensors";
   ASSERT_TRUE(data::WriteHdf5(data, testing::RandomInstances(4, 5, 20, 500, 4), 32, 20).ok());
-  const std::string config = std::string(" --config ") + PBERT_SOURCE_DIR + "/configs/bert-tiny.yaml";
-  ASSERT_EQ(RunBinary("model init" + config + " --set model.vocab_size=500 --out " + weights)
-                .exit_code, 0);
+  const std::string config =
+      std::string(" --config ") + PBERT_SOURCE_DIR + "/configs/bert-tiny.yaml";
+  ASSERT_EQ(
+      RunBinary("model init" + config + " --set model.vocab_size=500 --out " + weights).exit_code,
+      0);
   Result r = RunBinary("score" + config + " --set model.vocab_size=600 --weights " + weights +
                        " --data " + data);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("mis-shaped: bert.embeddings.word_embeddings.weight (file [500,128], "
-                       "model [600,128])"), std::string::npos) << r.err;
+                       "model [600,128])"),
+            std::string::npos)
+      << r.err;
 }
 
 std::string SharedData(const std::string& name) {
@@ -172,10 +180,12 @@ TEST(CliTest, TokenizeGivesTheStandardIds) {
     GTEST_SKIP() << "needs the shared data folder";
   }
   std::string text = WriteConfig("pbert_cli_tokenize.txt", "Hello, world!\nunaffable\n");
-  Result r = RunBinary("tokenize --vocab " + SharedData("bert-base-uncased-vocab.txt") + " " + text);
+  Result r =
+      RunBinary("tokenize --vocab " + SharedData("bert-base-uncased-vocab.txt") + " " + text);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "7592 1010 2088 999\n14477 20961 3468\n");
-  r = RunBinary("tokenize --tokens --vocab " + SharedData("bert-base-uncased-vocab.txt") + " " + text);
+  r = RunBinary("tokenize --tokens --vocab " + SharedData("bert-base-uncased-vocab.txt") + " " +
+                text);
   EXPECT_EQ(r.out, "hello , world !\nuna ##ffa ##ble\n");
 }
 
@@ -184,7 +194,8 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
   fs::path root = fs::temp_directory_path() / "pbert_cli_prepare";
   fs::remove_all(root);
   fs::create_directories(root);
-  std::string vocab = WriteConfig("pbert_cli_prepare/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n");
+  std::string vocab =
+      WriteConfig("pbert_cli_prepare/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n");
   std::string text = WriteConfig("pbert_cli_prepare/text.txt", "Hello there.\nHello again.\n");
   std::string out = (root / "store").string();
   Result r = RunBinary("prepare --vocab " + vocab + " --out " + out + " " + text);

@@ -89,12 +89,14 @@ TEST_F(ConfigTest, SetOverridesTheFile) {
 TEST_F(ConfigTest, UnknownKeyNamesPathFileLineAndSuggestion) {
   absl::Status s = LoadText("run:\n  threads: 1\ntrain:\n  step: 5\n");
   ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(s.message()), path_ + ":4:3: train.step: unknown key; did you mean 'steps'?");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":4:3: train.step: unknown key; did you mean 'steps'?");
 }
 
 TEST_F(ConfigTest, UnknownSectionListsKnownOnes) {
   absl::Status s = LoadText("model:\n  layers: 2\n");
-  EXPECT_EQ(std::string(s.message()), path_ + ":1:1: model: unknown key; known keys here: run, train");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":1:1: model: unknown key; known keys here: run, train");
 }
 
 TEST_F(ConfigTest, WrongTypeNamesKeyAndLine) {
@@ -103,7 +105,8 @@ TEST_F(ConfigTest, WrongTypeNamesKeyAndLine) {
   s = LoadText("train:\n  steps: 2.5\n");
   EXPECT_EQ(std::string(s.message()), path_ + ":2:10: train.steps: expected an integer, got '2.5'");
   s = LoadText("train:\n  inputs: a.txt\n");
-  EXPECT_EQ(std::string(s.message()), path_ + ":2:11: train.inputs: expected a list of scalars, got 'a.txt'");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":2:11: train.inputs: expected a list of scalars, got 'a.txt'");
   s = LoadText("train: 3\n");
   EXPECT_EQ(std::string(s.message()), path_ + ":1:8: train: must be a map of keys (a section)");
 }
@@ -112,7 +115,8 @@ TEST_F(ConfigTest, ChecksRejectOutOfRangeValues) {
   absl::Status s = LoadText("train:\n  steps: 0\n");
   EXPECT_EQ(std::string(s.message()), path_ + ":2:10: train.steps: must be >= 1");
   s = LoadText("train:\n  optimizer: sgd\n");
-  EXPECT_EQ(std::string(s.message()), path_ + ":2:14: train.optimizer: 'sgd' is not one of: lamb, adam");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":2:14: train.optimizer: 'sgd' is not one of: lamb, adam");
 }
 
 TEST_F(ConfigTest, SectionValidateRunsAfterFields) {
@@ -150,8 +154,9 @@ TEST_F(ConfigTest, MissingFileAndSyntaxErrors) {
 
 TEST_F(ConfigTest, NullValueIsAnError) {
   absl::Status s = LoadText("train:\n  steps:\n");
-  EXPECT_EQ(std::string(s.message()),
-            path_ + ":2:3: train.steps: has no value; give one or delete the key to use the default");
+  EXPECT_EQ(
+      std::string(s.message()),
+      path_ + ":2:3: train.steps: has no value; give one or delete the key to use the default");
 }
 
 TEST_F(ConfigTest, DumpLoadsBackToTheSameConfig) {

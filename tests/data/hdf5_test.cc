@@ -26,14 +26,6 @@ std::vector<Instance> Instances(int n, int max_len, int max_predictions) {
   return out;
 }
 
-void ExpectSame(const Instance& a, const Instance& b) {
-  EXPECT_EQ(a.input_ids, b.input_ids);
-  EXPECT_EQ(a.segment_ids, b.segment_ids);
-  EXPECT_EQ(a.masked_positions, b.masked_positions);
-  EXPECT_EQ(a.masked_ids, b.masked_ids);
-  EXPECT_EQ(a.next_sentence_label, b.next_sentence_label);
-}
-
 TEST(Hdf5Test, WriteThenReadGivesTheSameInstances) {
   auto instances = Instances(300, 64, 10);
   std::string path = Temp("roundtrip.hdf5");
@@ -45,10 +37,11 @@ TEST(Hdf5Test, WriteThenReadGivesTheSameInstances) {
   EXPECT_EQ((*reader)->max_predictions(), 10);
   auto all = (*reader)->Read(0, 300);
   ASSERT_TRUE(all.ok()) << all.status();
-  for (size_t i = 0; i < instances.size(); ++i) ExpectSame(instances[i], (*all)[i]);
+  for (size_t i = 0; i < instances.size(); ++i)
+    testing::ExpectSameInstance(instances[i], (*all)[i]);
   auto middle = (*reader)->Read(100, 7);
   ASSERT_TRUE(middle.ok());
-  ExpectSame(instances[106], (*middle)[6]);
+  testing::ExpectSameInstance(instances[106], (*middle)[6]);
   EXPECT_FALSE((*reader)->Read(295, 10).ok());
   std::filesystem::remove(path);
 }

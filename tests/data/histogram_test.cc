@@ -40,8 +40,9 @@ TEST(HistogramTest, ErrorsNameFileAndLine) {
             path + ":3: expected a non-negative integer count, got 'x'");
   path = WriteTemp("pbert_hist_long.txt", "1\n0\n4\n");
   EXPECT_EQ(ReadHistogramFile(path, 2).status().message(),
-            path + ":3: 4 sequences of length 3 exceed the maximum length 2; raise --max-len "
-                   "(data.max_seq_len)");
+            path +
+                ":3: 4 sequences of length 3 exceed the maximum length 2; raise --max-len "
+                "(data.max_seq_len)");
   path = WriteTemp("pbert_hist_empty.txt", "# nothing\n");
   EXPECT_FALSE(ReadHistogramFile(path, 8).ok());
   EXPECT_EQ(ReadHistogramFile("/nonexistent/h.txt", 8).status().code(),

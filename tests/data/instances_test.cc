@@ -23,16 +23,17 @@ class InstancesTest : public ::testing::Test {
     tokenizer_ = std::make_unique<Tokenizer>(
         std::make_shared<const Vocabulary>(std::move(*vocabulary)), true);
     CorpusStats stats;
-    ASSERT_TRUE(ReadCorpus(testing::SharedData("wiki_00"), CorpusFormat::kWikiExtractor,
-                           [&](Document&& d) {
-                             TokenizedDocument t;
-                             for (const auto& s : d) {
-                               auto ids = tokenizer_->Encode(s);
-                               if (!ids.empty()) t.push_back(ids);
-                             }
-                             documents_.push_back(t);
-                           },
-                           &stats)
+    ASSERT_TRUE(ReadCorpus(
+                    testing::SharedData("wiki_00"), CorpusFormat::kWikiExtractor,
+                    [&](Document&& d) {
+                      TokenizedDocument t;
+                      for (const auto& s : d) {
+                        auto ids = tokenizer_->Encode(s);
+                        if (!ids.empty()) t.push_back(ids);
+                      }
+                      documents_.push_back(t);
+                    },
+                    &stats)
                     .ok());
   }
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -134,10 +135,10 @@ void CompareWithReference(const std::vector<TokenizedDocument>& documents,
   const auto& special = tokenizer.vocabulary().special();
   std::string stats_path = docs + ".json";
   std::string command =
-      std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR + "/tests/data/pretraining_reference.py " +
-      docs + " " + std::to_string(o.max_seq_len) + " " + std::to_string(o.dupe_factor) + " " +
-      std::to_string(o.short_seq_prob) + " " + std::to_string(o.masked_lm_prob) + " " +
-      std::to_string(o.max_predictions_per_seq) + " " +
+      std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
+      "/tests/data/pretraining_reference.py " + docs + " " + std::to_string(o.max_seq_len) + " " +
+      std::to_string(o.dupe_factor) + " " + std::to_string(o.short_seq_prob) + " " +
+      std::to_string(o.masked_lm_prob) + " " + std::to_string(o.max_predictions_per_seq) + " " +
       std::to_string(tokenizer.vocabulary().size()) + " " + std::to_string(special.cls) + " " +
       std::to_string(special.sep) + " " + std::to_string(special.mask) + " > " + stats_path;
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
@@ -194,14 +195,17 @@ TEST(SentenceSplitTest, SplitsAtSentenceEndsOnly) {
 
 TEST(CorpusTest, WikiExtractorDropsTitlesAndSplitsSentences) {
   std::string path = std::filesystem::temp_directory_path() / "pbert_corpus_wiki.txt";
-  std::ofstream(path) << "<doc id=\"1\" title=\"A\">\nA\n\nFirst one. Second one.\n\nThird.\n</doc>\n"
-                         "<doc id=\"2\" title=\"B\">\nB\n\nOnly.\n</doc>\n";
+  std::ofstream(path)
+      << "<doc id=\"1\" title=\"A\">\nA\n\nFirst one. Second one.\n\nThird.\n</doc>\n"
+         "<doc id=\"2\" title=\"B\">\nB\n\nOnly.\n</doc>\n";
   std::vector<Document> docs;
   CorpusStats stats;
   auto format = ResolveFormat("auto", path);
   ASSERT_TRUE(format.ok());
   EXPECT_EQ(*format, CorpusFormat::kWikiExtractor);
-  ASSERT_TRUE(ReadCorpus(path, *format, [&](Document&& d) { docs.push_back(d); }, &stats).ok());
+  ASSERT_TRUE(ReadCorpus(
+                  path, *format, [&](Document&& d) { docs.push_back(d); }, &stats)
+                  .ok());
   ASSERT_EQ(docs.size(), 2u);
   EXPECT_EQ(docs[0], (Document{"First one.", "Second one.", "Third."}));
   EXPECT_EQ(docs[1], (Document{"Only."}));
@@ -213,7 +217,9 @@ TEST(CorpusTest, PlainTextHasBlankLinesBetweenDocuments) {
   std::ofstream(path) << "One.\nTwo.\n\n\nThree.\n";
   std::vector<Document> docs;
   CorpusStats stats;
-  ASSERT_TRUE(ReadCorpus(path, CorpusFormat::kText, [&](Document&& d) { docs.push_back(d); }, &stats).ok());
+  ASSERT_TRUE(ReadCorpus(
+                  path, CorpusFormat::kText, [&](Document&& d) { docs.push_back(d); }, &stats)
+                  .ok());
   EXPECT_EQ(docs, (std::vector<Document>{{"One.", "Two."}, {"Three."}}));
 }
 
@@ -224,8 +230,9 @@ TEST(CorpusTest, EmptyAndBinaryFilesAreClearErrors) {
   auto none = [](Document&&) {};
   auto status = ReadCorpus(path, CorpusFormat::kText, none, &stats);
   EXPECT_EQ(std::string(status.message()),
-            path + " holds no sentences (the file is empty); expected WikiExtractor output or one "
-                   "sentence per line");
+            path +
+                " holds no sentences (the file is empty); expected WikiExtractor output or one "
+                "sentence per line");
   EXPECT_FALSE(ResolveFormat("auto", path).ok());
   std::ofstream(path, std::ios::binary) << std::string("ab\0cd\n", 6);
   status = ReadCorpus(path, CorpusFormat::kText, none, &stats);

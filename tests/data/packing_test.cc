@@ -31,7 +31,7 @@ struct Published {
   double efficiency_percent;  // as published, with its rounding
   double tolerance_percent;   // half a unit of the last published digit
   double speedup;
-  uint64_t packs;             // 0 when not published
+  uint64_t packs;  // 0 when not published
 };
 
 class PublishedTest : public ::testing::TestWithParam<Published> {};
@@ -55,8 +55,7 @@ INSTANTIATE_TEST_SUITE_P(
         Published{"histogram_wikipedia_512.txt", 512, "spfhp", 8, 98.9, 0.05, 1.9794, 0},
         Published{"histogram_wikipedia_512.txt", 512, "spfhp", 12, 99.604, 0.0005, 1.99340,
                   8'166'708},
-        Published{"histogram_wikipedia_512.txt", 512, "lpfhp", 12, 99.8129, 0.00005, 1.99758,
-                  0},
+        Published{"histogram_wikipedia_512.txt", 512, "lpfhp", 12, 99.8129, 0.00005, 1.99758, 0},
         Published{"histogram_squad_384.txt", 384, "spfhp", 12, 97.5466, 0.00005, 2.17732, 0},
         Published{"histogram_squad_384.txt", 384, "lpfhp", 12, 97.7386, 0.00005, 0, 0}),
     [](const ::testing::TestParamInfo<Published>& info) {
@@ -95,8 +94,7 @@ PackingPlan NaiveFfd(const LengthHistogram& h, const PackingOptions& o) {
   for (int l = h.max_len(); l >= 1; --l) {
     for (uint64_t k = 0; k < h.counts[l]; ++k) {
       size_t r = 0;
-      while (r < rows.size() &&
-             (space[r] < l || static_cast<int>(rows[r].size()) >= o.max_depth)) {
+      while (r < rows.size() && (space[r] < l || static_cast<int>(rows[r].size()) >= o.max_depth)) {
         ++r;
       }
       if (r == rows.size()) {
@@ -191,11 +189,11 @@ TEST(CheckPlanTest, RejectsLostDuplicatedAndOverfullRows) {
   h.counts[4] = 2;
   PackingOptions o{8, 2, 0};
   EXPECT_TRUE(CheckPlan({8, {{{4, 4}, 1}}}, h, o).ok());
-  EXPECT_FALSE(CheckPlan({8, {{{4}, 1}}}, h, o).ok());          // one lost
+  EXPECT_FALSE(CheckPlan({8, {{{4}, 1}}}, h, o).ok());               // one lost
   EXPECT_FALSE(CheckPlan({8, {{{4, 4}, 1}, {{4}, 1}}}, h, o).ok());  // one twice
   LengthHistogram h5(8);
   h5.counts[5] = 2;
-  EXPECT_FALSE(CheckPlan({8, {{{5, 5}, 1}}}, h5, o).ok());      // over 8 tokens
+  EXPECT_FALSE(CheckPlan({8, {{{5, 5}, 1}}}, h5, o).ok());         // over 8 tokens
   EXPECT_FALSE(CheckPlan({8, {{{4, 4}, 1}}}, h, {8, 1, 0}).ok());  // over depth
 }
 

@@ -1,11 +1,13 @@
 // Random pretraining instances for tests: [CLS]=1 ... [SEP]=2, segment B
-// from the middle, ~15% masked (every fifth instance none), random NSP.
+// from the middle, ~15% masked (every fifth instance none), random NSP; and
+// their comparison.
 #pragma once
 
 #include <random>
 #include <vector>
 
 #include "data/instance.h"
+#include "gtest/gtest.h"
 
 namespace pbert::testing {
 
@@ -29,6 +31,14 @@ inline std::vector<data::Instance> RandomInstances(int count, int min_len, int m
     in.next_sentence_label = coin(rng);
   }
   return out;
+}
+
+inline void ExpectSameInstance(const data::Instance& a, const data::Instance& b) {
+  ASSERT_EQ(a.input_ids, b.input_ids);
+  ASSERT_EQ(a.segment_ids, b.segment_ids);
+  ASSERT_EQ(a.masked_positions, b.masked_positions);
+  ASSERT_EQ(a.masked_ids, b.masked_ids);
+  ASSERT_EQ(a.next_sentence_label, b.next_sentence_label);
 }
 
 }  // namespace pbert::testing

@@ -13,12 +13,12 @@ inline std::string SharedData(const std::string& name) {
   return std::string(PBERT_SHARED_DATA_DIR) + "/" + name;
 }
 
-#define PBERT_REQUIRE_SHARED(name)                                                       \
-  do {                                                                                   \
-    if (!std::filesystem::exists(::pbert::testing::SharedData(name))) {                  \
-      GTEST_SKIP() << "needs " << ::pbert::testing::SharedData(name)                     \
-                   << " (the shared data folder beside the checkout)";                   \
-    }                                                                                    \
+#define PBERT_REQUIRE_SHARED(name)                                      \
+  do {                                                                  \
+    if (!std::filesystem::exists(::pbert::testing::SharedData(name))) { \
+      GTEST_SKIP() << "needs " << ::pbert::testing::SharedData(name)    \
+                   << " (the shared data folder beside the checkout)";  \
+    }                                                                   \
   } while (false)
 
 }  // namespace pbert::testing

@@ -20,7 +20,8 @@ class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = fs::temp_directory_path() /
-            (std::string("pbert_store_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+            (std::string("pbert_store_") +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_);
   }
@@ -38,14 +39,6 @@ class StoreTest : public ::testing::Test {
   std::string root_;
 };
 
-void ExpectSame(const Instance& a, const Instance& b) {
-  ASSERT_EQ(a.input_ids, b.input_ids);
-  ASSERT_EQ(a.segment_ids, b.segment_ids);
-  ASSERT_EQ(a.masked_positions, b.masked_positions);
-  ASSERT_EQ(a.masked_ids, b.masked_ids);
-  ASSERT_EQ(a.next_sentence_label, b.next_sentence_label);
-}
-
 TEST_F(StoreTest, RoundTripAcrossShardsWithTwoAndFourByteIds) {
   for (uint32_t vocab : {30522u, 100000u}) {
     auto instances = testing::RandomInstances(1000, 3, 64, vocab, vocab);
@@ -55,7 +48,7 @@ TEST_F(StoreTest, RoundTripAcrossShardsWithTwoAndFourByteIds) {
     EXPECT_EQ(store->id_bytes(), vocab > 65536 ? 4 : 2);
     ASSERT_EQ(store->size(), 1000u);
     for (uint64_t i = 0; i < 1000; ++i) {
-      ExpectSame(instances[i], store->Get(i));
+      testing::ExpectSameInstance(instances[i], store->Get(i));
       ASSERT_EQ(store->Length(i), instances[i].length());
     }
     EXPECT_EQ(store->Histogram().sequences(), 1000u);
@@ -81,7 +74,8 @@ TEST_F(StoreTest, AnUnfinishedWriterLeavesNothing) {
   {
     auto writer = StoreWriter::Create(root_ + "/partial", {100, 0, 64, 64, ""}, 2);
     ASSERT_TRUE(writer.ok());
-    for (const auto& in : testing::RandomInstances(5, 3, 10, 100, 1)) ASSERT_TRUE((*writer)->Add(in).ok());
+    for (const auto& in : testing::RandomInstances(5, 3, 10, 100, 1))
+      ASSERT_TRUE((*writer)->Add(in).ok());
   }
   EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator{}), 0);
   std::string dir = Write(testing::RandomInstances(3, 3, 10, 100, 2), 100, 10);
@@ -109,8 +103,8 @@ TEST_F(StoreTest, DamageIsFoundAndNamed) {
   uint64_t offset7;
   std::memcpy(&offset7, forged.data() + offsets + 7 * 8, 8);
   forged[body + offset7] ^= 0x01;  // record 7's length field
-  uint64_t checksum = Checksum64(
-      {reinterpret_cast<const uint8_t*>(forged.data()) + 64, forged.size() - 64});
+  uint64_t checksum =
+      Checksum64({reinterpret_cast<const uint8_t*>(forged.data()) + 64, forged.size() - 64});
   std::memcpy(forged.data() + 56, &checksum, 8);
   ASSERT_TRUE(WriteFileAtomically(shard, forged).ok());
   status = InstanceStore::Open(dir)->Verify();

@@ -55,8 +55,7 @@ TEST_F(TokenizerTest, LowerCasesSplitsPunctuationAndWordPieces) {
 }
 
 TEST_F(TokenizerTest, StripsAccentsAfterLowerCasing) {
-  EXPECT_EQ(tokenizer_->BasicTokens("Ångström naïve CAFÉ"),
-            (Strings{"angstrom", "naive", "cafe"}));
+  EXPECT_EQ(tokenizer_->BasicTokens("Ångström naïve CAFÉ"), (Strings{"angstrom", "naive", "cafe"}));
 }
 
 TEST_F(TokenizerTest, CjkCharactersStandAlone) {
@@ -65,7 +64,8 @@ TEST_F(TokenizerTest, CjkCharactersStandAlone) {
 
 TEST_F(TokenizerTest, ControlCharactersAreDroppedAndSpacesSplit) {
   // BEL and a zero-width joiner (Cf) vanish; NBSP (Zs) and U+2028 split.
-  EXPECT_EQ(tokenizer_->BasicTokens("a\x07" "b c\u200dd e\u00a0f g\u2028h"),
+  EXPECT_EQ(tokenizer_->BasicTokens("a\x07"
+                                    "b c\u200dd e\u00a0f g\u2028h"),
             (Strings{"ab", "cd", "e", "f", "g", "h"}));
 }
 
@@ -76,7 +76,9 @@ TEST_F(TokenizerTest, UnknownAndOverlongWords) {
 }
 
 TEST_F(TokenizerTest, InvalidUtf8BytesAreDropped) {
-  EXPECT_EQ(tokenizer_->BasicTokens("ab\xff\xfe" "cd"), Strings{"abcd"});
+  EXPECT_EQ(tokenizer_->BasicTokens("ab\xff\xfe"
+                                    "cd"),
+            Strings{"abcd"});
 }
 
 // Runs the independent Python reference (tests/data/bert_tokenizer_reference.py)
@@ -119,13 +121,16 @@ TEST_F(TokenizerTest, MatchesTheReferenceOnUnicodeEdgeCases) {
       "Ångström naïve café résumé Ελληνικά ΣΟΦΟΣ İstanbul straße ﬁne\n"
       "中文字符 日本語のテキスト 한국어 mixed中English\n"
       "emoji 😀👍🏽 flags 🇫🇷 and ❤️ hearts\n"
-      "controls a\x01" "b\x7f" "c\u200bd\u200de\ufeff f\u00adg\n"
+      "controls a\x01"
+      "b\x7f"
+      "c\u200bd\u200de\ufeff f\u00adg\n"
       "spaces a\u00a0b\u2003c\u3000d\u2028e\u2029f\n"
       "punct «quoted» „low“ ‘single’ — dash – en … ellipsis ¿qué? ¡sí! 『括弧』\n"
       "symbols ± × ÷ € £ ¥ © ® ™ ° µ ∑ √ ∞ ≤ ≥ ≠\n"
       "combining e\u0301 a\u0308 n\u0303 o\u0327\n"
       "fullwidth ＡＢＣ１２３！？\n" +
-      std::string(101, 'x') + " " + std::string(100, 'y') + "\n"
+      std::string(101, 'x') + " " + std::string(100, 'y') +
+      "\n"
       "invalid \xff\xfe bytes \xc3( here\n"
       "numbers 3.14159 1,000,000 2nd 42%\n";
   ASSERT_TRUE(WriteFileAtomically(path, text).ok());
@@ -140,8 +145,9 @@ TEST(VocabularyTest, MissingSpecialTokenNamesTheFile) {
   auto v = Vocabulary::Load(path);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(std::string(v.status().message()),
-            path + ": the vocabulary has no [MASK] token; use a BERT vocab.txt with [PAD], "
-                   "[UNK], [CLS], [SEP] and [MASK]");
+            path +
+                ": the vocabulary has no [MASK] token; use a BERT vocab.txt with [PAD], "
+                "[UNK], [CLS], [SEP] and [MASK]");
   ASSERT_TRUE(WriteFileAtomically(path, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhi\nhi\n").ok());
   EXPECT_EQ(std::string(Vocabulary::Load(path).status().message()),
             path + ":7: token 'hi' appears twice");

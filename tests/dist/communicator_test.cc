@@ -4,13 +4,12 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <map>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "gtest/gtest.h"
 
@@ -32,8 +31,11 @@ TEST(EnvironmentTest, TorchrunVariables) {
   Environment alone = Parse({});
   EXPECT_FALSE(alone.distributed());
   EXPECT_EQ(alone.world_size, 1);
-  Environment env = Parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                           {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"},
+  Environment env = Parse({{"RANK", "3"},
+                           {"WORLD_SIZE", "4"},
+                           {"LOCAL_RANK", "1"},
+                           {"LOCAL_WORLD_SIZE", "2"},
+                           {"MASTER_ADDR", "node0"},
                            {"MASTER_PORT", "29400"}});
   EXPECT_TRUE(env.distributed());
   EXPECT_EQ(env.rank, 3);
@@ -81,8 +83,8 @@ TEST(CommunicatorWorker, AverageAndSum) {
   const float r = static_cast<float>(env->rank);
   auto a = torch::zeros({3}).set_requires_grad(true);
   auto b = torch::zeros({2, 2}).set_requires_grad(true);
-  a.mutable_grad() = torch::full({3}, r + 1);          // 1 and 2: mean 1.5
-  b.mutable_grad() = torch::full({2, 2}, 10 * r);      // 0 and 10: mean 5
+  a.mutable_grad() = torch::full({3}, r + 1);      // 1 and 2: mean 1.5
+  b.mutable_grad() = torch::full({2, 2}, 10 * r);  // 0 and 10: mean 5
   (*c)->AverageGradients({a, b});
   EXPECT_TRUE(torch::allclose(a.grad(), torch::full({3}, 1.5f)));
   EXPECT_TRUE(torch::allclose(b.grad(), torch::full({2, 2}, 5.0f)));
@@ -110,8 +112,8 @@ TEST(CommunicatorTest, TwoProcessesOverGloo) {
     for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
     for (const std::string& v : std::vector<std::string>{
              "PBERT_DIST_WORKER=1", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
-          "GLOO_SOCKET_IFNAME=lo", "MASTER_PORT=" + port, "RANK=" + std::to_string(rank),
-          "LOCAL_RANK=" + std::to_string(rank)}) {
+             "GLOO_SOCKET_IFNAME=lo", "MASTER_PORT=" + port, "RANK=" + std::to_string(rank),
+             "LOCAL_RANK=" + std::to_string(rank)}) {
       env_strings.push_back(v);
     }
     std::vector<char*> envp;

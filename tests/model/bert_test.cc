@@ -11,8 +11,8 @@
 namespace pbert::model {
 namespace {
 
-using testing::PackInOrder;
 using pbert::testing::RandomInstances;
+using testing::PackInOrder;
 using testing::TinyOptions;
 
 constexpr int kMaxLen = 64;
@@ -105,8 +105,10 @@ TEST(BatchTest, PositionIdsRestartInEverySequence) {
   data::Instance b{{1, 7, 2}, {0, 1, 1}, {1}, {9}, 1};
   auto batch = data::MakeBatch({{&a, &b}}, {8, 2, 0});
   ASSERT_TRUE(batch.ok());
-  EXPECT_TRUE(torch::equal(batch->position_ids[0], torch::tensor({0, 1, 0, 1, 2, 0, 0, 0}, torch::kLong)));
-  EXPECT_TRUE(torch::equal(batch->sequence_ids[0], torch::tensor({1, 1, 2, 2, 2, 0, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(
+      torch::equal(batch->position_ids[0], torch::tensor({0, 1, 0, 1, 2, 0, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(
+      torch::equal(batch->sequence_ids[0], torch::tensor({1, 1, 2, 2, 2, 0, 0, 0}, torch::kLong)));
   EXPECT_TRUE(torch::equal(batch->cls_positions[0], torch::tensor({0, 2}, torch::kLong)));
   EXPECT_TRUE(torch::equal(batch->mlm_positions[0], torch::tensor({3}, torch::kLong)));
   EXPECT_TRUE(torch::equal(batch->mlm_sequence[0], torch::tensor({2}, torch::kLong)));
@@ -118,8 +120,9 @@ TEST(BatchTest, PositionIdsRestartInEverySequence) {
 TEST(MaskTest, BlockDiagonalBySequenceId) {
   auto mask = BlockDiagonalMask(torch::tensor({{1, 1, 2, 0}}, torch::kLong), torch::kFloat);
   auto allowed = (mask[0][0] == 0).to(torch::kLong);
-  EXPECT_TRUE(torch::equal(allowed, torch::tensor({{1, 1, 0, 0}, {1, 1, 0, 0}, {0, 0, 1, 0},
-                                                   {0, 0, 0, 1}}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(
+      allowed,
+      torch::tensor({{1, 1, 0, 0}, {1, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}, torch::kLong)));
 }
 
 TEST(CrossContaminationTest, ChangingOneSequenceLeavesTheOthersExactlyAlone) {
@@ -143,8 +146,13 @@ TEST(CrossContaminationTest, ChangingOneSequenceLeavesTheOthersExactlyAlone) {
 
 TEST(GradientCheckTest, CentralDifferencesInDoubleMatchAutograd) {
   torch::manual_seed(3);
-  auto options = TinyOptions().vocab_size(23).hidden_size(8).num_heads(2).intermediate_size(12)
-                     .num_layers(1).max_position_embeddings(16);
+  auto options = TinyOptions()
+                     .vocab_size(23)
+                     .hidden_size(8)
+                     .num_heads(2)
+                     .intermediate_size(12)
+                     .num_layers(1)
+                     .max_position_embeddings(16);
   BertForPreTraining model(options);
   model->to(torch::kDouble);
   auto instances = RandomInstances(3, 4, 6, 23, 5);

@@ -1,10 +1,10 @@
 #include "model/checkpoint.h"
 
+#include <torch/torch.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
-#include <torch/torch.h>
 
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
@@ -28,11 +28,11 @@ TEST(CheckpointTest, NamesAreHuggingFaces) {
         "bert.encoder.layer.0.attention.self.query.weight",
         "bert.encoder.layer.1.attention.output.dense.bias",
         "bert.encoder.layer.1.attention.output.LayerNorm.weight",
-        "bert.encoder.layer.0.intermediate.dense.weight", "bert.encoder.layer.0.output.dense.weight",
-        "bert.encoder.layer.0.output.LayerNorm.bias", "bert.pooler.dense.weight",
-        "cls.predictions.bias", "cls.predictions.transform.dense.weight",
-        "cls.predictions.transform.LayerNorm.weight", "cls.seq_relationship.weight",
-        "cls.seq_relationship.bias"}) {
+        "bert.encoder.layer.0.intermediate.dense.weight",
+        "bert.encoder.layer.0.output.dense.weight", "bert.encoder.layer.0.output.LayerNorm.bias",
+        "bert.pooler.dense.weight", "cls.predictions.bias",
+        "cls.predictions.transform.dense.weight", "cls.predictions.transform.LayerNorm.weight",
+        "cls.seq_relationship.weight", "cls.seq_relationship.bias"}) {
     EXPECT_NE(params.find(name), nullptr) << name;
   }
   // 5 embedding tensors, 16 per layer, 2 pooler, 5 MLM head, 2 NSP.
@@ -85,8 +85,7 @@ TEST(CheckpointTest, HuggingFaceSpellingsAreAccepted) {
     if (name == "bert.embeddings.LayerNorm.weight") name = "bert.embeddings.LayerNorm.gamma";
     tensors[name] = item.value();
   }
-  tensors["cls.predictions.decoder.weight"] =
-      source->bert->embeddings->word_embeddings->weight;
+  tensors["cls.predictions.decoder.weight"] = source->bert->embeddings->word_embeddings->weight;
   tensors["bert.embeddings.position_ids"] = torch::arange(64).unsqueeze(0);
   std::string path = Temp("hf.safetensors");
   {
@@ -129,10 +128,12 @@ TEST(CheckpointTest, MismatchListsEveryProblemAndChangesNothing) {
   ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   std::string message(status.message());
   EXPECT_NE(message.find("missing: bert.encoder.layer.1.attention.self.query.weight"),
-            std::string::npos) << message;
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("mis-shaped: bert.embeddings.position_embeddings.weight (file [32,32], "
                          "model [64,32])"),
-            std::string::npos) << message;
+            std::string::npos)
+      << message;
   EXPECT_EQ(message.find("missing: bert.embeddings.position_embeddings"), std::string::npos);
   EXPECT_TRUE(torch::equal(before, target->bert->embeddings->word_embeddings->weight));
 }

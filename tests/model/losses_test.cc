@@ -1,8 +1,8 @@
 #include "model/losses.h"
 
-#include <cmath>
-
 #include <torch/torch.h>
+
+#include <cmath>
 
 #include "gtest/gtest.h"
 
@@ -25,8 +25,8 @@ Example MakeExample() {
   e.batch.nsp_labels = torch::tensor({{0, 1, 0}}, torch::kLong);
   e.batch.nsp_valid = torch::tensor({{1, 1, 0}}, torch::kLong);
   // CE: ln 3 (wrong: argmax 0, label 2), ln 2 (right), ln 5/3 (right).
-  e.logits.mlm = torch::tensor({{{0.0, 0.0, 0.0}, {l2, 0.0, 0.0}, {0.0, l3, 0.0}, {9.0, -9.0, 3.0}}},
-                               torch::kFloat);
+  e.logits.mlm = torch::tensor(
+      {{{0.0, 0.0, 0.0}, {l2, 0.0, 0.0}, {0.0, l3, 0.0}, {9.0, -9.0, 3.0}}}, torch::kFloat);
   // NSP: ln 2 each; the first right, the second wrong; the third unused.
   e.logits.nsp = torch::tensor({{{0.0, 0.0}, {0.0, 0.0}, {5.0, -5.0}}}, torch::kFloat);
   return e;

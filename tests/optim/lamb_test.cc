@@ -1,9 +1,9 @@
 #include "optim/lamb.h"
 
+#include <torch/torch.h>
+
 #include <cmath>
 #include <filesystem>
-
-#include <torch/torch.h>
 
 #include "gtest/gtest.h"
 #include "optim/packing_adjustment.h"
@@ -33,8 +33,11 @@ void SetGradients(std::vector<torch::Tensor>& params, int t) {
 }
 
 LambOptions GoldenOptions(bool bias_correction) {
-  return LambOptions(0.01).betas({0.9, 0.999}).eps(1e-6).weight_decay(0.01).bias_correction(
-      bias_correction);
+  return LambOptions(0.01)
+      .betas({0.9, 0.999})
+      .eps(1e-6)
+      .weight_decay(0.01)
+      .bias_correction(bias_correction);
 }
 
 Lamb MakeLamb(std::vector<torch::Tensor>& params, bool bias_correction, bool exclude) {

@@ -13,13 +13,13 @@ TEST(ScheduleTest, WarmupThenPolynomialDecay) {
   o.total_steps = 1000;
   o.power = 1.0;
   o.end_lr = 0.0;
-  EXPECT_DOUBLE_EQ(LearningRate(o, 0), 0.0);         // warmup starts at 0
-  EXPECT_DOUBLE_EQ(LearningRate(o, 50), 2e-3);       // halfway up
-  EXPECT_DOUBLE_EQ(LearningRate(o, 99), 3.96e-3);    // last warmup step
-  EXPECT_DOUBLE_EQ(LearningRate(o, 100), 3.6e-3);    // decay counts from step 0
+  EXPECT_DOUBLE_EQ(LearningRate(o, 0), 0.0);       // warmup starts at 0
+  EXPECT_DOUBLE_EQ(LearningRate(o, 50), 2e-3);     // halfway up
+  EXPECT_DOUBLE_EQ(LearningRate(o, 99), 3.96e-3);  // last warmup step
+  EXPECT_DOUBLE_EQ(LearningRate(o, 100), 3.6e-3);  // decay counts from step 0
   EXPECT_DOUBLE_EQ(LearningRate(o, 500), 2e-3);
   EXPECT_DOUBLE_EQ(LearningRate(o, 1000), 0.0);
-  EXPECT_DOUBLE_EQ(LearningRate(o, 5000), 0.0);      // stays at the end rate
+  EXPECT_DOUBLE_EQ(LearningRate(o, 5000), 0.0);  // stays at the end rate
 }
 
 TEST(ScheduleTest, PowerEndRateAndWarmupOffset) {
@@ -30,11 +30,11 @@ TEST(ScheduleTest, PowerEndRateAndWarmupOffset) {
   o.total_steps = 110;
   o.power = 2.0;
   o.end_lr = 0.1;
-  EXPECT_DOUBLE_EQ(LearningRate(o, 0), 1.0);   // (0 + 10) / 10
-  EXPECT_DOUBLE_EQ(LearningRate(o, 5), 1.5);   // the reference does not cap the ramp
+  EXPECT_DOUBLE_EQ(LearningRate(o, 0), 1.0);  // (0 + 10) / 10
+  EXPECT_DOUBLE_EQ(LearningRate(o, 5), 1.5);  // the reference does not cap the ramp
   EXPECT_DOUBLE_EQ(LearningRate(o, 55), 0.9 * 0.25 + 0.1);
   o.start_warmup_step = 5;
-  EXPECT_DOUBLE_EQ(LearningRate(o, 2), 0.0);   // before the ramp starts
+  EXPECT_DOUBLE_EQ(LearningRate(o, 2), 0.0);  // before the ramp starts
   EXPECT_DOUBLE_EQ(LearningRate(o, 7), 0.2);
 }
 
