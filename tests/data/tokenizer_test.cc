@@ -85,7 +85,11 @@ TEST_F(TokenizerTest, InvalidUtf8BytesAreDropped) {
 // and `packed-bert tokenize`'s code path on the same file.
 void ExpectParity(const Tokenizer& tokenizer, const std::string& text_path, bool cased) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3";
-  std::string expected_path = text_path + ".expected";
+  // The reference's output goes to the temporary folder: the shared data
+  // folder is read-only input.
+  std::string expected_path =
+      Temp(std::filesystem::path(text_path).filename().string() + (cased ? ".cased" : "") +
+           ".expected");
   std::string command = std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
                         "/tests/data/bert_tokenizer_reference.py " +
                         testing::SharedData(kVocabName) + (cased ? " --cased" : "") + " < " +
