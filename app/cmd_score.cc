@@ -163,7 +163,7 @@ absl::Status RunScore(const Args& args) {
 Command ScoreCommand() {
   Command command;
   command.name = "score";
-  command.summary = "evaluate weights on MLPerf-format HDF5 data, packed or not";
+  command.summary = "evaluate weights on MLPerf HDF5 data or a store, packed or not";
   command.usage =
       "score --config FILE --weights W.safetensors --data (D.hdf5 | STORE) [--pack ALGO "
       "--max-depth K] "

@@ -56,10 +56,6 @@ void StrategyCounter::Add(std::vector<int> lengths, uint64_t count) {
   counts_[std::move(lengths)] += count;
 }
 
-void StrategyCounter::AddPlan(const PackingPlan& plan) {
-  for (const Strategy& s : plan.strategies) Add(s.lengths, s.count);
-}
-
 PackingPlan StrategyCounter::ToPlan(int max_len) const {
   PackingPlan plan;
   plan.max_len = max_len;

@@ -45,7 +45,6 @@ class StrategyCounter {
  public:
   // `lengths` in any order.
   void Add(std::vector<int> lengths, uint64_t count);
-  void AddPlan(const PackingPlan& plan);
   PackingPlan ToPlan(int max_len) const;
 
  private:
