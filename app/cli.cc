@@ -69,8 +69,9 @@ std::string CommandLine::Help() const {
 }
 
 std::string CommandLine::Help(const Command& command) {
-  std::string text =
-      absl::StrCat("usage: packed-bert ", command.usage, "\n\n", command.summary, ".\n");
+  std::string summary = command.summary;
+  if (!summary.empty()) summary[0] = absl::ascii_toupper(static_cast<unsigned char>(summary[0]));
+  std::string text = absl::StrCat("usage: packed-bert ", command.usage, "\n\n", summary, ".\n");
   if (!command.details.empty()) absl::StrAppend(&text, "\n", command.details, "\n");
   if (!command.flags.empty()) absl::StrAppend(&text, "\nflags:\n");
   for (const Flag& f : command.flags) {
