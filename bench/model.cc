@@ -3,12 +3,14 @@
 //   padded, key mask  one sequence per row, the usual [B,1,1,S] padding mask
 //   padded, block     one sequence per row, our block-diagonal [B,1,S,S] mask
 //   packed, block     rows packed with up to D sequences (lpfhp plan)
+//   packed, bf16      the same under bf16 autocast (fp32 master weights)
 // The first two give the cost of the block-diagonal mask; the last the gain
 // of packing, in real (non-padding) tokens per second.
 //
-//   build/bench/model [--steps N] [--threads T]
+//   build/bench/model [--steps N] [--threads T]   (N/2 rounds, at least 3)
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +22,7 @@
 #include "data/packing/algorithms.h"
 #include "model/bert.h"
 #include "model/losses.h"
+#include "model/precision.h"
 
 namespace {
 
@@ -61,25 +64,31 @@ Instance MakeInstance(int length, std::mt19937& rng) {
   return in;
 }
 
-struct Result {
-  double seconds_per_step;
-  double real_tokens;
+struct Case {
+  const char* name;
+  const pbert::data::PackedBatch* batch;
+  at::Tensor mask;
+  pbert::model::Precision precision;
+  std::vector<double> seconds;  // per step, one entry per round
 };
 
-Result Time(pbert::model::BertForPreTraining& model, const pbert::data::PackedBatch& batch,
-            const at::Tensor& mask, int steps) {
-  auto step = [&] {
-    model->zero_grad();
-    auto sums = pbert::model::ComputeSums(model(batch, mask), batch);
-    pbert::model::PretrainingLoss(sums, pbert::model::MlmLossMode::kPerToken,
-                                  pbert::model::TotalsOf(sums))
-        .backward();
-  };
-  step();  // warm-up
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {seconds / steps, (batch.sequence_ids > 0).sum().item<double>()};
+// One training step: forward (under autocast if asked), losses, backward.
+void Step(pbert::model::BertForPreTraining& model, const Case& c) {
+  model->zero_grad();
+  pbert::model::PretrainingLogits logits;
+  {
+    pbert::model::AutocastGuard autocast(c.precision, c10::DeviceType::CPU);
+    logits = model(*c.batch, c.mask);
+  }
+  auto sums = pbert::model::ComputeSums(logits, *c.batch);
+  pbert::model::PretrainingLoss(sums, pbert::model::MlmLossMode::kPerToken,
+                                pbert::model::TotalsOf(sums))
+      .backward();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -137,23 +146,42 @@ int main(int argc, char** argv) {
 
   std::printf(
       "# model benchmark: BERT hidden %lld, %lld layers, batch [%d,%d], %lld MLM slots per row, "
-      "%d threads, %d steps\n\n",
+      "%d threads, medians of %d rounds of 2 steps\n\n",
       static_cast<long long>(options.hidden_size()), static_cast<long long>(options.num_layers()),
       kRows, kMaxLen, static_cast<long long>(packed.mlm_positions.size(1)), at::get_num_threads(),
-      steps);
-  Result key = Time(model, padded, key_mask, steps);
-  Result block = Time(model, padded, {}, steps);
-  Result pack = Time(model, packed, {}, steps);
-  std::printf("%-20s %12s %14s %16s\n", "batch", "s/step", "real tokens", "real tokens/s");
-  for (auto [name, r] : {std::pair{"padded, key mask", key}, std::pair{"padded, block mask", block},
-                         std::pair{"packed, block mask", pack}}) {
-    std::printf("%-20s %12.4f %14.0f %16.0f\n", name, r.seconds_per_step, r.real_tokens,
-                r.real_tokens / r.seconds_per_step);
+      std::max(3, steps / 2));
+  // The cases take turns, round after round, so that drift in the machine's
+  // speed hits them alike; each reports its median round.
+  std::vector<Case> cases = {
+      {"padded, key mask", &padded, key_mask, pbert::model::Precision::kFp32, {}},
+      {"padded, block mask", &padded, {}, pbert::model::Precision::kFp32, {}},
+      {"packed, block mask", &packed, {}, pbert::model::Precision::kFp32, {}},
+      {"packed, block, bf16 amp", &packed, {}, pbert::model::Precision::kBf16, {}},
+  };
+  for (Case& c : cases) Step(model, c);  // warm-up
+  const int rounds = std::max(3, steps / 2);
+  for (int round = 0; round < rounds; ++round) {
+    for (Case& c : cases) {
+      auto start = std::chrono::steady_clock::now();
+      Step(model, c);
+      Step(model, c);
+      c.seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 2);
+    }
+  }
+  std::printf("%-24s %12s %14s %16s\n", "batch", "s/step", "real tokens", "real tokens/s");
+  std::vector<double> step_time, rate;
+  for (const Case& c : cases) {
+    double t = Median(c.seconds);
+    double tokens = (c.batch->sequence_ids > 0).sum().item<double>();
+    step_time.push_back(t);
+    rate.push_back(tokens / t);
+    std::printf("%-24s %12.4f %14.0f %16.0f\n", c.name, t, tokens, tokens / t);
   }
   std::printf("\nblock-diagonal mask cost: %+.1f%% time per step (padded, block vs key mask)\n",
-              100.0 * (block.seconds_per_step / key.seconds_per_step - 1.0));
-  std::printf(
-      "packing speed-up: %.2fx real tokens/s (packed, block vs padded, key mask)\n",
-      (pack.real_tokens / pack.seconds_per_step) / (key.real_tokens / key.seconds_per_step));
+              100.0 * (step_time[1] / step_time[0] - 1.0));
+  std::printf("packing speed-up: %.2fx real tokens/s (packed, block vs padded, key mask)\n",
+              rate[2] / rate[0]);
+  std::printf("bf16 autocast vs fp32: %.2fx time per step (packed)\n", step_time[3] / step_time[2]);
   return 0;
 }

@@ -1,6 +1,7 @@
 // Mixed precision: autocast regions with fp32 master weights, and dynamic
-// loss scaling for fp16. On CPU, bf16 autocast works but runs ~26x slower
-// than fp32 on AVX2 machines, so fp32 is the default there; fp16 needs CUDA.
+// loss scaling for fp16. On CPU, bf16 autocast is faster than fp32 where the
+// CPU has AVX-512 BF16 and ~26x slower on AVX2-only ones (bench/model), so
+// fp32 is the default; fp16 needs CUDA.
 // The CUDA paths compile everywhere but are untested on this project's
 // CPU-only machines.
 #pragma once
