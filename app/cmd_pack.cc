@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "common/atomic_file.h"
@@ -68,7 +69,7 @@ absl::Status RunPack(const Args& args) {
     if (format == "json") std::cout << data::ReportJson(run.report) << std::endl;
     reports.push_back(run.report);
     if (name != algorithms.back()) continue;
-    if (args.Has("plot") || store) RETURN_IF_ERROR(WriteEffectiveConfig(config));
+    std::string effective;  // what the run's config.yaml records beyond the config
     if (args.Has("plot")) {
       std::string title = absl::StrCat(source, ": ", name, ", max depth ", options.max_depth);
       RETURN_IF_ERROR(
@@ -100,7 +101,13 @@ absl::Status RunPack(const Args& args) {
       RETURN_IF_ERROR(
           WriteFileAtomically(config.run.output_dir + "/pack.json", report.dump(2) + "\n"));
       log->info("pack index of {} rows written to {}", index.rows(), out);
+      effective = absl::StrFormat(
+          "optimizer after the packing adjustment (%s, packing factor %.6f): beta1 %.9g, "
+          "beta2 %.9g, accumulation_steps %d",
+          o.packing_adjustment, run.report.packing_factor, adjusted.beta1, adjusted.beta2,
+          adjusted.accumulation_steps);
     }
+    if (args.Has("plot") || store) RETURN_IF_ERROR(WriteEffectiveConfig(config, effective));
   }
   if (format == "text") std::cout << data::ReportTable(reports);
   return absl::OkStatus();

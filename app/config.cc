@@ -33,14 +33,16 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   return config;
 }
 
-absl::Status WriteEffectiveConfig(const ExperimentConfig& config) {
+absl::Status WriteEffectiveConfig(const ExperimentConfig& config, const std::string& effective) {
   std::error_code error;
   std::filesystem::create_directories(config.run.output_dir, error);
   if (error) {
     return absl::PermissionDeniedError(absl::StrCat("cannot create run.output_dir '",
                                                     config.run.output_dir, "': ", error.message()));
   }
-  return WriteFileAtomically(config.run.output_dir + "/config.yaml", config::Dump(config));
+  std::string text = config::Dump(config);
+  if (!effective.empty()) absl::StrAppend(&text, "\n# effective: ", effective, "\n");
+  return WriteFileAtomically(config.run.output_dir + "/config.yaml", text);
 }
 
 }  // namespace pbert::app

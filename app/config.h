@@ -231,6 +231,10 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                                             const std::vector<FlagKey>& shorthands = {});
 
 // Writes the effective config to `<run.output_dir>/config.yaml`.
-absl::Status WriteEffectiveConfig(const ExperimentConfig& config);
+// `effective`: values derived from the config for this run (e.g. the
+// packing-adjusted optimizer), appended as a comment so that loading the file
+// again does not apply them twice.
+absl::Status WriteEffectiveConfig(const ExperimentConfig& config,
+                                  const std::string& effective = "");
 
 }  // namespace pbert::app

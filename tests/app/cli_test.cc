@@ -234,7 +234,11 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
   EXPECT_GT(report["packing_factor"].get<double>(), 1.0);
   r = RunBinary("verify " + (root / "run" / "pack.pbpack").string() + " --store " + store);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(fs::exists(root / "run" / "config.yaml"));
+  std::ifstream config_file(root / "run" / "config.yaml");
+  std::string config_text((std::istreambuf_iterator<char>(config_file)), {});
+  EXPECT_NE(config_text.find("# effective: optimizer after the packing adjustment (betas"),
+            std::string::npos)
+      << config_text;
   // Damage a shard: verify names it and fails.
   std::string shard = store + "/shard-00000.pbstore";
   {
