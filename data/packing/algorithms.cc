@@ -11,10 +11,6 @@ absl::StatusOr<PackingPlan> Infallible(const LengthHistogram& h, const PackingOp
   return F(h, o);
 }
 
-absl::StatusOr<PackingPlan> Lp(const LengthHistogram& h, const PackingOptions& o) {
-  return PackLp(h, o);
-}
-
 constexpr PackingAlgorithm kAlgorithms[] = {
     {"none", "one sequence per row (no packing)", Infallible<PackNone>},
     {"greedy", "concatenate in arrival order until the next does not fit", Infallible<PackGreedy>},
@@ -22,7 +18,7 @@ constexpr PackingAlgorithm kAlgorithms[] = {
     {"spfhp", "shortest-pack-first histogram packing", Infallible<PackSpfhp>},
     {"lpfhp", "longest-pack-first histogram packing", Infallible<PackLpfhp>},
     {"nnlshp", "non-negative least squares over depth <= 3 strategies", PackNnlshp},
-    {"lp", "linear program over all strategies, column generation", Lp},
+    {"lp", "linear program over all strategies, column generation", PackLp},
 };
 
 }  // namespace

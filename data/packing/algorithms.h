@@ -37,10 +37,10 @@ absl::StatusOr<PackingPlan> PackNnlshp(const LengthHistogram& histogram,
 
 // Linear programming over all strategies of depth <= D by column generation
 // (COIN-OR Clp for the master LP, a knapsack for pricing), then rounding
-// down and RepairPlan. `lp_bound` receives the LP optimum, a lower bound on
-// the packs of any plan with these options.
-absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram, const PackingOptions& options,
-                                   double* lp_bound = nullptr);
+// down and RepairPlan. The plan's proven_bound is the LP value: no plan with
+// these options uses fewer rows.
+absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram,
+                                   const PackingOptions& options);
 
 struct PackingAlgorithm {
   const char* name;

@@ -78,8 +78,8 @@ class Pricer {
 
 }  // namespace
 
-absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram, const PackingOptions& options,
-                                   double* lp_bound) {
+absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram,
+                                   const PackingOptions& options) {
   const int S = options.max_len;
   std::vector<int> row_of(S + 1, -1);
   std::vector<int> length_of_row;
@@ -148,14 +148,16 @@ absl::StatusOr<PackingPlan> PackLp(const LengthHistogram& histogram, const Packi
   }
   // Farley's bound: with the best column pricing at p > 1, no plan uses
   // fewer than LP / p rows; at the optimum p <= 1 and this is the LP value.
-  if (lp_bound != nullptr) *lp_bound = model.objectiveValue() / std::max(1.0, best_price);
+  const double bound = model.objectiveValue() / std::max(1.0, best_price);
 
   const double* x = model.primalColumnSolution();
   StrategyCounter counter;
   for (size_t j = 0; j < columns.size(); ++j) {
     counter.Add(columns[j], static_cast<uint64_t>(std::floor(x[j] + 1e-9)));
   }
-  return RepairPlan(counter.ToPlan(S), histogram, options);
+  PackingPlan plan = RepairPlan(counter.ToPlan(S), histogram, options);
+  plan.proven_bound = bound;
+  return plan;
 }
 
 }  // namespace pbert::data

@@ -23,6 +23,7 @@ struct PackingReport {
   int depth_used = 0;
   uint64_t strategies_used = 0;
   uint64_t lower_bound_packs = 0;  // ceil(tokens / max_len)
+  uint64_t lp_bound_packs = 0;     // ceil(plan.proven_bound), 0 if none
   double theoretical_speedup = 0;  // sequences * max_len / tokens
   double seconds = 0;
 };
