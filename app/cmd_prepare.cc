@@ -68,7 +68,8 @@ absl::Status RunPrepare(const Args& args) {
       for (auto& [name, other] : bars) {
         if (other) other->Finish();
       }
-      bar = std::make_unique<Progress>(stage, total, stage == "tokenize" ? "B" : "items");
+      const char* unit = stage == "read" ? "files" : stage == "tokenize" ? "B" : "instances";
+      bar = std::make_unique<Progress>(stage, total, unit);
     }
     bar->Add(done);
   };
