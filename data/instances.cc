@@ -72,10 +72,10 @@ void MaskTokens(Instance& in, const Tokenizer& tokenizer, const InstanceOptions&
   }
 }
 
-void FromDocument(const std::vector<TokenizedDocument>& documents, size_t index,
+void FromDocument(const std::vector<const TokenizedDocument*>& documents, size_t index,
                   const Tokenizer& tokenizer, const InstanceOptions& o, Rng& rng,
                   std::vector<Instance>* out) {
-  const TokenizedDocument& document = documents[index];
+  const TokenizedDocument& document = *documents[index];
   const SpecialTokens& special = tokenizer.vocabulary().special();
   const int max_tokens = o.max_seq_len - 3;  // [CLS], [SEP], [SEP]
   int target = max_tokens;
@@ -97,7 +97,7 @@ void FromDocument(const std::vector<TokenizedDocument>& documents, size_t index,
       for (int tries = 0; tries < 10 && other == index; ++tries) {
         other = static_cast<size_t>(rng.Int(0, documents.size() - 1));
       }
-      const TokenizedDocument& source = documents[other];
+      const TokenizedDocument& source = *documents[other];
       for (size_t j = static_cast<size_t>(rng.Int(0, source.size() - 1)); j < source.size(); ++j) {
         b.insert(b.end(), source[j].begin(), source[j].end());
         if (static_cast<int>(b.size()) >= b_target) break;
@@ -133,9 +133,9 @@ void FromDocument(const std::vector<TokenizedDocument>& documents, size_t index,
 std::vector<Instance> CreateInstances(const std::vector<TokenizedDocument>& all,
                                       const Tokenizer& tokenizer, const InstanceOptions& options,
                                       int threads) {
-  std::vector<TokenizedDocument> documents;
+  std::vector<const TokenizedDocument*> documents;
   for (const auto& d : all) {
-    if (!d.empty()) documents.push_back(d);
+    if (!d.empty()) documents.push_back(&d);
   }
   if (documents.empty()) return {};
   const size_t n = documents.size();

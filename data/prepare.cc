@@ -1,5 +1,6 @@
 #include "data/prepare.h"
 
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -57,6 +58,11 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   }
   if (o.output.empty()) {
     return absl::InvalidArgumentError("prepare needs an output folder (prepare.output)");
+  }
+  // Fail before the work, not after it.
+  if (std::filesystem::exists(o.output)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(o.output, " already exists; remove it or choose another output folder"));
   }
   ASSIGN_OR_RETURN(Vocabulary loaded, Vocabulary::Load(o.vocab));
   auto vocabulary = std::make_shared<const Vocabulary>(std::move(loaded));

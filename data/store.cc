@@ -53,14 +53,20 @@ uint64_t RecordBytes(const RecordHead& head, int id_bytes) {
          static_cast<uint64_t>(head.masked) * (2 + id_bytes);
 }
 
-void PutId(std::string* out, int32_t id, int id_bytes) {
-  if (id_bytes == 2) {
-    uint16_t v = static_cast<uint16_t>(id);
-    out->append(reinterpret_cast<const char*>(&v), 2);
-  } else {
-    uint32_t v = static_cast<uint32_t>(id);
-    out->append(reinterpret_cast<const char*>(&v), 4);
+// Writes `values` as `width`-byte little-endian integers at `out`; returns
+// the end.
+char* PutAll(char* out, const std::vector<int32_t>& values, int width) {
+  for (int32_t v : values) {
+    if (width == 2) {
+      const uint16_t narrow = static_cast<uint16_t>(v);
+      std::memcpy(out, &narrow, 2);
+    } else {
+      const uint32_t wide = static_cast<uint32_t>(v);
+      std::memcpy(out, &wide, 4);
+    }
+    out += width;
   }
+  return out;
 }
 
 int32_t GetId(const uint8_t* p, int id_bytes) {
@@ -159,13 +165,13 @@ absl::Status StoreWriter::Add(const Instance& in) {
   RecordHead head{static_cast<uint16_t>(length), static_cast<uint16_t>(a_length),
                   static_cast<uint16_t>(in.masked_positions.size()),
                   static_cast<uint8_t>(in.next_sentence_label), 0};
-  body_.append(reinterpret_cast<const char*>(&head), sizeof(head));
-  for (int32_t id : in.input_ids) PutId(&body_, id, id_bytes);
-  for (int32_t p : in.masked_positions) {
-    uint16_t v = static_cast<uint16_t>(p);
-    body_.append(reinterpret_cast<const char*>(&v), 2);
-  }
-  for (int32_t id : in.masked_ids) PutId(&body_, id, id_bytes);
+  const size_t start = body_.size();
+  body_.resize(start + RecordBytes(head, id_bytes));
+  char* out = body_.data() + start;
+  std::memcpy(out, &head, sizeof(head));
+  out = PutAll(out + sizeof(head), in.input_ids, id_bytes);
+  out = PutAll(out, in.masked_positions, 2);
+  PutAll(out, in.masked_ids, id_bytes);
   lengths_.push_back(static_cast<uint16_t>(length));
   offsets_.push_back(body_.size());
   ++records_;
