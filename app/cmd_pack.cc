@@ -68,7 +68,9 @@ absl::Status RunPack(const Args& args) {
               100.0 * run.report.efficiency, run.report.seconds);
     if (format == "json") std::cout << data::ReportJson(run.report) << std::endl;
     reports.push_back(run.report);
-    if (name != algorithms.back()) continue;
+    // The configured algorithm's plan is the one plotted and written out;
+    // --compare only adds the others to the table.
+    if (name != config.packing.algorithm) continue;
     std::string effective;  // what the run's config.yaml records beyond the config
     if (args.Has("plot")) {
       std::string title = absl::StrCat(source, ": ", name, ", max depth ", options.max_depth);
@@ -77,7 +79,7 @@ absl::Status RunPack(const Args& args) {
       log->info("plot written to {}", args.Get("plot"));
     }
     if (store) {
-      // The rows of the last algorithm become the pack index the loader reads.
+      // Its rows become the pack index the loader reads.
       ASSIGN_OR_RETURN(data::PackIndex index,
                        data::AssignSequences(run.plan, store->Lengths(), options.seed));
       std::string out = args.Get("out", config.run.output_dir + "/pack.pbpack");
@@ -135,7 +137,7 @@ Command PackCommand() {
       {"max-len", "S", "tokens per row (data.max_seq_len)"},
       {"algorithm", "A", "packing algorithm (packing.algorithm)"},
       {"max-depth", "D", "most sequences per row (packing.max_depth)"},
-      {"compare", "", "run every algorithm and print one table"},
+      {"compare", "", "run every algorithm and print one table (--algorithm is the one written)"},
       {"format", "FMT", "text (a table) or json (one object per line per algorithm)"},
       {"plot", "FILE", "write an SVG of the histogram and of the row fill"},
   };
