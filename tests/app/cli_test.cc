@@ -234,6 +234,12 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
   EXPECT_GT(report["packing_factor"].get<double>(), 1.0);
   r = RunBinary("verify " + (root / "run" / "pack.pbpack").string() + " --store " + store);
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // --compare reports every algorithm but writes the configured one.
+  r = RunBinary("pack --store " + store + common +
+                " --set data.max_seq_len=64 --compare --algorithm spfhp --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream pack_json(root / "run" / "pack.json");
+  EXPECT_EQ(nlohmann::json::parse(pack_json)["algorithm"], "spfhp");
   std::ifstream config_file(root / "run" / "config.yaml");
   std::string config_text((std::istreambuf_iterator<char>(config_file)), {});
   EXPECT_NE(config_text.find("# effective: optimizer after the packing adjustment (betas"),
