@@ -36,9 +36,7 @@ absl::StatusOr<Rows> LayOut(const std::vector<data::Instance>& instances, int ma
   }
   std::vector<uint16_t> lengths;
   for (const auto& in : instances) lengths.push_back(static_cast<uint16_t>(in.length()));
-  ASSIGN_OR_RETURN(
-      auto histogram,
-      data::HistogramOf(std::vector<uint32_t>(lengths.begin(), lengths.end()), max_len));
+  ASSIGN_OR_RETURN(auto histogram, data::HistogramOf(lengths, max_len));
   ASSIGN_OR_RETURN(data::PackingRun run,
                    data::RunPacking(algorithm, histogram, {max_len, max_depth, seed}));
   logging::Get("score")->info("{}: {} sequences in {} rows, packing factor {:.4f}", algorithm,

@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   for (int l : SampleLengths(kRows * kDepth, rng)) pool.push_back(MakeInstance(l, rng));
   std::vector<std::vector<const Instance*>> padded_rows, packed_rows;
   for (int r = 0; r < kRows; ++r) padded_rows.push_back({&pool[r]});
-  std::vector<uint32_t> lengths;
+  std::vector<uint16_t> lengths;
   for (const auto& in : pool) lengths.push_back(in.length());
   auto histogram = *pbert::data::HistogramOf(lengths, kMaxLen);
   auto plan = pbert::data::PackLpfhp(histogram, {kMaxLen, kDepth, 0});

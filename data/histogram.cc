@@ -31,10 +31,10 @@ uint64_t LengthHistogram::LowerBoundPacks() const {
   return s == 0 ? 0 : (tokens() + s - 1) / s;
 }
 
-absl::StatusOr<LengthHistogram> HistogramOf(absl::Span<const uint32_t> lengths, int max_len) {
+absl::StatusOr<LengthHistogram> HistogramOf(absl::Span<const uint16_t> lengths, int max_len) {
   LengthHistogram histogram(max_len);
   for (size_t i = 0; i < lengths.size(); ++i) {
-    if (lengths[i] == 0 || lengths[i] > static_cast<uint32_t>(max_len)) {
+    if (lengths[i] == 0 || lengths[i] > max_len) {
       return absl::OutOfRangeError(
           absl::StrCat("sequence ", i, " has length ", lengths[i], ", outside 1..", max_len));
     }

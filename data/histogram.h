@@ -27,7 +27,7 @@ struct LengthHistogram {
 };
 
 // Counts lengths; fails if one is 0 or above `max_len`.
-absl::StatusOr<LengthHistogram> HistogramOf(absl::Span<const uint32_t> lengths, int max_len);
+absl::StatusOr<LengthHistogram> HistogramOf(absl::Span<const uint16_t> lengths, int max_len);
 
 // Reads a bare histogram file: after `#` comment lines and blank lines, line i
 // holds the count of sequences of length i. Lines past the last are zero.

@@ -16,15 +16,15 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 }
 
 TEST(HistogramTest, CountsLengthsAndBounds) {
-  auto h = HistogramOf(std::vector<uint32_t>{3, 1, 3, 8}, 8);
+  auto h = HistogramOf(std::vector<uint16_t>{3, 1, 3, 8}, 8);
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->sequences(), 4u);
   EXPECT_EQ(h->tokens(), 15u);
   EXPECT_EQ(h->counts[3], 2u);
   EXPECT_EQ(h->LowerBoundPacks(), 2u);  // ceil(15 / 8)
   EXPECT_DOUBLE_EQ(h->TheoreticalSpeedup(), 4.0 * 8 / 15);
-  EXPECT_FALSE(HistogramOf(std::vector<uint32_t>{9}, 8).ok());
-  EXPECT_FALSE(HistogramOf(std::vector<uint32_t>{0}, 8).ok());
+  EXPECT_FALSE(HistogramOf(std::vector<uint16_t>{9}, 8).ok());
+  EXPECT_FALSE(HistogramOf(std::vector<uint16_t>{0}, 8).ok());
 }
 
 TEST(HistogramTest, ReadsCommentsAndCounts) {

@@ -21,8 +21,7 @@ Fixture Make(int n, int max_len, int depth, uint32_t seed) {
   std::uniform_int_distribution<int> length(1, max_len);
   Fixture f;
   for (int i = 0; i < n; ++i) f.lengths.push_back(static_cast<uint16_t>(length(rng)));
-  std::vector<uint32_t> wide(f.lengths.begin(), f.lengths.end());
-  LengthHistogram h = *HistogramOf(wide, max_len);
+  LengthHistogram h = *HistogramOf(f.lengths, max_len);
   f.plan = PackLpfhp(h, {max_len, depth, 0});
   return f;
 }
