@@ -76,7 +76,8 @@ std::string CommandLine::Help(const Command& command) {
   if (!command.flags.empty()) absl::StrAppend(&text, "\nflags:\n");
   for (const Flag& f : command.flags) {
     std::string left = absl::StrCat("--", f.name, f.value_name.empty() ? "" : " ", f.value_name);
-    absl::StrAppend(&text, absl::StrFormat("  %-28s %s\n", left, f.help));
+    absl::StrAppend(&text, absl::StrFormat("  %-28s %s%s\n", left, f.help,
+                                           f.required ? " (required)" : ""));
   }
   absl::StrAppend(&text, absl::StrFormat("  %-28s %s\n", "--help", "show this help"));
   return text;
@@ -123,6 +124,12 @@ absl::StatusOr<Args> CommandLine::Parse(const Command& command,
       return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice", hint));
     }
     slot.push_back(value);
+  }
+  for (const Flag& f : command.flags) {
+    if (f.required && !args.Has(f.name)) {
+      return absl::InvalidArgumentError(absl::StrCat(command.name, " needs --", f.name, " ",
+                                                     f.value_name, hint));
+    }
   }
   return args;
 }

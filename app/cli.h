@@ -18,6 +18,7 @@ struct Flag {
   std::string value_name;  // e.g. "N"; empty for a switch that takes no value
   std::string help;
   bool repeated = false;  // may be given several times (--set)
+  bool required = false;  // the command cannot run without it
 };
 
 // Flags and positional arguments of one invocation.

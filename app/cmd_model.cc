@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
 #include "app/config.h"
-#include "app/model_factory.h"
+#include "app/options.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "model/checkpoint.h"

@@ -18,10 +18,11 @@ std::vector<Command> AllCommands() {
       VerifyCommand(),
       ExportCommand(),
       PackCommand(),
-      Planned("train", "pretrain BERT on packed data", "train --config FILE"),
+      TrainCommand(),
       ScoreCommand(),
       ModelCommand(),
       Planned("launch", "start N local training processes", "launch --nproc N -- train ..."),
+      PlotCommand(),
       ConfigCommand(),
   };
 }

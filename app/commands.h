@@ -15,6 +15,8 @@ Command TokenizeCommand();
 Command PrepareCommand();
 Command VerifyCommand();
 Command ExportCommand();
+Command TrainCommand();
+Command PlotCommand();
 
 // Every subcommand, in the order `packed-bert --help` lists them.
 std::vector<Command> AllCommands();

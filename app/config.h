@@ -8,10 +8,24 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "app/cli.h"
 #include "common/config.h"
+#include "common/logging.h"
+#include "data/packing/algorithms.h"
+#include "data/prepare.h"
+#include "model/losses.h"
+#include "model/precision.h"
+#include "optim/packing_adjustment.h"
+#include "optim/schedule.h"
 
 namespace pbert::app {
+
+// "a, b or c" for a help text.
+inline std::string Choices(const std::vector<std::string>& names) {
+  if (names.size() < 2) return absl::StrJoin(names, "");
+  return absl::StrCat(absl::StrJoin(names.begin(), names.end() - 1, ", "), " or ", names.back());
+}
 
 struct RunConfig {
   std::string output_dir = "runs/default";
@@ -25,8 +39,8 @@ struct RunConfig {
     v.Field("seed", &seed, "seed of every random choice of the run", config::AtLeast<int64_t>(0));
     v.Field("threads", &threads, "intra-op threads; 0 = all CPUs available to the process",
             config::AtLeast<int64_t>(0));
-    v.Field("log_level", &log_level, "trace, debug, info, warn, error or off",
-            config::OneOf({"trace", "debug", "info", "warn", "error", "off"}));
+    v.Field("log_level", &log_level, Choices(logging::LevelNames()),
+            config::OneOf(logging::LevelNames()));
   }
   absl::Status Validate() const { return absl::OkStatus(); }
 };
@@ -34,15 +48,26 @@ struct RunConfig {
 struct DataConfig {
   int64_t max_seq_len = 512;
   std::string store;
+  std::string pack_index;
+  std::string eval;
   std::string histogram;
+  int64_t loader_threads = 1;
+  int64_t prefetch_steps = 4;
 
   template <class V>
   void Visit(V& v) {
     v.Field("max_seq_len", &max_seq_len, "tokens per row (S), the length packs fill",
             config::InRange<int64_t>(8, 65535));
-    v.Field("store", &store, "the instance store folder (prepare writes it, pack reads it)");
+    v.Field("store", &store, "the instance store folder (prepare writes it, pack and train read it)");
+    v.Field("pack_index", &pack_index,
+            "the store's pack index (pack writes it); empty: train packs the store itself");
+    v.Field("eval", &eval, "the fixed eval set: an instance store or an MLPerf HDF5 file");
     v.Field("histogram", &histogram,
             "a bare length histogram to pack without a store (line i = count of length i)");
+    v.Field("loader_threads", &loader_threads, "background threads building batches",
+            config::InRange<int64_t>(1, 64));
+    v.Field("prefetch_steps", &prefetch_steps, "optimizer steps of batches built ahead",
+            config::InRange<int64_t>(1, 1024));
   }
   absl::Status Validate() const { return absl::OkStatus(); }
 };
@@ -62,8 +87,8 @@ struct PrepareConfig {
   template <class V>
   void Visit(V& v) {
     v.Field("inputs", &inputs, "input files: WikiExtractor output, plain text or MLPerf HDF5");
-    v.Field("input_format", &input_format, "auto, wiki, text or hdf5",
-            config::OneOf({"auto", "wiki", "text", "hdf5"}));
+    v.Field("input_format", &input_format, Choices(data::InputFormatNames()),
+            config::OneOf(data::InputFormatNames()));
     v.Field("vocab", &vocab, "BERT vocab.txt");
     v.Field("lower_case", &lower_case, "lower-case and strip accents (uncased vocabularies)");
     v.Field("dupe_factor", &dupe_factor, "passes over the documents with different masks",
@@ -87,8 +112,8 @@ struct PackingConfig {
 
   template <class V>
   void Visit(V& v) {
-    v.Field("algorithm", &algorithm, "none, greedy, ffd, spfhp, lpfhp, nnlshp or lp",
-            config::OneOf({"none", "greedy", "ffd", "spfhp", "lpfhp", "nnlshp", "lp"}));
+    v.Field("algorithm", &algorithm, Choices(data::PackingAlgorithmNames()),
+            config::OneOf(data::PackingAlgorithmNames()));
     v.Field("max_depth", &max_depth, "most sequences in one pack (D)",
             config::InRange<int64_t>(1, 64));
   }
@@ -130,9 +155,10 @@ struct ModelConfig {
             config::AtLeast(0.0));
     v.Field("mlm_loss", &mlm_loss,
             "per_token (canonical BERT) or per_sequence (mean over sequences, paper 3.2.3)",
-            config::OneOf({"per_token", "per_sequence"}));
-    v.Field("precision", &precision, "fp32 (CPU default), bf16 or fp16 (CUDA) autocast",
-            config::OneOf({"fp32", "bf16", "fp16"}));
+            config::OneOf(model::MlmLossModeNames()));
+    v.Field("precision", &precision,
+            absl::StrCat(Choices(model::PrecisionNames()), " (autocast; fp16 on CUDA only)"),
+            config::OneOf(model::PrecisionNames()));
   }
   absl::Status Validate() const {
     if (hidden_size % num_heads != 0) {
@@ -176,8 +202,9 @@ struct OptimConfig {
             "bias and LayerNorm also skip the trust ratio");
     v.Field("max_grad_norm", &max_grad_norm, "global gradient clipping; 0 = none",
             config::AtLeast(0.0));
-    v.Field("schedule", &schedule, "poly (warmup + polynomial decay) or constant",
-            config::OneOf({"poly", "constant"}));
+    v.Field("schedule", &schedule,
+            absl::StrCat(Choices(optim::ScheduleNames()), " (poly: warmup + polynomial decay)"),
+            config::OneOf(optim::ScheduleNames()));
     v.Field("warmup_steps", &warmup_steps, "linear warmup length in optimizer steps",
             config::AtLeast<int64_t>(0));
     v.Field("start_warmup_step", &start_warmup_step, "offset of the warmup ramp (MLPerf)");
@@ -188,8 +215,9 @@ struct OptimConfig {
     v.Field("accumulation_steps", &accumulation_steps, "micro-batches per optimizer step",
             config::AtLeast<int64_t>(1));
     v.Field("packing_adjustment", &packing_adjustment,
-            "none, betas (beta^p) or batch (accumulation / p), p = packing factor",
-            config::OneOf({"none", "betas", "batch"}));
+            absl::StrCat(Choices(optim::PackingAdjustmentNames()),
+                         " (betas: beta^p; batch: accumulation / p; p = packing factor)"),
+            config::OneOf(optim::PackingAdjustmentNames()));
   }
   absl::Status Validate() const {
     if (warmup_steps > total_steps) {
@@ -199,6 +227,66 @@ struct OptimConfig {
   }
 };
 
+struct TrainConfig {
+  int64_t micro_batch_rows = 32;
+  int64_t eval_every_samples = 0;
+  bool eval_packed = true;
+  double target_mlm_accuracy = 0.720;
+  int64_t max_samples = 0;
+  int64_t checkpoint_every_steps = 1000;
+  int64_t keep_checkpoints = 3;
+  int64_t log_every_steps = 10;
+  int64_t max_bad_steps = 10;
+  std::string init_checkpoint;
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("micro_batch_rows", &micro_batch_rows,
+            "rows of data.max_seq_len tokens per micro-batch and rank",
+            config::InRange<int64_t>(1, 1 << 20));
+    v.Field("eval_every_samples", &eval_every_samples,
+            "sequences between evaluations; 0: MLPerf's floor(0.05*(230.23*GBS+3e6)/25000)*25000",
+            config::AtLeast<int64_t>(0));
+    v.Field("eval_packed", &eval_packed,
+            "pack the eval set with packing.algorithm (same numbers, fewer rows)");
+    v.Field("target_mlm_accuracy", &target_mlm_accuracy,
+            "stop with success when an evaluation's MLM accuracy reaches this",
+            config::InRange(0.0, 1.0));
+    v.Field("max_samples", &max_samples, "stop (aborted) after this many sequences; 0: no cap",
+            config::AtLeast<int64_t>(0));
+    v.Field("checkpoint_every_steps", &checkpoint_every_steps,
+            "steps between checkpoints; 0: only at the end and on SIGINT/SIGTERM",
+            config::AtLeast<int64_t>(0));
+    v.Field("keep_checkpoints", &keep_checkpoints, "newest checkpoints kept; 0: all",
+            config::AtLeast<int64_t>(0));
+    v.Field("log_every_steps", &log_every_steps, "steps per metrics.jsonl line",
+            config::AtLeast<int64_t>(1));
+    v.Field("max_bad_steps", &max_bad_steps,
+            "steps in a row with a non-finite loss or gradient before the run stops",
+            config::AtLeast<int64_t>(1));
+    v.Field("init_checkpoint", &init_checkpoint,
+            "weights to start from (safetensors, e.g. phase 1 for phase 2); empty: random");
+  }
+  absl::Status Validate() const { return absl::OkStatus(); }
+};
+
+struct MlperfConfig {
+  std::string org = "packed-bert";
+  std::string platform = "cpu";
+  std::string division = "closed";
+  std::string status = "research";
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("org", &org, "submission_org in the MLLOG");
+    v.Field("platform", &platform, "submission_platform in the MLLOG");
+    v.Field("division", &division, "closed or open", config::OneOf({"closed", "open"}));
+    v.Field("status", &status, "submission_status: onprem, cloud, preview or research",
+            config::OneOf({"onprem", "cloud", "preview", "research"}));
+  }
+  absl::Status Validate() const { return absl::OkStatus(); }
+};
+
 struct ExperimentConfig {
   RunConfig run;
   DataConfig data;
@@ -206,6 +294,8 @@ struct ExperimentConfig {
   PackingConfig packing;
   ModelConfig model;
   OptimConfig optim;
+  TrainConfig train;
+  MlperfConfig mlperf;
 
   template <class V>
   void Visit(V& v) {
@@ -215,6 +305,8 @@ struct ExperimentConfig {
     v.Section("packing", &packing, "which sequences share a row");
     v.Section("model", &model, "BERT shape, loss mode and precision");
     v.Section("optim", &optim, "LAMB, learning-rate schedule, clipping, accumulation");
+    v.Section("train", &train, "the training loop: batches, evaluation, targets, checkpoints");
+    v.Section("mlperf", &mlperf, "what the MLLOG says about the submission");
   }
 };
 

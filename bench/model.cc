@@ -82,7 +82,7 @@ void Step(pbert::model::BertForPreTraining& model, const Case& c) {
   }
   auto sums = pbert::model::ComputeSums(logits, *c.batch);
   pbert::model::PretrainingLoss(sums, pbert::model::MlmLossMode::kPerToken,
-                                pbert::model::TotalsOf(sums))
+                                pbert::model::TotalsOf(*c.batch))
       .backward();
 }
 

@@ -107,6 +107,16 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   return writer.Commit();
 }
 
+absl::Status SyncPath(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path), errno);
+  int result = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (result != 0) return ErrnoError(absl::StrCat("cannot flush ", path), err);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);

@@ -48,6 +48,9 @@ class AtomicFileWriter {
 // Writes `contents` to `path` atomically.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
+// fsyncs a file or folder, so that what was written or renamed in it lasts.
+absl::Status SyncPath(const std::string& path);
+
 // Reads a whole (small) file into a string.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

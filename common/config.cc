@@ -86,6 +86,30 @@ absl::Status Reader::Finish() {
   return status_;
 }
 
+namespace {
+
+void FlattenInto(const YAML::Node& node, const std::string& prefix,
+                 std::map<std::string, std::string>* out) {
+  if (node.IsMap()) {
+    for (const auto& entry : node) {
+      std::string key = entry.first.Scalar();
+      FlattenInto(entry.second, prefix.empty() ? key : absl::StrCat(prefix, ".", key), out);
+    }
+    return;
+  }
+  YAML::Emitter emitter;
+  emitter << YAML::Flow << node;
+  (*out)[prefix] = emitter.c_str();
+}
+
+}  // namespace
+
+std::map<std::string, std::string> Flatten(const YAML::Node& root) {
+  std::map<std::string, std::string> out;
+  FlattenInto(root, "", &out);
+  return out;
+}
+
 std::vector<Override> SetFlags(const std::vector<std::string>& assignments) {
   std::vector<Override> out;
   for (const std::string& a : assignments) out.push_back({a, absl::StrCat("--set ", a)});

@@ -71,7 +71,7 @@ class Reader {
   Reader(YAML::Node node, std::string path, const Sources* sources);
 
   template <class T>
-  void Field(const char* key, T* value, const char* help, Check<T> check = nullptr);
+  void Field(const char* key, T* value, const std::string& help, Check<T> check = nullptr);
 
   template <class S>
   void Section(const char* key, S* section, const char* help);
@@ -103,7 +103,7 @@ class Writer {
   explicit Writer(YAML::Emitter* out) : out_(out) {}
 
   template <class T>
-  void Field(const char* key, T* value, const char* help, Check<T> = nullptr) {
+  void Field(const char* key, T* value, const std::string& help, Check<T> = nullptr) {
     *out_ << YAML::Key << key << YAML::Value << *value << YAML::Comment(help);
   }
 
@@ -152,6 +152,10 @@ std::string Dump(const C& config) {
   return std::string(out.c_str()) + "\n";
 }
 
+// Every leaf of a YAML tree as "section.key" -> its value in flow style,
+// e.g. {"run.seed": "1", "prepare.inputs": "[a, b]"}.
+std::map<std::string, std::string> Flatten(const YAML::Node& root);
+
 // ---- implementation of the templates ----
 
 template <class T>
@@ -181,7 +185,7 @@ bool Reader::Decode(const YAML::Node& node, T* out, std::string* expected) {
 }
 
 template <class T>
-void Reader::Field(const char* key, T* value, const char* help, Check<T> check) {
+void Reader::Field(const char* key, T* value, const std::string& help, Check<T> check) {
   (void)help;
   known_.push_back(key);
   if (!status_.ok()) return;

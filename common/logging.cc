@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 
 namespace pbert::logging {
@@ -34,16 +35,27 @@ void Configure(const State& s, spdlog::logger& logger) {
 
 }  // namespace
 
+namespace {
+
+constexpr std::pair<const char*, spdlog::level::level_enum> kLevels[] = {
+    {"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
+    {"info", spdlog::level::info},   {"warn", spdlog::level::warn},
+    {"error", spdlog::level::err},   {"off", spdlog::level::off}};
+
+}  // namespace
+
+std::vector<std::string> LevelNames() {
+  std::vector<std::string> names;
+  for (const auto& [text, level] : kLevels) names.push_back(text);
+  return names;
+}
+
 absl::StatusOr<spdlog::level::level_enum> ParseLevel(absl::string_view name) {
-  static const std::pair<const char*, spdlog::level::level_enum> kLevels[] = {
-      {"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
-      {"info", spdlog::level::info},   {"warn", spdlog::level::warn},
-      {"error", spdlog::level::err},   {"off", spdlog::level::off}};
   for (const auto& [text, level] : kLevels) {
     if (name == text) return level;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown log level '", name, "'; use one of trace, debug, info, warn, error, off"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown log level '", name, "'; use one of ",
+                                                 absl::StrJoin(LevelNames(), ", ")));
 }
 
 void Init(spdlog::level::level_enum level, int rank) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -12,6 +14,8 @@ namespace pbert::logging {
 
 // Parses "trace", "debug", "info", "warn", "error" or "off".
 absl::StatusOr<spdlog::level::level_enum> ParseLevel(absl::string_view name);
+// Those names, in that order.
+std::vector<std::string> LevelNames();
 
 // Sets the level and the process rank. Ranks other than 0 log warnings and
 // errors only, so that N processes do not print N copies of each line.

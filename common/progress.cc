@@ -17,15 +17,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kTtyIntervalNs = 100'000'000;     // 10 redraws per second
 constexpr int64_t kLogIntervalNs = 10'000'000'000;  // a log line every 10 s
 
-std::string HumanCount(double value) {
-  const char* suffix[] = {"", "k", "M", "G", "T"};
-  int i = 0;
-  while (std::fabs(value) >= 1000.0 && i < 4) {
-    value /= 1000.0;
-    ++i;
-  }
-  return i == 0 ? absl::StrFormat("%.0f", value) : absl::StrFormat("%.1f%s", value, suffix[i]);
-}
 
 std::string HumanDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -41,9 +32,22 @@ int64_t NanosSince(Clock::time_point start) {
 
 }  // namespace
 
+std::string HumanCount(double value) {
+  const char* suffix[] = {"", "k", "M", "G", "T"};
+  int i = 0;
+  while (std::fabs(value) >= 1000.0 && i < 4) {
+    value /= 1000.0;
+    ++i;
+  }
+  if (i > 0) return absl::StrFormat("%.1f%s", value, suffix[i]);
+  // Small rates (steps per second) keep two significant digits.
+  return std::fabs(value) < 10 && value != std::floor(value) ? absl::StrFormat("%.2g", value)
+                                                             : absl::StrFormat("%.0f", value);
+}
+
 std::string FormatProgress(const std::string& label, uint64_t done, uint64_t total,
-                           const std::string& unit, double seconds, int width) {
-  double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
+                           const std::string& unit, double seconds, int width, uint64_t initial) {
+  double rate = seconds > 0 ? static_cast<double>(done - std::min(done, initial)) / seconds : 0.0;
   std::string line = label;
   if (total > 0) {
     double fraction = std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
@@ -67,13 +71,20 @@ std::string FormatProgress(const std::string& label, uint64_t done, uint64_t tot
   return line;
 }
 
-Progress::Progress(std::string label, uint64_t total, std::string unit)
+Progress::Progress(std::string label, uint64_t total, std::string unit, uint64_t initial)
     : label_(std::move(label)),
       total_(total),
       unit_(std::move(unit)),
+      initial_(initial),
       tty_(::isatty(STDERR_FILENO) != 0),
       start_(Clock::now()) {
+  done_ = initial;
   next_report_ns_ = tty_ ? kTtyIntervalNs : kLogIntervalNs;
+}
+
+void Progress::SetStatus(std::string status) {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  status_ = std::move(status);
 }
 
 Progress::~Progress() { Finish(); }
@@ -97,7 +108,9 @@ void Progress::Report(bool final) {
   if (finished_) return;
   finished_ = final;
   double seconds = NanosSince(start_) * 1e-9;
-  std::string line = FormatProgress(label_, done(), total_, unit_, seconds, tty_ ? 30 : 0);
+  std::string line =
+      FormatProgress(label_, done(), total_, unit_, seconds, tty_ ? 30 : 0, initial_);
+  if (!status_.empty()) absl::StrAppend(&line, "  ", status_);
   if (tty_) {
     std::fprintf(stderr, "\r%s\033[K%s", line.c_str(), final ? "\n" : "");
     std::fflush(stderr);

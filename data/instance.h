@@ -1,9 +1,12 @@
 // One BERT pretraining instance, as create_pretraining_data.py makes it and
-// the MLPerf HDF5 files store it (without padding).
+// the MLPerf HDF5 files store it (without padding), and the one check that
+// every reader applies before an instance is used.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace pbert::data {
 
@@ -16,5 +19,18 @@ struct Instance {
 
   int length() const { return static_cast<int>(input_ids.size()); }
 };
+
+// What a collection of instances promises about every one of them.
+struct InstanceLimits {
+  uint32_t vocab_size = 0;
+  uint32_t max_len = 0;
+  uint32_t max_predictions = 0;
+};
+
+// OK iff `instance` fits `limits`: length 1..max_len, segments 0s then 1s,
+// masked positions strictly increasing inside the sequence and at most
+// max_predictions of them, ids below vocab_size, label 0 or 1. The message
+// says what is wrong (the caller names the record).
+absl::Status ValidateInstance(const Instance& instance, const InstanceLimits& limits);
 
 }  // namespace pbert::data

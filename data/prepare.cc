@@ -52,6 +52,8 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
 
 }  // namespace
 
+std::vector<std::string> InputFormatNames() { return {"auto", "wiki", "text", "hdf5"}; }
+
 absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PrepareProgress& progress) {
   if (o.inputs.empty()) {
     return absl::InvalidArgumentError("nothing to prepare: give input files (prepare.inputs)");

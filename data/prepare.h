@@ -36,6 +36,10 @@ struct PrepareSummary {
 // Reports (stage, units done, units in all; 0 if unknown).
 using PrepareProgress = std::function<void(const std::string&, uint64_t, uint64_t)>;
 
+// The input formats: "auto" (WikiExtractor if the file starts with "<doc",
+// else text), "wiki", "text", "hdf5".
+std::vector<std::string> InputFormatNames();
+
 absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& options,
                                        const PrepareProgress& progress = nullptr);
 

@@ -126,41 +126,14 @@ absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::stri
 }
 
 absl::Status StoreWriter::Add(const Instance& in) {
-  const uint64_t index = records_;
-  auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("instance ", index, ": ", what));
-  };
-  const int length = in.length();
-  if (length < 1 || length > static_cast<int>(info_.max_len)) {
-    return bad(absl::StrCat("length ", length, " outside 1..", info_.max_len));
+  absl::Status valid =
+      ValidateInstance(in, {info_.vocab_size, info_.max_len, info_.max_predictions});
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("instance ", records_, ": ", valid.message()));
   }
-  if (in.segment_ids.size() != in.input_ids.size()) return bad("segment ids do not match tokens");
+  const int length = in.length();
   int a_length = 0;
   while (a_length < length && in.segment_ids[a_length] == 0) ++a_length;
-  for (int i = a_length; i < length; ++i) {
-    if (in.segment_ids[i] != 1) return bad("segments are not [CLS] A [SEP] B [SEP] (0s then 1s)");
-  }
-  if (in.masked_positions.size() != in.masked_ids.size() ||
-      in.masked_positions.size() > info_.max_predictions) {
-    return bad(absl::StrCat(in.masked_positions.size(), " masked tokens; the store allows ",
-                            info_.max_predictions));
-  }
-  for (size_t m = 0; m < in.masked_positions.size(); ++m) {
-    if (in.masked_positions[m] <= (m == 0 ? -1 : in.masked_positions[m - 1]) ||
-        in.masked_positions[m] >= length) {
-      return bad("masked positions must increase and lie inside the sequence");
-    }
-  }
-  auto valid_id = [&](int32_t id) {
-    return id >= 0 && static_cast<uint32_t>(id) < info_.vocab_size;
-  };
-  if (!std::all_of(in.input_ids.begin(), in.input_ids.end(), valid_id) ||
-      !std::all_of(in.masked_ids.begin(), in.masked_ids.end(), valid_id)) {
-    return bad(absl::StrCat("a token id outside the vocabulary of ", info_.vocab_size));
-  }
-  if (in.next_sentence_label != 0 && in.next_sentence_label != 1) {
-    return bad("next_sentence_label must be 0 or 1");
-  }
   const int id_bytes = IdBytes(info_.vocab_size);
   RecordHead head{static_cast<uint16_t>(length), static_cast<uint16_t>(a_length),
                   static_cast<uint16_t>(in.masked_positions.size()),
@@ -357,7 +330,7 @@ LengthHistogram InstanceStore::Histogram() const {
   return h;
 }
 
-absl::Status InstanceStore::CheckRecord(const Shard& shard, uint64_t local) const {
+absl::Status InstanceStore::ReadRecord(const Shard& shard, uint64_t local, Instance* out) const {
   auto bad = [&](const std::string& what) {
     return absl::DataLossError(absl::StrCat(shard.path, ": record ", local, " (store index ",
                                             shard.first + local, "): ", what,
@@ -370,28 +343,23 @@ absl::Status InstanceStore::CheckRecord(const Shard& shard, uint64_t local) cons
   RecordHead head;
   std::memcpy(&head, shard.body + begin, sizeof(head));
   if (RecordBytes(head, id_bytes_) != end - begin) return bad("its size does not match its counts");
-  if (head.length != shard.lengths[local] || head.length == 0 || head.length > info_.max_len) {
-    return bad(absl::StrCat("length ", head.length, " is out of bounds"));
+  if (head.length != shard.lengths[local] || head.a_length > head.length) {
+    return bad(absl::StrCat("length ", head.length, " or segment split ", head.a_length,
+                            " does not match the length table"));
   }
-  if (head.a_length > head.length || head.masked > info_.max_predictions ||
-      head.next_sentence_label > 1) {
-    return bad("segment, masked count or label out of bounds");
-  }
-  Instance in = Get(shard.first + local);
-  for (size_t m = 0; m < in.masked_positions.size(); ++m) {
-    if (in.masked_positions[m] >= head.length ||
-        (m > 0 && in.masked_positions[m] <= in.masked_positions[m - 1])) {
-      return bad("masked positions out of order or outside the sequence");
-    }
-  }
-  auto outside = [&](int32_t id) {
-    return id < 0 || static_cast<uint32_t>(id) >= info_.vocab_size;
-  };
-  if (std::any_of(in.input_ids.begin(), in.input_ids.end(), outside) ||
-      std::any_of(in.masked_ids.begin(), in.masked_ids.end(), outside)) {
-    return bad("a token id outside the vocabulary");
-  }
+  *out = Get(shard.first + local);
+  absl::Status valid = ValidateInstance(*out, limits());
+  if (!valid.ok()) return bad(std::string(valid.message()));
   return absl::OkStatus();
+}
+
+absl::Status InstanceStore::Read(uint64_t index, Instance* out) const {
+  if (index >= total_) {
+    return absl::OutOfRangeError(
+        absl::StrCat(dir_, ": record ", index, " beyond the store's ", total_));
+  }
+  const Shard& shard = ShardOf(index);
+  return ReadRecord(shard, index - shard.first, out);
 }
 
 absl::Status InstanceStore::Verify(const std::function<void(uint64_t)>& progress) const {
@@ -407,8 +375,9 @@ absl::Status InstanceStore::Verify(const std::function<void(uint64_t)>& progress
     if (shard->offsets[0] != 0 || shard->offsets[shard->records] != shard->body_bytes) {
       return absl::DataLossError(absl::StrCat(shard->path, ": offsets do not cover the records"));
     }
+    Instance record;
     for (uint64_t i = 0; i < shard->records; ++i) {
-      RETURN_IF_ERROR(CheckRecord(*shard, i));
+      RETURN_IF_ERROR(ReadRecord(*shard, i, &record));
       if (progress && (i + 1) % 65536 == 0) progress(65536);
     }
     if (progress) progress(shard->records % 65536);

@@ -14,6 +14,7 @@
 #include "common/mmap_file.h"
 #include "data/histogram.h"
 #include "data/instance.h"
+#include "data/source.h"
 
 namespace pbert::data {
 
@@ -57,20 +58,28 @@ class StoreWriter {
   bool finished_ = false;
 };
 
-class InstanceStore {
+class InstanceStore : public SequenceSource {
  public:
   // Maps every shard and checks headers and sizes (Verify() checks more).
   static absl::StatusOr<InstanceStore> Open(const std::string& dir);
 
-  uint64_t size() const { return total_; }
+  uint64_t size() const override { return total_; }
+  InstanceLimits limits() const override {
+    return {info_.vocab_size, info_.max_len, info_.max_predictions};
+  }
+  const std::string& name() const override { return dir_; }
   const StoreInfo& info() const { return info_; }
   const std::string& dir() const { return dir_; }
   int id_bytes() const { return id_bytes_; }
 
-  uint16_t Length(uint64_t index) const;
+  uint16_t Length(uint64_t index) const override;
+  // Record `index` without checks; for records Verify() has passed.
   Instance Get(uint64_t index) const;
+  // Record `index`, its offsets, counts and values checked first: a damaged
+  // record is an error naming its shard and index.
+  absl::Status Read(uint64_t index, Instance* out) const override;
   // Every record's length, in order: 2 bytes per sequence.
-  std::vector<uint16_t> Lengths() const;
+  std::vector<uint16_t> Lengths() const override;
   LengthHistogram Histogram() const;
 
   // Checks every shard's checksum and every record's bounds; the error names
@@ -90,7 +99,7 @@ class InstanceStore {
   };
   InstanceStore() = default;
   const Shard& ShardOf(uint64_t index) const;
-  absl::Status CheckRecord(const Shard& shard, uint64_t local) const;
+  absl::Status ReadRecord(const Shard& shard, uint64_t local, Instance* out) const;
 
   std::string dir_;
   StoreInfo info_;

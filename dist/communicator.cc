@@ -61,7 +61,7 @@ Communicator::Communicator(Environment environment) : environment_(std::move(env
 
 Communicator::~Communicator() = default;
 
-void Communicator::AverageGradients(const std::vector<at::Tensor>& parameters) {
+void Communicator::SumGradients(const std::vector<at::Tensor>& parameters) {
   if (!group_) return;
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;
@@ -71,7 +71,6 @@ void Communicator::AverageGradients(const std::vector<at::Tensor>& parameters) {
   if (grads.empty()) return;
   std::vector<at::Tensor> flat = {at::flatten_dense_tensors(grads)};
   group_->allreduce(flat)->wait();
-  flat[0].div_(world_size());
   auto pieces = at::unflatten_dense_tensors(flat[0], grads);
   for (size_t i = 0; i < grads.size(); ++i) grads[i].copy_(pieces[i]);
 }
@@ -85,6 +84,15 @@ std::vector<double> Communicator::Sum(std::vector<double> values) {
   auto accessor = tensor[0].accessor<double, 1>();
   for (size_t i = 0; i < values.size(); ++i) values[i] = accessor[i];
   return values;
+}
+
+void Communicator::Broadcast(const std::vector<at::Tensor>& tensors) {
+  if (!group_ || tensors.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> flat = {at::flatten_dense_tensors(tensors)};
+  group_->broadcast(flat)->wait();
+  auto pieces = at::unflatten_dense_tensors(flat[0], tensors);
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(pieces[i]);
 }
 
 void Communicator::Barrier() {

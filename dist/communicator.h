@@ -33,9 +33,12 @@ class Communicator {
   int rank() const { return environment_.rank; }
   int world_size() const { return environment_.world_size; }
 
-  // Replaces every defined gradient by its mean over the ranks, in one
-  // flattened all-reduce.
-  void AverageGradients(const std::vector<at::Tensor>& parameters);
+  // Replaces every defined gradient by its sum over the ranks, in one
+  // flattened all-reduce. A sum, not a mean: each rank's loss is already
+  // divided by the totals of the whole step over all ranks.
+  void SumGradients(const std::vector<at::Tensor>& parameters);
+  // Copies rank 0's values of `tensors` to every rank.
+  void Broadcast(const std::vector<at::Tensor>& tensors);
   // Element-wise sums over the ranks (step totals, metric counts), in double.
   std::vector<double> Sum(std::vector<double> values);
   void Barrier();

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
+
 namespace pbert::model {
 
 namespace nn = torch::nn;
@@ -19,6 +21,21 @@ at::Tensor Normalize(nn::LayerNorm& norm, const at::Tensor& x) {
 }
 
 }  // namespace
+
+absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimits& limits,
+                           const std::string& what) {
+  if (limits.vocab_size > static_cast<uint64_t>(options.vocab_size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " uses a vocabulary of ", limits.vocab_size, " tokens; the model has ",
+        options.vocab_size(), " (model.vocab_size): use the vocabulary the model was made for"));
+  }
+  if (limits.max_len > static_cast<uint64_t>(options.max_position_embeddings())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " holds sequences of up to ", limits.max_len, " tokens; the model has ",
+        options.max_position_embeddings(), " positions (model.max_position_embeddings)"));
+  }
+  return absl::OkStatus();
+}
 
 at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype) {
   auto same = sequence_ids.unsqueeze(2) == sequence_ids.unsqueeze(1);  // [B,S,S]

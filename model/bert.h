@@ -15,7 +15,9 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "data/batch.h"
+#include "data/instance.h"
 
 namespace pbert::model {
 
@@ -43,6 +45,12 @@ struct BertOptions {
   /// Standard deviation of the normal initialisation.
   TORCH_ARG(double, initializer_range) = 0.02;
 };
+
+// OK iff data within `limits` fits a model of `options`: token ids below
+// vocab_size, sequences no longer than max_position_embeddings. `what` names
+// the data in the error.
+absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimits& limits,
+                           const std::string& what);
 
 // The additive attention mask for `sequence_ids` [B,S]: 0 where token i may
 // attend token j (same sequence id), -inf elsewhere; shape [B,1,S,S].

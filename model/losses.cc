@@ -3,14 +3,29 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace pbert::model {
 
+namespace {
+
+constexpr std::pair<const char*, MlmLossMode> kModes[] = {{"per_token", MlmLossMode::kPerToken},
+                                                         {"per_sequence", MlmLossMode::kPerSequence}};
+
+}  // namespace
+
+std::vector<std::string> MlmLossModeNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, mode] : kModes) names.push_back(name);
+  return names;
+}
+
 absl::StatusOr<MlmLossMode> ParseMlmLossMode(const std::string& name) {
-  if (name == "per_token") return MlmLossMode::kPerToken;
-  if (name == "per_sequence") return MlmLossMode::kPerSequence;
-  return absl::InvalidArgumentError(
-      absl::StrCat("MLM loss mode '", name, "' is not one of: per_token, per_sequence"));
+  for (const auto& [text, mode] : kModes) {
+    if (name == text) return mode;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("MLM loss mode '", name, "' is not one of: ",
+                                                 absl::StrJoin(MlmLossModeNames(), ", ")));
 }
 
 namespace {
@@ -76,9 +91,14 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedB
   return s;
 }
 
-StepTotals TotalsOf(const PretrainingSums& sums) {
-  return {sums.mlm_tokens.item<double>(), sums.mlm_sequences.item<double>(),
-          sums.nsp_sequences.item<double>()};
+StepTotals TotalsOf(const data::PackedBatch& batch) {
+  const int64_t D = batch.cls_positions.size(1);
+  // Masked tokens per sequence slot: [B,D].
+  auto per_sequence = torch::nn::functional::one_hot(batch.mlm_sequence, D + 1)
+                          .slice(/*dim=*/2, /*start=*/1)
+                          .sum(1);
+  return {(batch.mlm_sequence > 0).sum().item<double>(), (per_sequence > 0).sum().item<double>(),
+          batch.nsp_valid.sum().item<double>()};
 }
 
 at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode,

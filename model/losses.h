@@ -4,6 +4,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "data/batch.h"
 #include "model/bert.h"
@@ -15,7 +18,9 @@ enum class MlmLossMode {
   kPerSequence,  // the paper's 3.2.3: mean over sequences of each one's token mean
 };
 
+// "per_token" or "per_sequence".
 absl::StatusOr<MlmLossMode> ParseMlmLossMode(const std::string& name);
+std::vector<std::string> MlmLossModeNames();
 
 // Sums and counts of one micro-batch (0-dim float64 tensors, except the loss
 // sums, which carry gradients). A trainer adds them over micro-batches and
@@ -33,14 +38,24 @@ struct PretrainingSums {
 
 PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedBatch& batch);
 
-// The counts a loss is divided by: those of the whole optimizer step.
+// The counts a loss is divided by: those of the whole optimizer step, over
+// all its micro-batches and ranks.
 struct StepTotals {
   double mlm_tokens = 0;
   double mlm_sequences = 0;
   double nsp_sequences = 0;
+
+  StepTotals& operator+=(const StepTotals& other) {
+    mlm_tokens += other.mlm_tokens;
+    mlm_sequences += other.mlm_sequences;
+    nsp_sequences += other.nsp_sequences;
+    return *this;
+  }
 };
 
-StepTotals TotalsOf(const PretrainingSums& sums);
+// The counts of one micro-batch, from its tensors alone: known before any
+// forward pass, so every micro-batch can run forward and backward at once.
+StepTotals TotalsOf(const data::PackedBatch& batch);
 
 // MLM loss (in `mode`) plus NSP loss, each normalised by `totals`. Summed over
 // the micro-batches of a step it is the loss of the whole step.

@@ -7,6 +7,8 @@
 
 namespace pbert::model {
 
+std::vector<std::string> PrecisionNames() { return {"fp32", "bf16", "fp16"}; }
+
 absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceType device) {
   if (name == "fp32") return Precision::kFp32;
   if (name == "bf16") return Precision::kBf16;

@@ -20,6 +20,7 @@ enum class Precision { kFp32, kBf16, kFp16 };
 
 // "fp32", "bf16" or "fp16"; fp16 only on CUDA.
 absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceType device);
+std::vector<std::string> PrecisionNames();
 
 // Runs its scope under autocast for `device` (nothing for fp32); parameters
 // stay fp32, so the optimizer updates fp32 master weights.
@@ -53,6 +54,12 @@ class LossScaler {
   bool Unscale(const std::vector<at::Tensor>& parameters) const;
   // Adjusts the scale after a step that was (or was not) finite.
   void Update(bool finite);
+  // For checkpoints: the good steps since the last change, and a restore.
+  int good_steps() const { return good_steps_; }
+  void Restore(double scale, int good_steps) {
+    scale_ = scale;
+    good_steps_ = good_steps;
+  }
 
  private:
   double scale_;

@@ -4,8 +4,11 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace pbert::optim {
+
+std::vector<std::string> PackingAdjustmentNames() { return {"none", "betas", "batch"}; }
 
 absl::StatusOr<OptimizerHyperparameters> AdjustForPacking(const std::string& mode,
                                                           double packing_factor,
@@ -26,8 +29,8 @@ absl::StatusOr<OptimizerHyperparameters> AdjustForPacking(const std::string& mod
         1, std::llround(static_cast<double>(base.accumulation_steps) / packing_factor));
     return adjusted;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("packing adjustment '", mode, "' is not one of: none, betas, batch"));
+  return absl::InvalidArgumentError(absl::StrCat("packing adjustment '", mode, "' is not one of: ",
+                                                 absl::StrJoin(PackingAdjustmentNames(), ", ")));
 }
 
 }  // namespace pbert::optim

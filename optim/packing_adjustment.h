@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -20,6 +21,8 @@ struct OptimizerHyperparameters {
 // the batch kept (for p = 2 exactly the moments of two updates with the same
 // gradient). "batch": accumulation_steps divided by p (rounded, at least 1)
 // so that sequences per optimizer step stay as unpacked.
+std::vector<std::string> PackingAdjustmentNames();
+
 absl::StatusOr<OptimizerHyperparameters> AdjustForPacking(const std::string& mode,
                                                           double packing_factor,
                                                           const OptimizerHyperparameters& base);

@@ -4,13 +4,16 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace pbert::optim {
 
+std::vector<std::string> ScheduleNames() { return {"poly", "constant"}; }
+
 absl::Status ScheduleOptions::Validate() const {
   if (kind != "poly" && kind != "constant") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("schedule '", kind, "' is not one of: poly, constant"));
+    return absl::InvalidArgumentError(absl::StrCat("schedule '", kind, "' is not one of: ",
+                                                   absl::StrJoin(ScheduleNames(), ", ")));
   }
   if (peak_lr < 0 || end_lr < 0) return absl::InvalidArgumentError("learning rates must be >= 0");
   if (total_steps < 1) return absl::InvalidArgumentError("total_steps must be >= 1");

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -20,6 +21,9 @@ struct ScheduleOptions {
 
   absl::Status Validate() const;
 };
+
+// The schedule kinds: "poly" and "constant".
+std::vector<std::string> ScheduleNames();
 
 // The rate for optimizer step `step` (0 for the first update), as MLPerf's
 // BERT reference computes it:

@@ -29,10 +29,15 @@ absl::StatusOr<const PackingAlgorithm*> FindPackingAlgorithm(absl::string_view n
   for (const PackingAlgorithm& a : kAlgorithms) {
     if (name == a.name) return &a;
   }
+  return absl::InvalidArgumentError(absl::StrCat("unknown packing algorithm '", name,
+                                                 "'; use one of ",
+                                                 absl::StrJoin(PackingAlgorithmNames(), ", ")));
+}
+
+std::vector<std::string> PackingAlgorithmNames() {
   std::vector<std::string> names;
   for (const PackingAlgorithm& a : kAlgorithms) names.push_back(a.name);
-  return absl::InvalidArgumentError(absl::StrCat("unknown packing algorithm '", name,
-                                                 "'; use one of ", absl::StrJoin(names, ", ")));
+  return names;
 }
 
 }  // namespace pbert::data

@@ -2,6 +2,9 @@
 // docs/packing.md for what each does and how they compare.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -52,5 +55,8 @@ struct PackingAlgorithm {
 absl::Span<const PackingAlgorithm> PackingAlgorithms();
 
 absl::StatusOr<const PackingAlgorithm*> FindPackingAlgorithm(absl::string_view name);
+
+// The algorithms' names, in PackingAlgorithms() order.
+std::vector<std::string> PackingAlgorithmNames();
 
 }  // namespace pbert::data

@@ -86,13 +86,30 @@ absl::Status PackIndex::Verify(absl::Span<const uint16_t> lengths) const {
   return absl::OkStatus();
 }
 
-absl::Status PackIndex::Write(const std::string& path, const std::string& algorithm) const {
+namespace {
+
+std::string StrategyTable(const PackingPlan& plan) {
   std::string payload;
-  for (const Strategy& s : plan_.strategies) {
+  for (const Strategy& s : plan.strategies) {
     Append(&payload, s.count);
     Append(&payload, static_cast<uint32_t>(s.lengths.size()));
     for (int l : s.lengths) Append(&payload, static_cast<uint32_t>(l));
   }
+  return payload;
+}
+
+}  // namespace
+
+uint64_t PackIndex::Checksum() const {
+  std::string table = StrategyTable(plan_);
+  ChecksumStream checksum;
+  checksum.Update({reinterpret_cast<const uint8_t*>(table.data()), table.size()});
+  checksum.Update({reinterpret_cast<const uint8_t*>(ids_.data()), ids_.size() * sizeof(uint32_t)});
+  return checksum.Digest();
+}
+
+absl::Status PackIndex::Write(const std::string& path, const std::string& algorithm) const {
+  std::string payload = StrategyTable(plan_);
   Header header{};
   std::memcpy(header.magic, kPackIndexMagic, sizeof(header.magic));
   header.version = kPackIndexVersion;

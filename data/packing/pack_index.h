@@ -35,6 +35,10 @@ class PackIndex {
   // each row's members have the lengths its strategy says, and rows fit.
   absl::Status Verify(absl::Span<const uint16_t> lengths) const;
 
+  // XXH3 of the row shapes and ids: two indexes with the same checksum
+  // give the same rows.
+  uint64_t Checksum() const;
+
   absl::Status Write(const std::string& path, const std::string& algorithm) const;
   static absl::StatusOr<PackIndex> Read(const std::string& path);
 

@@ -47,6 +47,15 @@ absl::StatusOr<PackingRun> RunPacking(const std::string& name, const LengthHisto
   return PackingRun{std::move(plan), r};
 }
 
+absl::StatusOr<PackedSequences> PackLengths(const std::string& name,
+                                            absl::Span<const uint16_t> lengths,
+                                            const PackingOptions& options) {
+  ASSIGN_OR_RETURN(LengthHistogram histogram, HistogramOf(lengths, options.max_len));
+  ASSIGN_OR_RETURN(PackingRun run, RunPacking(name, histogram, options));
+  ASSIGN_OR_RETURN(PackIndex index, AssignSequences(run.plan, lengths, options.seed));
+  return PackedSequences{std::move(run), std::move(index)};
+}
+
 std::string ReportJson(const PackingReport& r) {
   nlohmann::ordered_json j;
   j["algorithm"] = r.algorithm;

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/histogram.h"
+#include "data/packing/pack_index.h"
 #include "data/packing/plan.h"
 
 namespace pbert::data {
@@ -37,6 +38,17 @@ struct PackingRun {
 // plan places every sequence exactly once within the limits.
 absl::StatusOr<PackingRun> RunPacking(const std::string& name, const LengthHistogram& histogram,
                                       const PackingOptions& options);
+
+// Packs the sequences whose lengths are `lengths` (sequence i has length
+// lengths[i]) with algorithm `name`, then assigns them to rows (seeded by
+// options.seed): the pack index the loader reads, and the run that made it.
+struct PackedSequences {
+  PackingRun run;
+  PackIndex index;
+};
+absl::StatusOr<PackedSequences> PackLengths(const std::string& name,
+                                            absl::Span<const uint16_t> lengths,
+                                            const PackingOptions& options);
 
 // One JSON object on one line; the keys are documented in docs/packing.md.
 std::string ReportJson(const PackingReport& report);

@@ -14,41 +14,17 @@
 #include "data/hdf5.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
 
 namespace pbert::app {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-Result RunBinary(const std::string& arguments) {
-  // ctest runs tests in parallel processes: one stderr file per test.
-  std::string err_path =
-      std::filesystem::temp_directory_path() /
-      (std::string("pbert_cli_") + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-       ".stderr");
-  std::string command =
-      std::string(PBERT_BINARY) + " " + arguments + " 2>" + err_path + " </dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-  int status = pclose(pipe);
-  std::ifstream err_file(err_path);
-  std::stringstream err;
-  err << err_file.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
-}
+using testing::Result;
+using testing::RunBinary;
 
 std::string WriteConfig(const std::string& name, const std::string& text) {
-  std::string path = std::filesystem::temp_directory_path() / name;
-  std::ofstream(path) << text;
-  return path;
+  return testing::WriteFile(std::filesystem::temp_directory_path() / name, text);
 }
 
 TEST(CliTest, HelpListsCommands) {
@@ -62,10 +38,10 @@ TEST(CliTest, HelpListsCommands) {
 }
 
 TEST(CliTest, PlannedCommandSaysSoWithExitTwo) {
-  Result r = RunBinary("train --config x.yaml");
+  Result r = RunBinary("launch --nproc 2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "packed-bert train: not yet available in this version; see 'packed-bert --help'\n");
+            "packed-bert launch: not yet available in this version; see 'packed-bert --help'\n");
 }
 
 TEST(CliTest, ConfigTypoIsOneClearLine) {
@@ -129,7 +105,8 @@ TEST(CliTest, PackPrintsOneJsonObjectPerAlgorithm) {
 TEST(CliTest, ScoreOfPackedAndUnpackedDataAgree) {
   std::string data = std::filesystem::temp_directory_path() / "pbert_cli_score.hdf5";
   std::string weights = std::filesystem::temp_directory_path() / "pbert_cli_score.safetensors";
-  ASSERT_TRUE(data::WriteHdf5(data, testing::RandomInstances(60, 5, 40, 500, 3), 64, 40).ok());
+  ASSERT_TRUE(
+      data::WriteHdf5(data, pbert::testing::RandomInstances(60, 5, 40, 500, 3), 64, 40).ok());
   const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
                             "/configs/bert-tiny.yaml --set model.vocab_size=500"
                             " --set model.max_position_embeddings=64 --log-level warn";
@@ -156,7 +133,8 @@ TEST(CliTest, ScoreOfPackedAndUnpackedDataAgree) {
 TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
   std::string data = std::filesystem::temp_directory_path() / "pbert_cli_score2.hdf5";
   std::string weights = std::filesystem::temp_directory_path() / "pbert_cli_score2.safetensors";
-  ASSERT_TRUE(data::WriteHdf5(data, testing::RandomInstances(4, 5, 20, 500, 4), 32, 20).ok());
+  ASSERT_TRUE(
+      data::WriteHdf5(data, pbert::testing::RandomInstances(4, 5, 20, 500, 4), 32, 20).ok());
   const std::string config =
       std::string(" --config ") + PBERT_SOURCE_DIR + "/configs/bert-tiny.yaml";
   ASSERT_EQ(

@@ -63,7 +63,7 @@ TEST(CommunicatorTest, OneProcessIsTheIdentity) {
   ASSERT_TRUE(c.ok());
   auto w = torch::zeros({2}).set_requires_grad(true);
   w.mutable_grad() = torch::tensor({1.0f, 2.0f});
-  (*c)->AverageGradients({w});
+  (*c)->SumGradients({w});
   EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({1.0f, 2.0f})));
   EXPECT_EQ((*c)->Sum({1.5, 2.0}), (std::vector<double>{1.5, 2.0}));
   // Checked before any rendezvous, so it fails at once.
@@ -72,7 +72,7 @@ TEST(CommunicatorTest, OneProcessIsTheIdentity) {
 }
 
 // Runs inside the processes CommunicatorTest.TwoProcessesOverGloo starts.
-TEST(CommunicatorWorker, AverageAndSum) {
+TEST(CommunicatorWorker, SumAndBroadcast) {
   if (std::getenv("PBERT_DIST_WORKER") == nullptr) {
     GTEST_SKIP() << "runs only as a worker of CommunicatorTest.TwoProcessesOverGloo";
   }
@@ -83,12 +83,15 @@ TEST(CommunicatorWorker, AverageAndSum) {
   const float r = static_cast<float>(env->rank);
   auto a = torch::zeros({3}).set_requires_grad(true);
   auto b = torch::zeros({2, 2}).set_requires_grad(true);
-  a.mutable_grad() = torch::full({3}, r + 1);      // 1 and 2: mean 1.5
-  b.mutable_grad() = torch::full({2, 2}, 10 * r);  // 0 and 10: mean 5
-  (*c)->AverageGradients({a, b});
-  EXPECT_TRUE(torch::allclose(a.grad(), torch::full({3}, 1.5f)));
-  EXPECT_TRUE(torch::allclose(b.grad(), torch::full({2, 2}, 5.0f)));
+  a.mutable_grad() = torch::full({3}, r + 1);      // 1 and 2: sum 3
+  b.mutable_grad() = torch::full({2, 2}, 10 * r);  // 0 and 10: sum 10
+  (*c)->SumGradients({a, b});
+  EXPECT_TRUE(torch::equal(a.grad(), torch::full({3}, 3.0f)));
+  EXPECT_TRUE(torch::equal(b.grad(), torch::full({2, 2}, 10.0f)));
   EXPECT_EQ((*c)->Sum({r, 1.0}), (std::vector<double>{1.0, 2.0}));
+  auto w = torch::full({4}, 7 * r + 1);  // rank 0 holds 1s
+  (*c)->Broadcast({w});
+  EXPECT_TRUE(torch::equal(w, torch::ones({4})));
   (*c)->Barrier();
 }
 
@@ -119,7 +122,7 @@ TEST(CommunicatorTest, TwoProcessesOverGloo) {
     std::vector<char*> envp;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::string filter = "--gtest_filter=CommunicatorWorker.AverageAndSum";
+    std::string filter = "--gtest_filter=CommunicatorWorker.SumAndBroadcast";
     std::string self = "/proc/self/exe";
     char* argv[] = {self.data(), filter.data(), nullptr};
     pid_t pid;

@@ -76,12 +76,12 @@ TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
   EXPECT_EQ(alone_sums.nsp_sequences.item<double>(), instances.size());
   for (MlmLossMode mode : {MlmLossMode::kPerToken, MlmLossMode::kPerSequence}) {
     model->zero_grad();
-    auto alone_loss = PretrainingLoss(alone_sums, mode, TotalsOf(alone_sums));
+    auto alone_loss = PretrainingLoss(alone_sums, mode, TotalsOf(alone));
     alone_loss.backward({}, /*retain_graph=*/true);
     std::vector<at::Tensor> alone_grads;
     for (const auto& param : model->parameters()) alone_grads.push_back(param.grad().clone());
     model->zero_grad();
-    auto packed_loss = PretrainingLoss(packed_sums, mode, TotalsOf(packed_sums));
+    auto packed_loss = PretrainingLoss(packed_sums, mode, TotalsOf(packed));
     packed_loss.backward({}, /*retain_graph=*/true);
     EXPECT_NEAR(alone_loss.item<double>(), packed_loss.item<double>(),
                 1e-6 * std::abs(alone_loss.item<double>()));
@@ -161,7 +161,7 @@ TEST(GradientCheckTest, CentralDifferencesInDoubleMatchAutograd) {
   auto batch = *data::MakeBatch({{&instances[0], &instances[1]}, {&instances[2]}}, {16, 2, 0});
   auto loss_of = [&] {
     auto sums = ComputeSums(model(batch), batch);
-    return PretrainingLoss(sums, MlmLossMode::kPerSequence, TotalsOf(sums));
+    return PretrainingLoss(sums, MlmLossMode::kPerSequence, TotalsOf(batch));
   };
   model->zero_grad();
   loss_of().backward();

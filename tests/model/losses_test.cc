@@ -50,8 +50,8 @@ TEST(LossesTest, TheTwoModesDiffer) {
   Example e = MakeExample();
   PretrainingSums s = ComputeSums(e.logits, e.batch);
   const double l2 = std::log(2.0), l3 = std::log(3.0), l53 = std::log(5.0 / 3.0);
-  double per_token = PretrainingLoss(s, MlmLossMode::kPerToken, TotalsOf(s)).item<double>();
-  double per_sequence = PretrainingLoss(s, MlmLossMode::kPerSequence, TotalsOf(s)).item<double>();
+  double per_token = PretrainingLoss(s, MlmLossMode::kPerToken, TotalsOf(e.batch)).item<double>();
+  double per_sequence = PretrainingLoss(s, MlmLossMode::kPerSequence, TotalsOf(e.batch)).item<double>();
   EXPECT_NEAR(per_token, (l3 + l2 + l53) / 3 + l2, 1e-6);
   EXPECT_NEAR(per_sequence, ((l3 + l2) / 2 + l53) / 2 + l2, 1e-6);
   // Normalised by a step's totals (say 4 micro-batches like this one).

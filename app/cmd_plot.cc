@@ -1,0 +1,153 @@
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "app/commands.h"
+#include "common/atomic_file.h"
+#include "common/status.h"
+#include "common/svg_chart.h"
+#include "nlohmann/json.hpp"
+
+namespace pbert::app {
+namespace {
+
+using json = nlohmann::json;
+
+// The metrics.jsonl lines of one run, by kind ("train", "eval").
+struct RunMetrics {
+  std::vector<json> train, eval;
+};
+
+absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
+  const std::string path = run_dir + "/metrics.jsonl";
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(
+        path, " not found; give the run.output_dir of a packed-bert train run"));
+  }
+  RunMetrics m;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("kind")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": not a metrics line (one JSON object per line)"));
+    }
+    (j["kind"] == "eval" ? m.eval : m.train).push_back(std::move(j));
+  }
+  return m;
+}
+
+// One series per label: the runs sharing a label are averaged point by
+// point (the k-th line of each), with their min and max as a band.
+ChartSeries Series(const std::string& name, const std::vector<const std::vector<json>*>& runs,
+                   const char* x_key, const char* y_key, double x_scale = 1.0) {
+  ChartSeries s;
+  s.name = runs.size() > 1 ? absl::StrCat(name, " (", runs.size(), " runs)") : name;
+  size_t n = SIZE_MAX;
+  for (const auto* r : runs) n = std::min(n, r->size());
+  for (size_t k = 0; k < n; ++k) {
+    double x = 0, y = 0, lo = 1e300, hi = -1e300;
+    bool ok = true;
+    for (const auto* r : runs) {
+      const json& line = (*r)[k];
+      if (!line.contains(x_key) || !line.contains(y_key) || !line[y_key].is_number()) {
+        ok = false;
+        break;
+      }
+      double v = line[y_key].get<double>();
+      x += line[x_key].get<double>() * x_scale;
+      y += v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (!ok) continue;
+    s.points.push_back({x / runs.size(), y / runs.size()});
+    if (runs.size() > 1) {
+      s.low.push_back(lo);
+      s.high.push_back(hi);
+    }
+  }
+  return s;
+}
+
+absl::Status RunPlot(const Args& args) {
+  const auto& dirs = args.positional();
+  if (dirs.empty()) {
+    return absl::InvalidArgumentError("plot needs at least one RUN_DIR; see 'packed-bert plot --help'");
+  }
+  const auto& labels = args.GetAll("label");
+  if (!labels.empty() && labels.size() != dirs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("give one --label per RUN_DIR (", dirs.size(),
+                                                   " runs, ", labels.size(), " labels) or none"));
+  }
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<RunMetrics>> groups;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    std::string label =
+        labels.empty() ? std::filesystem::path(dirs[i]).lexically_normal().filename().string()
+                       : labels[i];
+    if (label.empty()) label = dirs[i];
+    ASSIGN_OR_RETURN(RunMetrics m, ReadMetrics(dirs[i]));
+    if (groups.count(label) == 0) order.push_back(label);
+    groups[label].push_back(std::move(m));
+  }
+  auto charts_of = [&](bool eval, const char* x_key, const char* y_key, double x_scale,
+                       const std::string& title, const std::string& x_label,
+                       const std::string& y_label) {
+    Chart c{title, x_label, y_label, {}};
+    for (const std::string& label : order) {
+      std::vector<const std::vector<json>*> runs;
+      for (const RunMetrics& m : groups[label]) runs.push_back(eval ? &m.eval : &m.train);
+      c.series.push_back(Series(label, runs, x_key, y_key, x_scale));
+    }
+    return c;
+  };
+  std::vector<Chart> curves = {
+      charts_of(true, "samples", "mlm_accuracy", 1.0, "eval MLM accuracy", "sequences seen",
+                "MLM accuracy"),
+      charts_of(true, "time", "mlm_accuracy", 1.0, "eval MLM accuracy", "training time (s)",
+                "MLM accuracy"),
+      charts_of(false, "samples", "loss", 1.0, "training loss", "sequences seen", "loss"),
+      charts_of(false, "time", "loss", 1.0, "training loss", "training time (s)", "loss"),
+  };
+  std::vector<Chart> throughput = {
+      charts_of(false, "step", "tokens_per_s", 1.0, "real tokens per second", "step", "tokens/s"),
+      charts_of(false, "step", "sequences_per_s", 1.0, "sequences per second", "step",
+                "sequences/s"),
+  };
+  const std::string out = args.Get("out", dirs[0]);
+  std::error_code error;
+  std::filesystem::create_directories(out, error);
+  const std::string curves_path = out + "/learning_curves.svg";
+  const std::string throughput_path = out + "/throughput.svg";
+  RETURN_IF_ERROR(WriteFileAtomically(curves_path, ChartsSvg("learning curves", curves, 2)));
+  RETURN_IF_ERROR(WriteFileAtomically(throughput_path, ChartsSvg("throughput", throughput, 2)));
+  std::cout << curves_path << "\n" << throughput_path << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command PlotCommand() {
+  Command command;
+  command.name = "plot";
+  command.summary = "draw learning curves and throughput of training runs as SVG";
+  command.usage = "plot RUN_DIR [RUN_DIR ...] [--label L ...] [--out DIR]";
+  command.details =
+      "Reads each run's metrics.jsonl and writes learning_curves.svg (eval MLM accuracy and\n"
+      "training loss against sequences seen and against time) and throughput.svg (real tokens\n"
+      "and sequences per second). Runs given the same --label are drawn as their mean with\n"
+      "their min-max spread shaded (e.g. seeds).";
+  command.flags = {
+      {"label", "L", "the name of the next RUN_DIR in the legend; may be repeated", true},
+      {"out", "DIR", "where to write the SVGs (default: the first RUN_DIR)"},
+  };
+  command.run = RunPlot;
+  return command;
+}
+
+}  // namespace pbert::app

@@ -1,0 +1,62 @@
+#include "common/append_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace pbert {
+
+absl::StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& path,
+                                                           uint64_t keep_bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path, " for writing"), errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoError(absl::StrCat("cannot stat ", path), err);
+  }
+  if (static_cast<uint64_t>(st.st_size) < keep_bytes) {
+    ::close(fd);
+    return absl::DataLossError(absl::StrCat(path, " has ", st.st_size, " bytes, the checkpoint ",
+                                            "counted ", keep_bytes, "; it was cut or replaced"));
+  }
+  if (::ftruncate(fd, static_cast<off_t>(keep_bytes)) != 0 ||
+      ::lseek(fd, static_cast<off_t>(keep_bytes), SEEK_SET) < 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoError(absl::StrCat("cannot cut ", path, " to ", keep_bytes, " bytes"), err);
+  }
+  return std::unique_ptr<AppendLog>(new AppendLog(path, fd, keep_bytes));
+}
+
+AppendLog::~AppendLog() { ::close(fd_); }
+
+absl::Status AppendLog::Append(absl::string_view line) {
+  std::string text = absl::StrCat(line, "\n");
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(absl::StrCat("cannot write ", path_), errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  bytes_ += text.size();
+  return absl::OkStatus();
+}
+
+absl::Status AppendLog::Sync() {
+  if (::fsync(fd_) != 0) return ErrnoError(absl::StrCat("cannot flush ", path_), errno);
+  return absl::OkStatus();
+}
+
+}  // namespace pbert

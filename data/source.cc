@@ -1,0 +1,100 @@
+#include "data/source.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "data/hdf5.h"
+#include "data/store.h"
+
+namespace pbert::data {
+
+namespace {
+
+// The first `size` sequences of another source.
+class PrefixSource : public SequenceSource {
+ public:
+  PrefixSource(std::shared_ptr<const SequenceSource> inner, uint64_t size)
+      : inner_(std::move(inner)), size_(size) {}
+  uint64_t size() const override { return size_; }
+  InstanceLimits limits() const override { return inner_->limits(); }
+  const std::string& name() const override { return inner_->name(); }
+  uint16_t Length(uint64_t index) const override { return inner_->Length(index); }
+  absl::Status Read(uint64_t index, Instance* out) const override {
+    if (index >= size_) {
+      return absl::OutOfRangeError(absl::StrCat(name(), ": sequence ", index, " beyond ", size_));
+    }
+    return inner_->Read(index, out);
+  }
+
+ private:
+  std::shared_ptr<const SequenceSource> inner_;
+  uint64_t size_;
+};
+
+}  // namespace
+
+std::vector<uint16_t> SequenceSource::Lengths() const {
+  std::vector<uint16_t> out(size());
+  for (uint64_t i = 0; i < out.size(); ++i) out[i] = Length(i);
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<MemorySource>> MemorySource::Create(std::string name,
+                                                                   std::vector<Instance> instances,
+                                                                   InstanceLimits limits) {
+  for (size_t i = 0; i < instances.size(); ++i) {
+    absl::Status valid = ValidateInstance(instances[i], limits);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": sequence ", i, ": ", valid.message()));
+    }
+  }
+  std::shared_ptr<MemorySource> source(new MemorySource());
+  source->name_ = std::move(name);
+  source->instances_ = std::move(instances);
+  source->limits_ = limits;
+  return source;
+}
+
+uint16_t MemorySource::Length(uint64_t index) const {
+  return static_cast<uint16_t>(instances_[index].length());
+}
+
+absl::Status MemorySource::Read(uint64_t index, Instance* out) const {
+  if (index >= instances_.size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat(name_, ": sequence ", index, " beyond its ", instances_.size()));
+  }
+  *out = instances_[index];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<SequenceSource>> OpenSequences(const std::string& path,
+                                                              uint32_t vocab_size, int64_t limit) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    ASSIGN_OR_RETURN(InstanceStore store, InstanceStore::Open(path));
+    auto shared = std::make_shared<InstanceStore>(std::move(store));
+    if (limit < 0 || static_cast<uint64_t>(limit) >= shared->size()) {
+      return std::shared_ptr<SequenceSource>(shared);
+    }
+    return std::shared_ptr<SequenceSource>(
+        std::make_shared<PrefixSource>(shared, static_cast<uint64_t>(limit)));
+  }
+  ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
+  const int64_t n = limit < 0 ? reader->size() : std::min<int64_t>(limit, reader->size());
+  std::vector<Instance> instances;
+  instances.reserve(n);
+  constexpr int64_t kChunk = 4096;
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    ASSIGN_OR_RETURN(auto chunk, reader->Read(begin, std::min(kChunk, n - begin)));
+    for (auto& in : chunk) instances.push_back(std::move(in));
+  }
+  InstanceLimits limits{vocab_size, static_cast<uint32_t>(reader->max_len()),
+                        static_cast<uint32_t>(reader->max_predictions())};
+  ASSIGN_OR_RETURN(auto source, MemorySource::Create(path, std::move(instances), limits));
+  return std::shared_ptr<SequenceSource>(std::move(source));
+}
+
+}  // namespace pbert::data

@@ -1,0 +1,164 @@
+#include "train/checkpoint.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "model/checkpoint.h"
+#include "train/fault.h"
+
+namespace pbert::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kPrefix[] = "step-";
+constexpr char kTempMarker[] = ".tmp-";
+
+// Complete checkpoint folders, oldest first.
+std::vector<std::string> Checkpoints(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || !absl::StartsWith(name, kPrefix) ||
+        absl::StrContains(name, kTempMarker)) {
+      continue;
+    }
+    if (fs::exists(entry.path() / "trainer_state.json")) out.push_back(entry.path().string());
+  }
+  std::sort(out.begin(), out.end());  // zero-padded step numbers sort in order
+  return out;
+}
+
+void RemoveStaleTemporaries(const std::string& root) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(root, error)) {
+    if (absl::StrContains(entry.path().filename().string(), kTempMarker)) {
+      fs::remove_all(entry.path(), error);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t step,
+                                           const torch::nn::Module& model,
+                                           const optim::Lamb& optimizer,
+                                           const nlohmann::json& state,
+                                           const std::string& config_yaml, int keep) {
+  const std::string root = run_dir + "/checkpoints";
+  std::error_code error;
+  fs::create_directories(root, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", root, ": ", error.message()));
+  }
+  RemoveStaleTemporaries(root);
+  const std::string name = absl::StrFormat("%s%08d", kPrefix, step);
+  const std::string final_dir = root + "/" + name;
+  std::string pattern = absl::StrCat(final_dir, kTempMarker, "XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return ErrnoError(absl::StrCat("cannot create a temporary folder in ", root), errno);
+  }
+  const std::string temp = pattern;
+  // Whatever fails below, the temporary folder goes.
+  struct Cleanup {
+    std::string path;
+    bool armed = true;
+    ~Cleanup() {
+      std::error_code ignored;
+      if (armed) fs::remove_all(path, ignored);
+    }
+  } cleanup{temp};
+
+  RETURN_IF_ERROR(model::SaveSafetensors(model, temp + "/model.safetensors",
+                                         {{"format", "pt"}, {"step", std::to_string(step)}}));
+  FaultPoint("checkpoint-write", step);
+  std::ostringstream optimizer_bytes;
+  try {
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    archive.save_to(optimizer_bytes);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise the optimizer state: ", e.what()));
+  }
+  RETURN_IF_ERROR(WriteFileAtomically(temp + "/optimizer.pt", optimizer_bytes.str()));
+  RETURN_IF_ERROR(WriteFileAtomically(temp + "/config.yaml", config_yaml));
+  RETURN_IF_ERROR(WriteFileAtomically(temp + "/trainer_state.json", state.dump(2) + "\n"));
+  RETURN_IF_ERROR(SyncPath(temp));
+  // A checkpoint of the same step from an earlier attempt is replaced; it is
+  // moved aside first so that one of the two is complete at every moment.
+  const std::string old = absl::StrCat(final_dir, kTempMarker, "old");
+  if (fs::exists(final_dir)) {
+    fs::rename(final_dir, old, error);
+    if (error) return absl::InternalError(absl::StrCat("cannot replace ", final_dir, ": ", error.message()));
+  }
+  fs::rename(temp, final_dir, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", temp, " to ", final_dir, ": ", error.message()));
+  }
+  cleanup.armed = false;
+  fs::remove_all(old, error);
+  RETURN_IF_ERROR(SyncPath(root));
+
+  if (keep > 0) {
+    std::vector<std::string> all = Checkpoints(root);
+    for (size_t i = 0; i + keep < all.size(); ++i) {
+      fs::remove_all(all[i], error);
+      logging::Get("checkpoint")->debug("removed {}", all[i]);
+    }
+  }
+  return final_dir;
+}
+
+std::string LatestCheckpoint(const std::string& run_dir) {
+  const std::string root = run_dir + "/checkpoints";
+  RemoveStaleTemporaries(root);
+  std::vector<std::string> all = Checkpoints(root);
+  return all.empty() ? "" : all.back();
+}
+
+absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
+  CheckpointInfo info;
+  info.dir = dir;
+  if (!fs::is_directory(dir)) {
+    return absl::NotFoundError(absl::StrCat(
+        "checkpoint folder '", dir, "' not found; give a RUN_DIR/checkpoints/step-N folder or auto"));
+  }
+  ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/trainer_state.json"));
+  try {
+    info.state = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(
+        absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
+  }
+  ASSIGN_OR_RETURN(info.config_yaml, ReadFile(dir + "/config.yaml"));
+  return info;
+}
+
+absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
+                                   optim::Lamb& optimizer) {
+  RETURN_IF_ERROR(model::LoadSafetensors(model, dir + "/model.safetensors"));
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(dir + "/optimizer.pt");
+    optimizer.load(archive);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(dir, "/optimizer.pt cannot be read: ",
+                                            std::string(e.what()).substr(0, 200)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pbert::train

@@ -1,0 +1,48 @@
+#include "train/evaluator.h"
+
+#include <torch/torch.h>
+
+#include "common/status.h"
+
+namespace pbert::train {
+
+Evaluator::Evaluator(std::shared_ptr<const data::SequenceSource> source,
+                     std::shared_ptr<const data::PackIndex> index, data::LoaderOptions options,
+                     model::Precision precision)
+    : source_(std::move(source)),
+      index_(std::move(index)),
+      options_(options),
+      precision_(precision) {
+  options_.single_pass = true;
+  options_.shuffle = false;
+  options_.batches_per_step = 1;
+}
+
+absl::StatusOr<PretrainingMetrics> Evaluator::Run(
+    model::BertForPreTraining& model, dist::Communicator& communicator,
+    const std::function<void(uint64_t)>& progress) const {
+  ASSIGN_OR_RETURN(auto loader, data::Loader::Create(source_, index_, options_));
+  const bool was_training = model->is_training();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const c10::DeviceType device = model->parameters().front().device().type();
+  PretrainingMetrics metrics;
+  for (uint64_t step = 0, steps = loader->StepsPerPass(); step < steps; ++step) {
+    ASSIGN_OR_RETURN(data::StepBatches batches, loader->Next());
+    for (const auto& batch : batches.batches) {
+      model::PretrainingLogits logits;
+      {
+        model::AutocastGuard autocast(precision_, device);
+        logits = model(batch);
+      }
+      metrics.Add(model::ComputeSums(logits, batch));
+      if (progress) progress(static_cast<uint64_t>(batch.rows()));
+    }
+    metrics.tokens += static_cast<double>(batches.tokens);
+    metrics.rows += static_cast<double>(batches.rows);
+  }
+  if (was_training) model->train();
+  return PretrainingMetrics::FromVector(communicator.Sum(metrics.ToVector()));
+}
+
+}  // namespace pbert::train

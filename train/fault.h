@@ -1,0 +1,16 @@
+// Failure points for recovery tests: with PBERT_FAULT=POINT:STEP[:RANK[:SIG]]
+// in the environment, the process sends itself signal SIG (KILL by default;
+// TERM or INT) when it reaches POINT at optimizer step STEP on rank RANK (0
+// by default), so that tests can check what a crash or a stop request at
+// that moment leaves behind. Points: "after-step" (a step has been applied,
+// nothing saved yet) and "checkpoint-write" (a checkpoint's files are half
+// written). Unset, it costs one comparison. docs/training.md lists them.
+#pragma once
+
+#include <cstdint>
+
+namespace pbert::train {
+
+void FaultPoint(const char* point, int64_t step, int rank = 0);
+
+}  // namespace pbert::train

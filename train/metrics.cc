@@ -1,0 +1,51 @@
+#include "train/metrics.h"
+
+#include <ATen/ATen.h>
+
+namespace pbert::train {
+
+void PretrainingMetrics::Add(const model::PretrainingSums& s) {
+  // One copy to the host for all eight, not eight.
+  at::Tensor all = at::stack({s.mlm_loss.detach().to(at::kDouble), s.mlm_sequence_loss.detach().to(at::kDouble),
+                              s.mlm_tokens, s.mlm_sequences, s.mlm_correct,
+                              s.nsp_loss.detach().to(at::kDouble), s.nsp_sequences, s.nsp_correct})
+                       .to(at::kCPU);
+  auto v = all.accessor<double, 1>();
+  mlm_loss += v[0];
+  mlm_sequence_loss += v[1];
+  mlm_tokens += v[2];
+  mlm_sequences += v[3];
+  mlm_correct += v[4];
+  nsp_loss += v[5];
+  nsp_sequences += v[6];
+  nsp_correct += v[7];
+}
+
+void PretrainingMetrics::Add(const PretrainingMetrics& o) {
+  std::vector<double> mine = ToVector(), theirs = o.ToVector();
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] += theirs[i];
+  *this = FromVector(mine);
+}
+
+std::vector<double> PretrainingMetrics::ToVector() const {
+  return {loss,          mlm_loss, mlm_sequence_loss, mlm_tokens,  mlm_sequences, mlm_correct,
+          nsp_loss,      nsp_sequences, nsp_correct,  tokens,      rows};
+}
+
+PretrainingMetrics PretrainingMetrics::FromVector(const std::vector<double>& v) {
+  PretrainingMetrics m;
+  m.loss = v[0];
+  m.mlm_loss = v[1];
+  m.mlm_sequence_loss = v[2];
+  m.mlm_tokens = v[3];
+  m.mlm_sequences = v[4];
+  m.mlm_correct = v[5];
+  m.nsp_loss = v[6];
+  m.nsp_sequences = v[7];
+  m.nsp_correct = v[8];
+  m.tokens = v[9];
+  m.rows = v[10];
+  return m;
+}
+
+}  // namespace pbert::train

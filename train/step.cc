@@ -1,0 +1,64 @@
+#include "train/step.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace pbert::train {
+
+absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::Lamb& optimizer,
+                                     dist::Communicator& communicator,
+                                     const std::vector<data::PackedBatch>& batches, double lr,
+                                     const StepOptions& options, model::LossScaler* scaler) {
+  model->train();
+  std::vector<at::Tensor> parameters = model->parameters();
+  // Totals first, from the tensors alone: no graph is kept waiting for them.
+  model::StepTotals local;
+  for (const auto& batch : batches) local += model::TotalsOf(batch);
+  std::vector<double> summed =
+      communicator.Sum({local.mlm_tokens, local.mlm_sequences, local.nsp_sequences});
+  const model::StepTotals totals{summed[0], summed[1], summed[2]};
+
+  optimizer.zero_grad();
+  PretrainingMetrics metrics;
+  const c10::DeviceType device = parameters.front().device().type();
+  for (const auto& batch : batches) {
+    model::PretrainingLogits logits;
+    {
+      model::AutocastGuard autocast(options.precision, device);
+      logits = model(batch);
+    }
+    model::PretrainingSums sums = model::ComputeSums(logits, batch);
+    at::Tensor loss = model::PretrainingLoss(sums, options.mlm_loss, totals);
+    (scaler != nullptr ? scaler->Scale(loss) : loss).backward();
+    metrics.Add(sums);
+    metrics.loss += loss.item<double>();
+    metrics.tokens += batch.sequence_ids.gt(0).sum().item<double>();
+    metrics.rows += static_cast<double>(batch.rows());
+  }
+  communicator.SumGradients(parameters);
+  metrics = PretrainingMetrics::FromVector(communicator.Sum(metrics.ToVector()));
+
+  StepResult result;
+  result.metrics = metrics;
+  bool finite = std::isfinite(metrics.loss);
+  if (scaler != nullptr) {
+    const bool unscaled = scaler->Unscale(parameters);
+    scaler->Update(unscaled);
+    finite = finite && unscaled;
+  }
+  result.grad_norm = optim::ClipGradNorm(parameters, options.max_grad_norm);
+  finite = finite && std::isfinite(result.grad_norm);
+  if (!finite) {
+    optimizer.zero_grad();
+    return result;
+  }
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+  optimizer.step();
+  result.applied = true;
+  return result;
+}
+
+}  // namespace pbert::train

@@ -1,0 +1,41 @@
+// One optimizer step of data-parallel pretraining: the step's totals from
+// the batch tensors (summed over micro-batches and ranks) before any forward
+// pass; forward and backward of each micro-batch at once, its loss divided by
+// those totals; gradients summed over ranks; global clipping; LAMB at the
+// schedule's rate. A step whose loss or gradients are not finite is skipped.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/batch.h"
+#include "dist/communicator.h"
+#include "model/bert.h"
+#include "model/losses.h"
+#include "model/precision.h"
+#include "optim/lamb.h"
+#include "train/metrics.h"
+
+namespace pbert::train {
+
+struct StepOptions {
+  model::MlmLossMode mlm_loss = model::MlmLossMode::kPerToken;
+  model::Precision precision = model::Precision::kFp32;
+  double max_grad_norm = 1.0;  // 0: no clipping
+};
+
+struct StepResult {
+  PretrainingMetrics metrics;  // summed over ranks
+  double grad_norm = 0;        // before clipping
+  bool applied = false;        // false: skipped, the loss or a gradient was not finite
+};
+
+// Runs one step over this rank's `batches` (any number, also none) at rate
+// `lr`. Every rank must call it the same number of times.
+absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::Lamb& optimizer,
+                                     dist::Communicator& communicator,
+                                     const std::vector<data::PackedBatch>& batches, double lr,
+                                     const StepOptions& options,
+                                     model::LossScaler* scaler = nullptr);
+
+}  // namespace pbert::train
