@@ -1,7 +1,9 @@
 #include "app/cli.h"
 
 #include <cstdio>
+#include <exception>
 #include <iostream>
+#include <new>
 
 #include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
@@ -162,7 +164,23 @@ int CommandLine::Run(int argc, char** argv) const {
     return 2;
   }
   absl::StatusOr<Args> args = Parse(*command, rest);
-  absl::Status status = args.ok() ? command->run(*args) : args.status();
+  absl::Status status;
+  try {
+    status = args.ok() ? command->run(*args) : args.status();
+  } catch (const std::bad_alloc&) {
+    status = absl::ResourceExhaustedError(
+        "out of memory; use smaller batches (train.micro_batch_rows) or a smaller model");
+  } catch (const std::exception& e) {
+    // LibTorch (c10::Error), HDF5 and the standard library report by
+    // exception; the first line of the message is the one that says what.
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    status = absl::InternalError(absl::StrCat("unexpected failure: ", what,
+                                              " (please report it with the command line)"));
+  } catch (...) {
+    status = absl::InternalError(
+        "unexpected failure of an unknown kind (please report it with the command line)");
+  }
   if (!status.ok()) {
     std::cerr << "packed-bert " << name << ": error: " << status.message() << "\n";
     return ExitCodeFor(status);

@@ -37,7 +37,8 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
 
   auto zeros = [](int64_t a, int64_t b) { return at::zeros({a, b}, at::kLong); };
   PackedBatch batch{zeros(B, S), zeros(B, S), zeros(B, S), zeros(B, S), zeros(B, M),
-                    zeros(B, M), zeros(B, M), zeros(B, D), zeros(B, D), zeros(B, D)};
+                    zeros(B, M), zeros(B, M), zeros(B, D), zeros(B, D), zeros(B, D), {}};
+  std::vector<int64_t> used;
   auto ids = batch.input_ids.accessor<int64_t, 2>();
   auto pos = batch.position_ids.accessor<int64_t, 2>();
   auto seg = batch.token_type_ids.accessor<int64_t, 2>();
@@ -60,6 +61,7 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
         sid[b][offset + i] = sequence;
       }
       for (size_t m = 0; m < in.masked_positions.size(); ++m, ++slot) {
+        used.push_back(b * M + slot);
         mpos[b][slot] = offset + in.masked_positions[m];
         mlab[b][slot] = in.masked_ids[m];
         mseq[b][slot] = sequence;
@@ -70,6 +72,7 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
       offset += in.length();
     }
   }
+  batch.mlm_used = at::tensor(used, at::kLong);
   return batch;
 }
 

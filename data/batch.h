@@ -22,6 +22,9 @@ struct PackedBatch {
   at::Tensor cls_positions;   // [B,D] where each sequence's [CLS] is
   at::Tensor nsp_labels;      // [B,D] its next-sentence label
   at::Tensor nsp_valid;       // [B,D] 1 where the slot holds a sequence
+  // [K] the MLM slots that hold a masked token, as indices into the
+  // flattened [B*M] slots, in order: the MLM head runs on these K only.
+  at::Tensor mlm_used;
 
   int64_t rows() const { return input_ids.size(0); }
 };

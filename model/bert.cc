@@ -250,16 +250,19 @@ PretrainingLogits BertForPreTrainingImpl::forward(const data::PackedBatch& batch
           : BlockDiagonalMask(batch.sequence_ids,
                               bert->embeddings->word_embeddings->weight.scalar_type());
   at::Tensor hidden = bert(batch, mask);  // [B,S,H]
-  const int64_t H = options.hidden_size();
-  auto gather = [&](const at::Tensor& positions) {  // [B,K] -> [B,K,H]
-    return hidden.gather(1, positions.unsqueeze(-1).expand({-1, -1, H}));
-  };
-  // The heads run only where they are needed: the masked tokens, and the
-  // [CLS] of every sequence slot.
+  const int64_t S = hidden.size(1), H = options.hidden_size();
+  const int64_t M = batch.mlm_positions.size(1);
+  // The heads run only where they are needed: the masked tokens (not the
+  // unused MLM slots: the decoder over the vocabulary is the costliest
+  // matmul of a small model), and the [CLS] of every sequence slot.
+  at::Tensor row = batch.mlm_used.div(M, "floor");
+  at::Tensor token = row * S + batch.mlm_positions.reshape({-1}).index_select(0, batch.mlm_used);
   PretrainingLogits logits;
-  logits.mlm =
-      cls->predictions(gather(batch.mlm_positions), bert->embeddings->word_embeddings->weight);
-  logits.nsp = cls->seq_relationship(bert->pooler(gather(batch.cls_positions)));
+  logits.mlm = cls->predictions(hidden.reshape({-1, H}).index_select(0, token),
+                                bert->embeddings->word_embeddings->weight);
+  auto cls_hidden =
+      hidden.gather(1, batch.cls_positions.unsqueeze(-1).expand({-1, -1, H}));  // [B,D,H]
+  logits.nsp = cls->seq_relationship(bert->pooler(cls_hidden));
   return logits;
 }
 

@@ -208,7 +208,7 @@ class BertPreTrainingHeadsImpl : public torch::nn::Cloneable<BertPreTrainingHead
 TORCH_MODULE(BertPreTrainingHeads);
 
 struct PretrainingLogits {
-  at::Tensor mlm;  // [B,M,V] at the batch's mlm_positions
+  at::Tensor mlm;  // [K,V] at the batch's used MLM slots (batch.mlm_used), in order
   at::Tensor nsp;  // [B,D,2] for each sequence slot
 };
 

@@ -39,65 +39,55 @@ at::Tensor AtLeastFloat(const at::Tensor& t) {
 
 namespace {
 
-// Cross-entropy of `logits` [B,K,C] against `labels` [B,K] where `used`
-// [B,K] is 1, and 0 elsewhere: per-slot losses [B,K], and the count of
-// slots predicted right.
-struct SlotLosses {
-  at::Tensor loss;
-  at::Tensor correct;
-};
+namespace F = torch::nn::functional;
 
-SlotLosses MaskedCrossEntropy(const at::Tensor& logits, const at::Tensor& labels,
-                              const at::Tensor& used) {
-  namespace F = torch::nn::functional;
-  const int64_t B = labels.size(0), K = labels.size(1);
-  auto loss = F::cross_entropy(logits.reshape({B * K, -1}), labels.reshape({B * K}),
-                               F::CrossEntropyFuncOptions().reduction(torch::kNone))
-                  .reshape({B, K}) *
-              used;
-  auto correct = ((logits.argmax(-1) == labels).to(used.scalar_type()) * used).sum();
-  return {loss, correct.to(torch::kDouble)};
+// The sequence slot (row * D + sequence - 1) of each used MLM slot: [K].
+at::Tensor MlmOwners(const data::PackedBatch& batch) {
+  const int64_t D = batch.cls_positions.size(1), M = batch.mlm_positions.size(1);
+  at::Tensor sequence = batch.mlm_sequence.reshape({-1}).index_select(0, batch.mlm_used);
+  return batch.mlm_used.div(M, "floor") * D + sequence - 1;
 }
 
 }  // namespace
 
 PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedBatch& batch) {
-  const int64_t D = batch.cls_positions.size(1);
-  auto mlm_logits = AtLeastFloat(logits.mlm);
+  const int64_t slots = batch.cls_positions.numel();  // B * D
+  auto mlm_logits = AtLeastFloat(logits.mlm);         // [K,V]
   auto real = mlm_logits.scalar_type();
   PretrainingSums s;
 
-  auto used = (batch.mlm_sequence > 0).to(real);  // [B,M]
-  SlotLosses mlm = MaskedCrossEntropy(mlm_logits, batch.mlm_labels, used);
-  s.mlm_loss = mlm.loss.sum();
-  s.mlm_tokens = used.sum().to(torch::kDouble);
-  s.mlm_correct = mlm.correct;
-  // Which sequence slot each MLM slot belongs to, one-hot: [B,M,D]. Slot 0
-  // (unused) is dropped, so unused MLM slots count nowhere.
-  auto owner = torch::nn::functional::one_hot(batch.mlm_sequence, D + 1)
-                   .slice(/*dim=*/2, /*start=*/1)
-                   .to(real);
-  auto sequence_ce = torch::einsum("bm,bmd->bd", {mlm.loss, owner});  // [B,D]
-  auto sequence_tokens = owner.sum(1);                                // [B,D]
+  at::Tensor labels = batch.mlm_labels.reshape({-1}).index_select(0, batch.mlm_used);  // [K]
+  at::Tensor ce = F::cross_entropy(mlm_logits, labels,
+                                   F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  s.mlm_loss = ce.sum();
+  s.mlm_tokens = torch::scalar_tensor(static_cast<double>(labels.size(0)), torch::kDouble);
+  s.mlm_correct = (mlm_logits.argmax(-1) == labels).sum().to(torch::kDouble);
+  // Token losses summed per sequence slot, without a loop over sequences.
+  at::Tensor owners = MlmOwners(batch);
+  auto sequence_ce = torch::zeros({slots}, ce.options()).index_add(0, owners, ce);
+  auto sequence_tokens =
+      torch::zeros({slots}, ce.options()).index_add(0, owners, torch::ones_like(ce));
   auto has_tokens = (sequence_tokens > 0).to(real);
   s.mlm_sequence_loss = (sequence_ce / sequence_tokens.clamp_min(1.0) * has_tokens).sum();
   s.mlm_sequences = has_tokens.sum().to(torch::kDouble);
 
+  // NSP at every sequence slot, counted where the slot holds a sequence.
   auto valid = batch.nsp_valid.to(real);  // [B,D]
-  SlotLosses nsp = MaskedCrossEntropy(AtLeastFloat(logits.nsp), batch.nsp_labels, valid);
-  s.nsp_loss = nsp.loss.sum();
+  auto nsp_logits = AtLeastFloat(logits.nsp);
+  auto nsp_ce = F::cross_entropy(nsp_logits.reshape({slots, 2}), batch.nsp_labels.reshape({slots}),
+                                 F::CrossEntropyFuncOptions().reduction(torch::kNone))
+                    .reshape_as(valid);
+  s.nsp_loss = (nsp_ce * valid).sum();
   s.nsp_sequences = valid.sum().to(torch::kDouble);
-  s.nsp_correct = nsp.correct;
+  s.nsp_correct = ((nsp_logits.argmax(-1) == batch.nsp_labels).to(real) * valid).sum().to(torch::kDouble);
   return s;
 }
 
 StepTotals TotalsOf(const data::PackedBatch& batch) {
-  const int64_t D = batch.cls_positions.size(1);
-  // Masked tokens per sequence slot: [B,D].
-  auto per_sequence = torch::nn::functional::one_hot(batch.mlm_sequence, D + 1)
-                          .slice(/*dim=*/2, /*start=*/1)
-                          .sum(1);
-  return {(batch.mlm_sequence > 0).sum().item<double>(), (per_sequence > 0).sum().item<double>(),
+  const int64_t slots = batch.cls_positions.numel();
+  auto owned = torch::zeros({slots}, torch::kLong).index_add(0, MlmOwners(batch),
+                                                             torch::ones_like(batch.mlm_used));
+  return {static_cast<double>(batch.mlm_used.size(0)), (owned > 0).sum().item<double>(),
           batch.nsp_valid.sum().item<double>()};
 }
 

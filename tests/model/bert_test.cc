@@ -31,13 +31,13 @@ struct PerSequence {
 PerSequence Split(const PretrainingLogits& logits,
                   const std::vector<std::vector<const data::Instance*>>& rows) {
   PerSequence out;
+  int64_t used = 0;  // the MLM logits are those of the used slots, row after row
   for (size_t r = 0; r < rows.size(); ++r) {
-    int64_t slot = 0;
     for (size_t k = 0; k < rows[r].size(); ++k) {
       int64_t n = static_cast<int64_t>(rows[r][k]->masked_positions.size());
-      out.mlm.push_back(logits.mlm[r].slice(0, slot, slot + n));
+      out.mlm.push_back(logits.mlm.slice(0, used, used + n));
       out.nsp.push_back(logits.nsp[r][k]);
-      slot += n;
+      used += n;
     }
   }
   return out;

@@ -21,12 +21,14 @@ Example MakeExample() {
   Example e;
   e.batch.mlm_labels = torch::tensor({{2, 0, 1, 0}}, torch::kLong);
   e.batch.mlm_sequence = torch::tensor({{1, 1, 2, 0}}, torch::kLong);
+  e.batch.mlm_positions = torch::tensor({{1, 2, 6, 0}}, torch::kLong);
+  e.batch.mlm_used = torch::tensor({0, 1, 2}, torch::kLong);
   e.batch.cls_positions = torch::tensor({{0, 5, 0}}, torch::kLong);
   e.batch.nsp_labels = torch::tensor({{0, 1, 0}}, torch::kLong);
   e.batch.nsp_valid = torch::tensor({{1, 1, 0}}, torch::kLong);
-  // CE: ln 3 (wrong: argmax 0, label 2), ln 2 (right), ln 5/3 (right).
-  e.logits.mlm = torch::tensor(
-      {{{0.0, 0.0, 0.0}, {l2, 0.0, 0.0}, {0.0, l3, 0.0}, {9.0, -9.0, 3.0}}}, torch::kFloat);
+  // The three used slots' logits. CE: ln 3 (wrong: argmax 0, label 2),
+  // ln 2 (right), ln 5/3 (right).
+  e.logits.mlm = torch::tensor({{0.0, 0.0, 0.0}, {l2, 0.0, 0.0}, {0.0, l3, 0.0}}, torch::kFloat);
   // NSP: ln 2 each; the first right, the second wrong; the third unused.
   e.logits.nsp = torch::tensor({{{0.0, 0.0}, {0.0, 0.0}, {5.0, -5.0}}}, torch::kFloat);
   return e;
