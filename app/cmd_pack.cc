@@ -79,10 +79,13 @@ absl::Status RunPack(const Args& args) {
       log->info("plot written to {}", args.Get("plot"));
     }
     if (store) {
+      RETURN_IF_ERROR(CreateOutputDir(config));
       // Its rows become the pack index the loader reads.
       ASSIGN_OR_RETURN(data::PackIndex index,
                        data::AssignSequences(run.plan, store->Lengths(), options.seed));
-      std::string out = args.Get("out", config.run.output_dir + "/pack.pbpack");
+      std::string out = args.Get("out", config.data.pack_index.empty()
+                                            ? config.run.output_dir + "/pack.pbpack"
+                                            : config.data.pack_index);
       RETURN_IF_ERROR(index.Write(out, name));
       // The paper's optimizer adjustment for this packing factor; training
       // applies it to the optim section, which keeps the unpacked values.
@@ -132,7 +135,9 @@ Command PackCommand() {
       "Algorithms: none, greedy, ffd, spfhp, lpfhp, nnlshp, lp.";
   command.flags = {
       {"store", "DIR", "instance store to pack (data.store)"},
-      {"out", "FILE", "where to write the pack index (with --store)"},
+      {"out", "FILE",
+       "where to write the pack index (with --store; default data.pack_index, else "
+       "<run.output_dir>/pack.pbpack)"},
       {"histogram", "FILE", "length histogram to pack instead of a store (data.histogram)"},
       {"max-len", "S", "tokens per row (data.max_seq_len)"},
       {"algorithm", "A", "packing algorithm (packing.algorithm)"},

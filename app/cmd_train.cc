@@ -46,6 +46,7 @@ bool ResumeMayChange(const std::string& key) {
   static const char* const kSafe[] = {
       "run.threads",        "run.log_level",         "run.output_dir",
       "data.loader_threads", "data.prefetch_steps",   "data.histogram",
+      "data.pack_index",  // the rows themselves are checked by their checksum
       "train.checkpoint_every_steps", "train.keep_checkpoints", "train.log_every_steps",
       "train.max_samples",  "train.max_bad_steps",   "train.init_checkpoint"};
   for (const char* safe : kSafe) {
@@ -146,10 +147,7 @@ absl::Status RunTrain(const Args& args) {
         config.data.store, " holds sequences of up to ", store->info().max_len,
         " tokens; data.max_seq_len is ", config.data.max_seq_len, ": raise it"));
   }
-  if (rank0) {
-    std::error_code error;
-    std::filesystem::create_directories(run_dir, error);
-  }
+  if (rank0) RETURN_IF_ERROR(CreateOutputDir(config));
   ASSIGN_OR_RETURN(auto rows, TrainRows(config, *store, rank0 && resume.empty()));
   const double packing_factor =
       static_cast<double>(rows->sequences()) / static_cast<double>(rows->rows());

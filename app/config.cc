@@ -33,13 +33,18 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   return config;
 }
 
-absl::Status WriteEffectiveConfig(const ExperimentConfig& config, const std::string& effective) {
+absl::Status CreateOutputDir(const ExperimentConfig& config) {
   std::error_code error;
   std::filesystem::create_directories(config.run.output_dir, error);
   if (error) {
     return absl::PermissionDeniedError(absl::StrCat("cannot create run.output_dir '",
                                                     config.run.output_dir, "': ", error.message()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status WriteEffectiveConfig(const ExperimentConfig& config, const std::string& effective) {
+  RETURN_IF_ERROR(CreateOutputDir(config));
   std::string text = config::Dump(config);
   if (!effective.empty()) absl::StrAppend(&text, "\n# effective: ", effective, "\n");
   return WriteFileAtomically(config.run.output_dir + "/config.yaml", text);

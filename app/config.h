@@ -133,6 +133,7 @@ struct ModelConfig {
   double initializer_range = 0.02;
   std::string mlm_loss = "per_token";
   std::string precision = "fp32";
+  std::string attention = "dense";
 
   template <class V>
   void Visit(V& v) {
@@ -156,6 +157,11 @@ struct ModelConfig {
     v.Field("mlm_loss", &mlm_loss,
             "per_token (canonical BERT) or per_sequence (mean over sequences, paper 3.2.3)",
             config::OneOf(model::MlmLossModeNames()));
+    v.Field("attention", &attention,
+            absl::StrCat(Choices(model::AttentionKindNames()),
+                         " (dense: block-diagonal mask; blocked: each sequence within its own "
+                         "block; the same results)"),
+            config::OneOf(model::AttentionKindNames()));
     v.Field("precision", &precision,
             absl::StrCat(Choices(model::PrecisionNames()), " (autocast; fp16 on CUDA only)"),
             config::OneOf(model::PrecisionNames()));
@@ -321,6 +327,9 @@ struct FlagKey {
 // then sets up logging and the intra-op thread count from the result.
 absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                                             const std::vector<FlagKey>& shorthands = {});
+
+// Creates run.output_dir (and its parents) if missing.
+absl::Status CreateOutputDir(const ExperimentConfig& config);
 
 // Writes the effective config to `<run.output_dir>/config.yaml`.
 // `effective`: values derived from the config for this run (e.g. the

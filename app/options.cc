@@ -15,7 +15,9 @@ model::BertOptions ToBertOptions(const ModelConfig& c) {
       .type_vocab_size(c.type_vocab_size)
       .hidden_dropout(c.hidden_dropout)
       .attention_dropout(c.attention_dropout)
-      .initializer_range(c.initializer_range);
+      .initializer_range(c.initializer_range)
+      // The config accepts only the names the model knows.
+      .attention(*model::ParseAttentionKind(c.attention));
 }
 
 absl::StatusOr<optim::OptimizerHyperparameters> AdjustedOptimizer(const OptimConfig& c,

@@ -37,13 +37,6 @@ absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimit
   return absl::OkStatus();
 }
 
-at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype) {
-  auto same = sequence_ids.unsqueeze(2) == sequence_ids.unsqueeze(1);  // [B,S,S]
-  auto mask = torch::zeros(same.sizes(), sequence_ids.options().dtype(dtype));
-  mask.masked_fill_(same.logical_not(), -std::numeric_limits<double>::infinity());
-  return mask.unsqueeze(1);
-}
-
 BertEmbeddingsImpl::BertEmbeddingsImpl(const BertOptions& options) : options(options) { reset(); }
 
 void BertEmbeddingsImpl::reset() {
@@ -83,14 +76,10 @@ void BertSelfAttentionImpl::reset() {
   dropout = register_module("dropout", nn::Dropout(options.attention_dropout()));
 }
 
-at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& hidden, const at::Tensor& mask) {
-  const int64_t B = hidden.size(0), S = hidden.size(1);
-  const int64_t heads = options.num_heads(), head_dim = options.hidden_size() / heads;
-  auto split = [&](const at::Tensor& x) { return x.view({B, S, heads, head_dim}).transpose(1, 2); };
-  auto q = split(query(hidden)), k = split(key(hidden)), v = split(value(hidden));
-  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
-  auto probs = dropout(torch::softmax(scores + mask, -1));
-  return torch::matmul(probs, v).transpose(1, 2).reshape({B, S, options.hidden_size()});
+at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& hidden,
+                                          const AttentionLayout& layout) {
+  return Attend(query(hidden), key(hidden), value(hidden), options.num_heads(), layout,
+                [this](const at::Tensor& probs) { return dropout(probs); });
 }
 
 BertResidualOutputImpl::BertResidualOutputImpl(const BertOptions& options, int64_t in_features)
@@ -132,8 +121,8 @@ void BertAttentionImpl::reset() {
   output = register_module("output", BertResidualOutput(options, options.hidden_size()));
 }
 
-at::Tensor BertAttentionImpl::forward(const at::Tensor& hidden, const at::Tensor& mask) {
-  return output(self(hidden, mask), hidden);
+at::Tensor BertAttentionImpl::forward(const at::Tensor& hidden, const AttentionLayout& layout) {
+  return output(self(hidden, layout), hidden);
 }
 
 BertLayerImpl::BertLayerImpl(const BertOptions& options) : options(options) { reset(); }
@@ -146,8 +135,8 @@ void BertLayerImpl::reset() {
   output = register_module("output", BertResidualOutput(options, options.intermediate_size()));
 }
 
-at::Tensor BertLayerImpl::forward(const at::Tensor& hidden, const at::Tensor& mask) {
-  auto attended = attention(hidden, mask);
+at::Tensor BertLayerImpl::forward(const at::Tensor& hidden, const AttentionLayout& layout) {
+  auto attended = attention(hidden, layout);
   return output(intermediate(attended), attended);
 }
 
@@ -158,8 +147,8 @@ void BertEncoderImpl::reset() {
   for (int64_t i = 0; i < options.num_layers(); ++i) layer->push_back(BertLayer(options));
 }
 
-at::Tensor BertEncoderImpl::forward(at::Tensor hidden, const at::Tensor& mask) {
-  for (const auto& module : *layer) hidden = module->as<BertLayer>()->forward(hidden, mask);
+at::Tensor BertEncoderImpl::forward(at::Tensor hidden, const AttentionLayout& layout) {
+  for (const auto& module : *layer) hidden = module->as<BertLayer>()->forward(hidden, layout);
   return hidden;
 }
 
@@ -173,8 +162,8 @@ void BertModelImpl::reset() {
                                                     BertDenseActivationImpl::Activation::kTanh));
 }
 
-at::Tensor BertModelImpl::forward(const data::PackedBatch& batch, const at::Tensor& mask) {
-  return encoder(embeddings(batch.input_ids, batch.position_ids, batch.token_type_ids), mask);
+at::Tensor BertModelImpl::forward(const data::PackedBatch& batch, const AttentionLayout& layout) {
+  return encoder(embeddings(batch.input_ids, batch.position_ids, batch.token_type_ids), layout);
 }
 
 BertPredictionTransformImpl::BertPredictionTransformImpl(const BertOptions& options)
@@ -244,12 +233,16 @@ void BertForPreTrainingImpl::InitWeights() {
 
 PretrainingLogits BertForPreTrainingImpl::forward(const data::PackedBatch& batch,
                                                   const at::Tensor& attention_mask) {
-  at::Tensor mask =
-      attention_mask.defined()
-          ? attention_mask
-          : BlockDiagonalMask(batch.sequence_ids,
-                              bert->embeddings->word_embeddings->weight.scalar_type());
-  at::Tensor hidden = bert(batch, mask);  // [B,S,H]
+  const at::ScalarType dtype = bert->embeddings->word_embeddings->weight.scalar_type();
+  AttentionLayout layout;
+  if (attention_mask.defined()) {
+    layout.mask = attention_mask;
+  } else if (options.attention() == AttentionKind::kBlocked) {
+    layout = BlockedLayout(batch.sequence_ids, dtype);
+  } else {
+    layout = DenseLayout(batch.sequence_ids, dtype);
+  }
+  at::Tensor hidden = bert(batch, layout);  // [B,S,H]
   const int64_t S = hidden.size(1), H = options.hidden_size();
   const int64_t M = batch.mlm_positions.size(1);
   // The heads run only where they are needed: the masked tokens (not the

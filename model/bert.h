@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "data/batch.h"
 #include "data/instance.h"
+#include "model/attention.h"
 
 namespace pbert::model {
 
@@ -44,6 +45,9 @@ struct BertOptions {
   TORCH_ARG(double, layer_norm_eps) = 1e-12;
   /// Standard deviation of the normal initialisation.
   TORCH_ARG(double, initializer_range) = 0.02;
+  /// How attention skips other sequences of a row: mask them (dense) or
+  /// never compute them (blocked); the results are the same.
+  TORCH_ARG(AttentionKind, attention) = AttentionKind::kDense;
 };
 
 // OK iff data within `limits` fits a model of `options`: token ids below
@@ -51,11 +55,6 @@ struct BertOptions {
 // the data in the error.
 absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimits& limits,
                            const std::string& what);
-
-// The additive attention mask for `sequence_ids` [B,S]: 0 where token i may
-// attend token j (same sequence id), -inf elsewhere; shape [B,1,S,S].
-// Padding tokens (id 0) attend only padding, so no row is all -inf.
-at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype);
 
 // Every module below is named and nested as in Hugging Face's
 // BertForPreTraining, so named_parameters() yields its state-dict names.
@@ -80,8 +79,7 @@ class BertSelfAttentionImpl : public torch::nn::Cloneable<BertSelfAttentionImpl>
  public:
   explicit BertSelfAttentionImpl(const BertOptions& options);
   void reset() override;
-  // `mask`: additive, broadcastable to [B,heads,S,S].
-  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& mask);
+  at::Tensor forward(const at::Tensor& hidden, const AttentionLayout& layout);
 
   BertOptions options;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
@@ -122,7 +120,7 @@ class BertAttentionImpl : public torch::nn::Cloneable<BertAttentionImpl> {
  public:
   explicit BertAttentionImpl(const BertOptions& options);
   void reset() override;
-  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& mask);
+  at::Tensor forward(const at::Tensor& hidden, const AttentionLayout& layout);
 
   BertOptions options;
   BertSelfAttention self{nullptr};
@@ -135,7 +133,7 @@ class BertLayerImpl : public torch::nn::Cloneable<BertLayerImpl> {
  public:
   explicit BertLayerImpl(const BertOptions& options);
   void reset() override;
-  at::Tensor forward(const at::Tensor& hidden, const at::Tensor& mask);
+  at::Tensor forward(const at::Tensor& hidden, const AttentionLayout& layout);
 
   BertOptions options;
   BertAttention attention{nullptr};
@@ -148,7 +146,7 @@ class BertEncoderImpl : public torch::nn::Cloneable<BertEncoderImpl> {
  public:
   explicit BertEncoderImpl(const BertOptions& options);
   void reset() override;
-  at::Tensor forward(at::Tensor hidden, const at::Tensor& mask);
+  at::Tensor forward(at::Tensor hidden, const AttentionLayout& layout);
 
   BertOptions options;
   torch::nn::ModuleList layer{nullptr};
@@ -160,7 +158,7 @@ class BertModelImpl : public torch::nn::Cloneable<BertModelImpl> {
   explicit BertModelImpl(const BertOptions& options);
   void reset() override;
   // The final hidden states [B,S,H].
-  at::Tensor forward(const data::PackedBatch& batch, const at::Tensor& mask);
+  at::Tensor forward(const data::PackedBatch& batch, const AttentionLayout& layout);
 
   BertOptions options;
   BertEmbeddings embeddings{nullptr};
@@ -220,8 +218,9 @@ class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImp
   // normal(0, initializer_range), biases 0, LayerNorm 1 and 0.
   void InitWeights();
 
-  // `attention_mask` (additive, broadcastable to [B,heads,S,S]) defaults to
-  // BlockDiagonalMask(batch.sequence_ids).
+  // `attention_mask` (additive, broadcastable to [B,heads,S,S]) replaces the
+  // batch's own layout (benchmarks, ablations); by default attention follows
+  // options.attention (dense block-diagonal mask, or blocked).
   PretrainingLogits forward(const data::PackedBatch& batch, const at::Tensor& attention_mask = {});
 
   BertOptions options;

@@ -103,13 +103,15 @@ torch::Tensor Lamb::step(LossClosure closure) {
       }
       if (options.weight_decay() != 0) update.add_(p, options.weight_decay());
 
-      double ratio = 1.0;
       if (options.trust_ratio()) {
-        double w_norm = p.norm().item<double>();
-        double u_norm = update.norm().item<double>();
-        if (w_norm > 0 && u_norm > 0) ratio = w_norm / u_norm;
+        // The ratio stays a tensor: no host sync per parameter (on a GPU
+        // that would stall the stream once per tensor).
+        torch::Tensor w_norm = p.norm(), u_norm = update.norm();
+        torch::Tensor ratio = torch::where(w_norm.gt(0).logical_and(u_norm.gt(0)),
+                                           w_norm / u_norm, torch::ones_like(w_norm));
+        update.mul_(ratio);
       }
-      p.add_(update, -options.lr() * ratio);
+      p.add_(update, -options.lr());
     }
   }
   return loss;

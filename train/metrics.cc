@@ -4,12 +4,15 @@
 
 namespace pbert::train {
 
-void PretrainingMetrics::Add(const model::PretrainingSums& s) {
+at::Tensor PretrainingMetrics::SumsTensor(const model::PretrainingSums& s) {
+  auto d = [](const at::Tensor& t) { return t.detach().to(at::kDouble); };
+  return at::stack({d(s.mlm_loss), d(s.mlm_sequence_loss), d(s.mlm_tokens), d(s.mlm_sequences),
+                    d(s.mlm_correct), d(s.nsp_loss), d(s.nsp_sequences), d(s.nsp_correct)});
+}
+
+void PretrainingMetrics::AddSums(const at::Tensor& sums) {
   // One copy to the host for all eight, not eight.
-  at::Tensor all = at::stack({s.mlm_loss.detach().to(at::kDouble), s.mlm_sequence_loss.detach().to(at::kDouble),
-                              s.mlm_tokens, s.mlm_sequences, s.mlm_correct,
-                              s.nsp_loss.detach().to(at::kDouble), s.nsp_sequences, s.nsp_correct})
-                       .to(at::kCPU);
+  at::Tensor all = sums.to(at::kCPU);
   auto v = all.accessor<double, 1>();
   mlm_loss += v[0];
   mlm_sequence_loss += v[1];

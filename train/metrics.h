@@ -23,7 +23,12 @@ struct PretrainingMetrics {
   double rows = 0;    // rows of max_len tokens (real + padding)
 
   // Adds one micro-batch's sums (detached, as doubles).
-  void Add(const model::PretrainingSums& sums);
+  void Add(const model::PretrainingSums& sums) { AddSums(SumsTensor(sums)); }
+  // The eight sums of a micro-batch as one [8] double tensor on its device,
+  // without a host sync; tensors of several micro-batches can be added up
+  // there and read once with AddSums.
+  static at::Tensor SumsTensor(const model::PretrainingSums& sums);
+  void AddSums(const at::Tensor& sums);
   // Adds a whole other set (e.g. another rank's, or the next micro-batch's).
   void Add(const PretrainingMetrics& other);
 

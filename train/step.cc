@@ -24,6 +24,8 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
   optimizer.zero_grad();
   PretrainingMetrics metrics;
   const c10::DeviceType device = parameters.front().device().type();
+  // The step's sums stay on the device until the end: one host copy a step.
+  at::Tensor sums_total;
   for (const auto& batch : batches) {
     model::PretrainingLogits logits;
     {
@@ -33,10 +35,17 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
     model::PretrainingSums sums = model::ComputeSums(logits, batch);
     at::Tensor loss = model::PretrainingLoss(sums, options.mlm_loss, totals);
     (scaler != nullptr ? scaler->Scale(loss) : loss).backward();
-    metrics.Add(sums);
-    metrics.loss += loss.item<double>();
-    metrics.tokens += batch.sequence_ids.gt(0).sum().item<double>();
+    at::Tensor stats = at::cat({PretrainingMetrics::SumsTensor(sums),
+                                loss.detach().to(at::kDouble).reshape({1}),
+                                batch.sequence_ids.gt(0).sum().to(at::kDouble).reshape({1})});
+    sums_total = sums_total.defined() ? sums_total + stats : stats;
     metrics.rows += static_cast<double>(batch.rows());
+  }
+  if (sums_total.defined()) {
+    at::Tensor host = sums_total.to(at::kCPU);
+    metrics.AddSums(host.slice(0, 0, 8));
+    metrics.loss = host[8].item<double>();
+    metrics.tokens = host[9].item<double>();
   }
   communicator.SumGradients(parameters);
   metrics = PretrainingMetrics::FromVector(communicator.Sum(metrics.ToVector()));

@@ -72,6 +72,7 @@ struct TrainerState {
   double train_seconds = 0;
   uint64_t block_start_samples = 0;
   int64_t run_start_ms = 0;
+  double run_seconds = 0;  // MLLOG run_start to run_stop, once stopped
   uint64_t mllog_bytes = 0;
   uint64_t metrics_bytes = 0;
   std::string cpu_rng;
@@ -96,6 +97,7 @@ struct TrainerState {
                 {"train_seconds", train_seconds},
                 {"block_start_samples", block_start_samples},
                 {"run_start_ms", run_start_ms},
+                {"run_seconds", run_seconds},
                 {"mllog_bytes", mllog_bytes},
                 {"metrics_bytes", metrics_bytes},
                 {"cpu_rng", cpu_rng},
@@ -127,6 +129,7 @@ struct TrainerState {
       s.train_seconds = j.at("train_seconds").get<double>();
       s.block_start_samples = j.at("block_start_samples").get<uint64_t>();
       s.run_start_ms = j.at("run_start_ms").get<int64_t>();
+      s.run_seconds = j.at("run_seconds").get<double>();
       s.mllog_bytes = j.at("mllog_bytes").get<uint64_t>();
       s.metrics_bytes = j.at("metrics_bytes").get<uint64_t>();
       s.cpu_rng = j.at("cpu_rng").get<std::string>();
@@ -399,6 +402,7 @@ absl::Status Loop::SaveCheckpoint() {
 
 absl::Status Loop::Stop(const std::string& status) {
   state_.status = status;
+  state_.run_seconds = static_cast<double>(NowMs() - state_.run_start_ms) / 1000.0;
   RETURN_IF_ERROR(mllog_->End("run_stop", nullptr, {{"status", status}, {"epoch_num", state_.samples}}));
   checkpointed_step_ = -1;  // the final state differs from an earlier save of this step
   return SaveCheckpoint();
@@ -415,6 +419,7 @@ TrainResult Loop::Result(const std::string& status) const {
   r.evaluations = state_.evaluations;
   r.skipped_steps = state_.skipped_steps;
   r.train_seconds = state_.train_seconds;
+  r.run_seconds = state_.run_seconds;
   r.checkpoint = last_checkpoint_;
   return r;
 }
@@ -504,9 +509,7 @@ absl::StatusOr<TrainResult> Loop::Run() {
       const std::string status = state_.samples_to_target > 0 ? "success" : "aborted";
       RETURN_IF_ERROR(Stop(status));
       progress.Finish();
-      TrainResult r = Result(status);
-      r.run_seconds = static_cast<double>(NowMs() - state_.run_start_ms) / 1000.0;
-      return r;
+      return Result(status);
     }
     if (evaluated) {
       state_.block_start_samples = state_.samples;

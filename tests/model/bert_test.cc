@@ -47,12 +47,21 @@ double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
   return a.numel() == 0 ? 0.0 : (a - b).abs().max().item<double>();
 }
 
-class EquivalenceTest : public ::testing::TestWithParam<int> {};
+// Packed rows (depth 1..8, attention dense or blocked) against every
+// sequence alone in a row of its own (dense).
+class EquivalenceTest : public ::testing::TestWithParam<std::tuple<int, AttentionKind>> {};
 
 TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
-  const int depth = GetParam();
+  const auto [depth, attention] = GetParam();
   torch::manual_seed(depth);
   BertForPreTraining model(TinyOptions());
+  // The same weights, attending in the layout under test.
+  BertForPreTraining twin(TinyOptions().attention(attention));
+  {
+    torch::NoGradGuard no_grad;
+    auto from = model->named_parameters();
+    for (auto& p : twin->named_parameters()) p.value().copy_(from[p.key()]);
+  }
   auto instances = RandomInstances(24, 6, 30, 97, 100 + depth);
   auto alone_rows = PackInOrder(instances, 1, kMaxLen);
   auto packed_rows = PackInOrder(instances, depth, kMaxLen);
@@ -61,7 +70,7 @@ TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
   if (depth > 1) ASSERT_LT(packed.rows(), alone.rows());
 
   auto alone_logits = model(alone);
-  auto packed_logits = model(packed);
+  auto packed_logits = twin(packed);
   PerSequence a = Split(alone_logits, alone_rows), p = Split(packed_logits, packed_rows);
   ASSERT_EQ(a.mlm.size(), instances.size());
   for (size_t i = 0; i < instances.size(); ++i) {
@@ -80,12 +89,12 @@ TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
     alone_loss.backward({}, /*retain_graph=*/true);
     std::vector<at::Tensor> alone_grads;
     for (const auto& param : model->parameters()) alone_grads.push_back(param.grad().clone());
-    model->zero_grad();
+    twin->zero_grad();
     auto packed_loss = PretrainingLoss(packed_sums, mode, TotalsOf(packed));
     packed_loss.backward({}, /*retain_graph=*/true);
     EXPECT_NEAR(alone_loss.item<double>(), packed_loss.item<double>(),
                 1e-6 * std::abs(alone_loss.item<double>()));
-    auto names = model->named_parameters();
+    auto names = twin->named_parameters();
     for (size_t k = 0; k < names.size(); ++k) {
       const at::Tensor& g = names[k].value().grad();
       double scale = alone_grads[k].abs().max().item<double>();
@@ -95,10 +104,14 @@ TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Depths, EquivalenceTest, ::testing::Range(1, 9),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return "depth" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Depths, EquivalenceTest,
+    ::testing::Combine(::testing::Range(1, 9),
+                       ::testing::Values(AttentionKind::kDense, AttentionKind::kBlocked)),
+    [](const ::testing::TestParamInfo<std::tuple<int, AttentionKind>>& info) {
+      return "depth" + std::to_string(std::get<0>(info.param)) +
+             (std::get<1>(info.param) == AttentionKind::kDense ? "_dense" : "_blocked");
+    });
 
 TEST(BatchTest, PositionIdsRestartInEverySequence) {
   data::Instance a{{1, 2}, {0, 0}, {}, {}, 0};
