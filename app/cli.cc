@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <new>
 
@@ -41,6 +42,15 @@ std::vector<Flag> ConfigFlags() {
       {"threads", "N", "intra-op threads (same as --set run.threads=N; 0 = all CPUs)"},
       {"log-level", "LEVEL", "trace, debug, info, warn, error or off (--set run.log_level)"},
   };
+}
+
+Flag OverwriteFlag() { return {"overwrite", "", "replace an existing output"}; }
+
+absl::Status RefuseToOverwrite(const Args& args, const std::string& path) {
+  std::error_code error;
+  if (args.Has("overwrite") || !std::filesystem::exists(path, error)) return absl::OkStatus();
+  return absl::AlreadyExistsError(
+      absl::StrCat(path, " already exists; add --overwrite to replace it, or choose another name"));
 }
 
 int ExitCodeFor(const absl::Status& status) {

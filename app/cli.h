@@ -50,6 +50,13 @@ struct Command {
 // --log-level.
 std::vector<Flag> ConfigFlags();
 
+// --overwrite, for commands that write files.
+Flag OverwriteFlag();
+
+// Fails if `path` exists and the command line has no --overwrite: outputs
+// are never replaced by accident.
+absl::Status RefuseToOverwrite(const Args& args, const std::string& path);
+
 class CommandLine {
  public:
   explicit CommandLine(std::vector<Command> commands) : commands_(std::move(commands)) {}

@@ -11,17 +11,15 @@ namespace pbert::app {
 namespace {
 
 absl::Status RunExport(const Args& args) {
-  if (!args.Has("store") || !args.Has("out")) {
-    return absl::InvalidArgumentError("export needs --store DIR and --out FILE.hdf5");
-  }
+  RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
   ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(args.Get("store")));
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1));
   const uint64_t n = limit < 0 ? store.size() : std::min<uint64_t>(limit, store.size());
-  std::vector<data::Instance> instances;
-  instances.reserve(n);
+  std::vector<data::Instance> instances(n);
   Progress progress("export", n, "records");
   for (uint64_t i = 0; i < n; ++i) {
-    instances.push_back(store.Get(i));
+    // Checked as it is read: a damaged record stops the export, named.
+    RETURN_IF_ERROR(store.Read(i, &instances[i]));
     if ((i + 1) % 4096 == 0) progress.Add(4096);
   }
   progress.Add(n % 4096);
@@ -45,9 +43,10 @@ Command ExportCommand() {
       "masked_lm_ids and next_sentence_labels, zero-padded to the store's limits. The whole\n"
       "export is held in memory while it is written.";
   command.flags = {
-      {"store", "DIR", "the instance store"},
-      {"out", "FILE", "the HDF5 file to write"},
+      {"store", "DIR", "the instance store", false, true},
+      {"out", "FILE", "the HDF5 file to write", false, true},
       {"limit", "N", "export only the first N records"},
+      OverwriteFlag(),
   };
   command.run = RunExport;
   return command;

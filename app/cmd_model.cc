@@ -17,10 +17,8 @@ absl::Status RunModel(const Args& args) {
   if (args.positional().size() != 1 || args.positional()[0] != "init") {
     return absl::InvalidArgumentError("expected 'model init'; see 'packed-bert model --help'");
   }
-  if (!args.Has("out")) {
-    return absl::InvalidArgumentError("model init needs --out W.safetensors");
-  }
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"seed", "run.seed"}}));
+  RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
   model::BertForPreTraining bert(ToBertOptions(config.model));
   int64_t parameters = 0;
@@ -46,8 +44,9 @@ Command ModelCommand() {
       "zero biases, LayerNorm 1/0) as safetensors with Hugging Face parameter names; the\n"
       "effective config is kept in the file's metadata.";
   command.flags = {
-      {"out", "FILE", "where to write the weights (.safetensors)"},
+      {"out", "FILE", "where to write the weights (.safetensors)", false, true},
       {"seed", "N", "initialisation seed (run.seed)"},
+      OverwriteFlag(),
   };
   for (Flag f : ConfigFlags()) command.flags.push_back(f);
   command.run = RunModel;

@@ -80,12 +80,13 @@ absl::Status RunPack(const Args& args) {
     }
     if (store) {
       RETURN_IF_ERROR(CreateOutputDir(config));
-      // Its rows become the pack index the loader reads.
-      ASSIGN_OR_RETURN(data::PackIndex index,
-                       data::AssignSequences(run.plan, store->Lengths(), options.seed));
       std::string out = args.Get("out", config.data.pack_index.empty()
                                             ? config.run.output_dir + "/pack.pbpack"
                                             : config.data.pack_index);
+      RETURN_IF_ERROR(RefuseToOverwrite(args, out));
+      // Its rows become the pack index the loader reads.
+      ASSIGN_OR_RETURN(data::PackIndex index,
+                       data::AssignSequences(run.plan, store->Lengths(), options.seed));
       RETURN_IF_ERROR(index.Write(out, name));
       // The paper's optimizer adjustment for this packing factor; training
       // applies it to the optim section, which keeps the unpacked values.
@@ -145,6 +146,7 @@ Command PackCommand() {
       {"compare", "", "run every algorithm and print one table (--algorithm is the one written)"},
       {"format", "FMT", "text (a table) or json (one object per line per algorithm)"},
       {"plot", "FILE", "write an SVG of the histogram and of the row fill"},
+      OverwriteFlag(),
   };
   for (Flag f : ConfigFlags()) command.flags.push_back(f);
   command.run = RunPack;

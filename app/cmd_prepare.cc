@@ -55,6 +55,7 @@ absl::Status RunPrepare(const Args& args) {
   o.records_per_shard = static_cast<uint64_t>(p.records_per_shard);
   o.threads = config.run.threads > 0 ? static_cast<int>(config.run.threads) : AvailableCpus();
   o.output = config.data.store;
+  o.overwrite = args.Has("overwrite");
   if (o.vocab.empty()) {
     return absl::InvalidArgumentError("prepare needs a vocabulary: --vocab V.txt (prepare.vocab)");
   }
@@ -113,6 +114,7 @@ Command PrepareCommand() {
   command.flags = {
       {"vocab", "FILE", "BERT vocab.txt (prepare.vocab)"},
       {"out", "DIR", "the store folder to create (data.store); must not exist"},
+      OverwriteFlag(),
       {"input-format", "F", "auto, wiki, text or hdf5 (prepare.input_format)"},
       {"max-len", "S", "tokens per instance (data.max_seq_len)"},
   };

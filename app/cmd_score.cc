@@ -21,12 +21,15 @@ namespace pbert::app {
 namespace {
 
 absl::Status RunScore(const Args& args) {
-  ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args));
+  // --max-depth is packing.max_depth: pack and score share its range.
+  ASSIGN_OR_RETURN(ExperimentConfig config,
+                   LoadConfig(args, {{"max-depth", "packing.max_depth"}}));
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1));
   ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32));
-  ASSIGN_OR_RETURN(int64_t max_depth, args.GetInt("max-depth", config.packing.max_depth));
-  if (batch_rows < 1 || max_depth < 1) {
-    return absl::InvalidArgumentError("--batch-rows and --max-depth must be >= 1");
+  const int64_t max_depth = config.packing.max_depth;
+  if (batch_rows < 1 || batch_rows > (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch-rows must be in [1, 1048576], got ", batch_rows));
   }
   ASSIGN_OR_RETURN(train::StepOptions step, ToStepOptions(config));
   auto start = std::chrono::steady_clock::now();

@@ -12,7 +12,6 @@ namespace pbert::app {
 namespace {
 
 absl::Status RunTokenize(const Args& args) {
-  if (!args.Has("vocab")) return absl::InvalidArgumentError("tokenize needs --vocab V.txt");
   if (args.positional().size() > 1) {
     return absl::InvalidArgumentError("tokenize reads one FILE (or standard input)");
   }
@@ -62,7 +61,7 @@ Command TokenizeCommand() {
       "Reads lines from FILE (standard input by default) and prints, for each, one line of\n"
       "token ids separated by spaces, with the tokenizer prepare uses.";
   command.flags = {
-      {"vocab", "FILE", "BERT vocab.txt"},
+      {"vocab", "FILE", "BERT vocab.txt", false, true},
       {"tokens", "", "print the WordPiece strings instead of ids"},
       {"cased", "", "keep case and accents (for cased vocabularies)"},
   };

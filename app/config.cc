@@ -28,6 +28,14 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   // Under torchrun only rank 0 logs below warnings.
   ASSIGN_OR_RETURN(dist::Environment environment, dist::EnvironmentFrom());
   logging::Init(level, environment.rank);
+  const int cpus = AvailableCpus();
+  if (config.run.threads > cpus) {
+    // More threads than CPUs only makes the threads wait for each other.
+    logging::Get("run")->warn("run.threads {} is more than the {} CPUs this process may use; "
+                              "using {}",
+                              config.run.threads, cpus, cpus);
+    config.run.threads = cpus;
+  }
   int threads = SetIntraOpThreads(static_cast<int>(config.run.threads));
   logging::Get("run")->debug("intra-op threads: {}", threads);
   return config;

@@ -2,12 +2,15 @@
 // Sections and keys are documented in docs/config.md.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "app/cli.h"
 #include "common/config.h"
@@ -171,7 +174,23 @@ struct ModelConfig {
       return absl::InvalidArgumentError(
           absl::StrCat("hidden_size ", hidden_size, " is not a multiple of num_heads ", num_heads));
     }
+    // Weights, gradients and LAMB's two moments: 16 bytes per parameter.
+    const double bytes = 16.0 * Parameters();
+    const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    if (bytes > memory) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "this model has %.3g parameters and needs %.1f GB for its weights, gradients and "
+          "optimizer state alone; this machine has %.1f GB: make it smaller",
+          Parameters(), bytes / 1e9, memory / 1e9));
+    }
     return absl::OkStatus();
+  }
+  // The parameter count of BertForPreTraining of this shape.
+  double Parameters() const {
+    const double V = vocab_size, H = hidden_size, F = intermediate_size;
+    const double layer = 4 * (H * H + H) + 2 * H + (H * F + F) + (F * H + H) + 2 * H;
+    return V * H + (max_position_embeddings + type_vocab_size) * H + 2 * H + num_layers * layer +
+           (H * H + H) + (H * H + H + 2 * H) + V + (2 * H + 2);
   }
 };
 

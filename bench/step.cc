@@ -193,8 +193,8 @@ int Main(int argc, char** argv) {
     if (std::find(models.begin(), models.end(), m.name) == models.end()) continue;
     for (auto [rows, max_len] : {std::pair{16, 128}, std::pair{4, 512}}) {
       const int max_predictions = max_len == 512 ? 76 : 20;
-      // Enough sequences for the packed rows; the padded batch is the first `rows`.
-      auto sequences = MakeSequences(Lengths(rows * 12, max_len, rng), max_predictions, rng);
+      // A pool of sequences to pack; the padded batch is its first `rows`.
+      auto sequences = MakeSequences(Lengths(rows * 64, max_len, rng), max_predictions, rng);
       std::vector<std::vector<const Instance*>> padded;
       for (int b = 0; b < rows; ++b) padded.push_back({&sequences[b]});
       std::vector<uint16_t> lengths;
@@ -204,10 +204,15 @@ int Main(int argc, char** argv) {
         std::cerr << packing.status() << "\n";
         return 1;
       }
+      // Rows spread evenly over the index, which lists them by shape: the
+      // batch's packing factor is then close to the whole pool's.
       std::vector<std::vector<const Instance*>> packed;
+      const uint64_t stride = packing->index.rows() / rows;
       for (int r = 0; r < rows; ++r) {
         packed.emplace_back();
-        for (uint32_t id : packing->index.Row(r)) packed.back().push_back(&sequences[id]);
+        for (uint32_t id : packing->index.Row(r * stride + stride / 2)) {
+          packed.back().push_back(&sequences[id]);
+        }
       }
       for (bool is_packed : {false, true}) {
         Case c;

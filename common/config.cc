@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/status.h"
 
 namespace pbert::config {
 namespace {
@@ -158,6 +159,35 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
   return absl::OkStatus();
 }
 
+namespace {
+
+// YAML parsers keep both entries of a key written twice; a config is
+// refused instead, naming both lines (a second `run:` section too).
+absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& file,
+                                  const std::string& path) {
+  if (node.IsSequence()) {
+    for (const auto& item : node) RETURN_IF_ERROR(CheckNoDuplicateKeys(item, file, path));
+  }
+  if (!node.IsMap()) return absl::OkStatus();
+  std::map<std::string, int> first_line;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    const std::string full = path.empty() ? key : absl::StrCat(path, ".", key);
+    const int line = entry.first.Mark().line + 1;
+    auto [it, inserted] = first_line.emplace(key, line);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ":", line, ":",
+                                                     entry.first.Mark().column + 1, ": ", full,
+                                                     ": given twice (first at line ", it->second,
+                                                     "); keep one"));
+    }
+    RETURN_IF_ERROR(CheckNoDuplicateKeys(entry.second, file, full));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status LoadTree(const std::string& file, const std::vector<Override>& overrides,
                       YAML::Node* root, Sources* sources) {
   sources->file = file;
@@ -169,6 +199,7 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
     }
     try {
       YAML::Node loaded = YAML::LoadFile(file);
+      RETURN_IF_ERROR(CheckNoDuplicateKeys(loaded, file, ""));
       if (loaded.IsMap()) {
         *root = loaded;
       } else if (loaded.IsDefined() && !loaded.IsNull()) {

@@ -35,7 +35,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
       StoreInfo info{static_cast<uint32_t>(vocabulary.size()), vocabulary.checksum(),
                      static_cast<uint32_t>(o.instances.max_seq_len),
                      static_cast<uint32_t>(reader->max_predictions()), "MLPerf HDF5"};
-      ASSIGN_OR_RETURN(writer, StoreWriter::Create(o.output, info, o.records_per_shard));
+      ASSIGN_OR_RETURN(writer, StoreWriter::Create(o.output, info, o.records_per_shard, o.overwrite));
     }
     constexpr int64_t kChunk = 8192;
     for (int64_t begin = 0; begin < reader->size(); begin += kChunk) {
@@ -62,9 +62,9 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
     return absl::InvalidArgumentError("prepare needs an output folder (prepare.output)");
   }
   // Fail before the work, not after it.
-  if (std::filesystem::exists(o.output)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat(o.output, " already exists; remove it or choose another output folder"));
+  if (!o.overwrite && std::filesystem::exists(o.output)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        o.output, " already exists; add --overwrite to replace it, or choose another folder"));
   }
   ASSIGN_OR_RETURN(Vocabulary loaded, Vocabulary::Load(o.vocab));
   auto vocabulary = std::make_shared<const Vocabulary>(std::move(loaded));
@@ -119,7 +119,7 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
                  static_cast<uint32_t>(o.instances.max_seq_len),
                  static_cast<uint32_t>(o.instances.max_predictions_per_seq),
                  absl::StrCat("prepare of ", o.inputs.size(), " file(s), seed ", o.instances.seed)};
-  ASSIGN_OR_RETURN(auto writer, StoreWriter::Create(o.output, info, o.records_per_shard));
+  ASSIGN_OR_RETURN(auto writer, StoreWriter::Create(o.output, info, o.records_per_shard, o.overwrite));
   for (size_t i = 0; i < instances.size(); ++i) {
     RETURN_IF_ERROR(writer->Add(instances[i]));
     Count(instances[i], &summary);

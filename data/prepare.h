@@ -21,7 +21,8 @@ struct PrepareOptions {
   InstanceOptions instances;
   uint64_t records_per_shard = 1 << 18;
   int threads = 1;
-  std::string output;  // the store folder; must not exist yet
+  std::string output;  // the store folder; must not exist yet unless `overwrite`
+  bool overwrite = false;  // replace an existing store once the new one is complete
 };
 
 struct PrepareSummary {

@@ -1,9 +1,12 @@
 #include "data/store.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
@@ -31,8 +34,25 @@ struct ShardHeader {
   uint64_t vocab_checksum;
   uint64_t body_bytes;
   uint64_t payload_checksum;
+  uint64_t store_id;  // the same in every shard of a store, and in its manifest
+  uint32_t shard_index;  // the shard's place in the manifest
+  uint32_t reserved2;
 };
-static_assert(sizeof(ShardHeader) == 64, "the shard header is part of the format");
+static_assert(sizeof(ShardHeader) == 80, "the shard header is part of the format");
+
+// The manifest's own checksum: XXH3 of its text without the checksum key.
+std::string ManifestChecksum(nlohmann::ordered_json manifest) {
+  manifest.erase("manifest_checksum");
+  const std::string text = manifest.dump(2);
+  return absl::StrFormat(
+      "%016x", Checksum64({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
+}
+
+uint64_t NewStoreId() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device() ^
+         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
 
 // Fixed part of a record in the body.
 struct RecordHead {
@@ -84,11 +104,14 @@ std::string ShardName(size_t i) { return absl::StrFormat("shard-%05d.pbstore", i
 
 }  // namespace
 
-StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard)
+StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard,
+                         bool overwrite)
     : dir_(std::move(dir)),
       temp_dir_(std::move(temp_dir)),
       info_(std::move(info)),
-      per_shard_(per_shard) {
+      per_shard_(per_shard),
+      store_id_(NewStoreId()),
+      overwrite_(overwrite) {
   offsets_.push_back(0);
 }
 
@@ -101,10 +124,15 @@ StoreWriter::~StoreWriter() {
 
 absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& dir,
                                                                  const StoreInfo& info,
-                                                                 uint64_t records_per_shard) {
-  if (fs::exists(dir)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat(dir, " already exists; remove it or choose another output folder"));
+                                                                 uint64_t records_per_shard,
+                                                                 bool overwrite) {
+  if (fs::exists(dir) && !overwrite) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        dir, " already exists; add --overwrite to replace it, or choose another folder"));
+  }
+  if (overwrite && fs::exists(dir) && !fs::exists(fs::path(dir) / kManifest)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " exists and is not an instance store; it is not replaced"));
   }
   if (info.max_len == 0 || info.max_len > 65535 || info.vocab_size == 0 || records_per_shard == 0) {
     return absl::InvalidArgumentError("store limits must be positive (max_len <= 65535)");
@@ -122,7 +150,7 @@ absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::stri
   fs::permissions(buffer.data(),
                   fs::perms::all & ~fs::perms::others_write & ~fs::perms::group_write, error);
   return std::unique_ptr<StoreWriter>(
-      new StoreWriter(dir, std::string(buffer.data()), info, records_per_shard));
+      new StoreWriter(dir, std::string(buffer.data()), info, records_per_shard, overwrite));
 }
 
 absl::Status StoreWriter::Add(const Instance& in) {
@@ -171,12 +199,14 @@ absl::Status StoreWriter::FlushShard() {
   header.body_bytes = body_.size();
   header.payload_checksum =
       Checksum64({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()});
+  header.store_id = store_id_;
+  header.shard_index = static_cast<uint32_t>(shards_.size());
   std::string name = ShardName(shards_.size());
   ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(temp_dir_ + "/" + name));
   RETURN_IF_ERROR(writer.Write({reinterpret_cast<const uint8_t*>(&header), sizeof(header)}));
   RETURN_IF_ERROR(writer.Write(payload));
   RETURN_IF_ERROR(writer.Commit());
-  shards_.push_back({name, n});
+  shards_.push_back({name, n, header.payload_checksum});
   lengths_.clear();
   offsets_.assign(1, 0);
   body_.clear();
@@ -195,18 +225,32 @@ absl::Status StoreWriter::Finish() {
   manifest["vocab_checksum"] = absl::StrFormat("%016x", info_.vocab_checksum);
   manifest["id_bytes"] = IdBytes(info_.vocab_size);
   manifest["source"] = info_.source;
+  manifest["store_id"] = absl::StrFormat("%016x", store_id_);
   manifest["shards"] = nlohmann::json::array();
-  for (const auto& [file, count] : shards_) {
-    manifest["shards"].push_back({{"file", file}, {"records", count}});
+  for (const ShardEntry& s : shards_) {
+    manifest["shards"].push_back({{"file", s.file},
+                                  {"records", s.records},
+                                  {"checksum", absl::StrFormat("%016x", s.checksum)}});
   }
+  manifest["manifest_checksum"] = ManifestChecksum(manifest);
   RETURN_IF_ERROR(WriteFileAtomically(temp_dir_ + "/" + kManifest, manifest.dump(2) + "\n"));
   std::error_code error;
+  // The old store, if replaced, is moved aside first: one of the two is
+  // whole at every moment.
+  const std::string old = temp_dir_ + ".old";
+  if (overwrite_ && fs::exists(dir_)) {
+    fs::rename(dir_, old, error);
+    if (error) {
+      return absl::InternalError(absl::StrCat("cannot move ", dir_, " aside: ", error.message()));
+    }
+  }
   fs::rename(temp_dir_, dir_, error);
   if (error) {
     return absl::InternalError(
         absl::StrCat("cannot rename ", temp_dir_, " to ", dir_, ": ", error.message()));
   }
   finished_ = true;
+  fs::remove_all(old, error);
   return absl::OkStatus();
 }
 
@@ -219,22 +263,45 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path));
   InstanceStore store;
   store.dir_ = dir;
+  auto damaged = [&](const std::string& what) {
+    return absl::DataLossError(
+        absl::StrCat(manifest_path, ": ", what, "; the store is damaged, prepare it again"));
+  };
   try {
-    auto manifest = nlohmann::json::parse(text);
+    auto manifest = nlohmann::ordered_json::parse(text);
     if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(manifest_path, ": store format version ",
-                                                        manifest.at("version").get<uint32_t>(),
-                                                        ", this build reads ", kStoreVersion));
+      return absl::FailedPreconditionError(absl::StrCat(
+          manifest_path, ": store format version ", manifest.at("version").get<uint32_t>(),
+          ", this build reads ", kStoreVersion, "; prepare the store again"));
+    }
+    if (manifest.value("manifest_checksum", "") != ManifestChecksum(manifest)) {
+      return damaged("its checksum does not match its contents (edited or cut)");
+    }
+    uint64_t store_id = 0;
+    if (!absl::SimpleHexAtoi(manifest.at("store_id").get<std::string>(), &store_id) ||
+        !absl::SimpleHexAtoi(manifest.at("vocab_checksum").get<std::string>(),
+                             &store.info_.vocab_checksum)) {
+      return damaged("store_id or vocab_checksum is not hexadecimal");
     }
     store.info_.max_len = manifest.at("max_len").get<uint32_t>();
     store.info_.max_predictions = manifest.at("max_predictions").get<uint32_t>();
     store.info_.vocab_size = manifest.at("vocab_size").get<uint32_t>();
-    store.info_.vocab_checksum =
-        std::stoull(manifest.at("vocab_checksum").get<std::string>(), nullptr, 16);
     store.info_.source = manifest.value("source", "");
+    if (store.info_.max_len == 0 || store.info_.max_len > 65535 || store.info_.vocab_size == 0) {
+      return damaged("max_len or vocab_size out of range");
+    }
     store.id_bytes_ = IdBytes(store.info_.vocab_size);
+    uint32_t shard_index = 0;
     for (const auto& entry : manifest.at("shards")) {
-      std::string path = dir + "/" + entry.at("file").get<std::string>();
+      const std::string name = entry.at("file").get<std::string>();
+      if (name.empty() || name.find('/') != std::string::npos) {
+        return damaged(absl::StrCat("shard name '", name, "' is not a file in the store folder"));
+      }
+      uint64_t checksum = 0;
+      if (!absl::SimpleHexAtoi(entry.at("checksum").get<std::string>(), &checksum)) {
+        return damaged(absl::StrCat("the checksum of ", name, " is not hexadecimal"));
+      }
+      std::string path = dir + "/" + name;
       ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
       auto shard = std::make_shared<Shard>(
           Shard{path, std::move(file), store.total_, entry.at("records").get<uint64_t>()});
@@ -249,12 +316,23 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
       if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0)
         return corrupt("wrong magic bytes");
       if (header.version != kStoreVersion) return corrupt("unknown shard version");
+      if (header.store_id != store_id) {
+        return corrupt("it belongs to another store (store id differs from store.json)");
+      }
+      if (header.shard_index != shard_index++) {
+        return corrupt(absl::StrCat("it is shard ", header.shard_index,
+                                    " of its store, store.json lists it as shard ",
+                                    shard_index - 1, " (a copied or renamed shard)"));
+      }
       if (header.records != shard->records || header.vocab_size != store.info_.vocab_size ||
-          header.max_len != store.info_.max_len ||
+          header.max_len != store.info_.max_len || header.payload_checksum != checksum ||
           header.id_bytes != static_cast<uint32_t>(store.id_bytes_)) {
         return corrupt("header does not match store.json");
       }
       const uint64_t n = header.records;
+      if (n > bytes.size() || header.body_bytes > bytes.size()) {
+        return corrupt("its record count or body size exceeds the file");
+      }
       const uint64_t expected = sizeof(header) + LengthsBytes(n) + (n + 1) * 8 + header.body_bytes;
       if (bytes.size() != expected) {
         return corrupt(
@@ -265,11 +343,19 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
       shard->offsets = reinterpret_cast<const uint64_t*>(p + LengthsBytes(n));
       shard->body = p + LengthsBytes(n) + (n + 1) * 8;
       shard->body_bytes = header.body_bytes;
+      // Every length is used as an index (histograms, packing): check them
+      // all now, two bytes each.
+      for (uint64_t r = 0; r < n; ++r) {
+        if (shard->lengths[r] == 0 || shard->lengths[r] > store.info_.max_len) {
+          return corrupt(absl::StrCat("record ", r, " has length ", shard->lengths[r],
+                                      " in its length table, outside 1..", store.info_.max_len));
+        }
+      }
       store.total_ += n;
       store.shards_.push_back(std::move(shard));
     }
     if (store.total_ != manifest.at("records").get<uint64_t>()) {
-      return absl::DataLossError(absl::StrCat(manifest_path, ": shard records do not add up"));
+      return damaged("shard records do not add up");
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat(manifest_path, ": malformed (", e.what(), ")"));

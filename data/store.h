@@ -18,7 +18,7 @@
 
 namespace pbert::data {
 
-inline constexpr uint32_t kStoreVersion = 1;
+inline constexpr uint32_t kStoreVersion = 2;
 
 struct StoreInfo {
   uint32_t vocab_size = 0;
@@ -32,9 +32,12 @@ struct StoreInfo {
 // place on Finish(), so a failed or interrupted run leaves nothing behind.
 class StoreWriter {
  public:
+  // `overwrite`: an existing store at `dir` is replaced on Finish(), not
+  // before, so a failed run leaves it as it was.
   static absl::StatusOr<std::unique_ptr<StoreWriter>> Create(const std::string& dir,
                                                              const StoreInfo& info,
-                                                             uint64_t records_per_shard);
+                                                             uint64_t records_per_shard,
+                                                             bool overwrite = false);
   ~StoreWriter();
 
   // Checks the instance against the store's limits ([CLS] A [SEP] B [SEP]
@@ -44,7 +47,8 @@ class StoreWriter {
   uint64_t records() const { return records_; }
 
  private:
-  StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard);
+  StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard,
+              bool overwrite);
   absl::Status FlushShard();
 
   std::string dir_, temp_dir_;
@@ -54,7 +58,14 @@ class StoreWriter {
   std::vector<uint16_t> lengths_;
   std::vector<uint64_t> offsets_;
   std::string body_;
-  std::vector<std::pair<std::string, uint64_t>> shards_;  // file, records
+  struct ShardEntry {
+    std::string file;
+    uint64_t records;
+    uint64_t checksum;
+  };
+  std::vector<ShardEntry> shards_;
+  uint64_t store_id_;
+  bool overwrite_;
   bool finished_ = false;
 };
 

@@ -14,7 +14,8 @@ namespace pbert::data {
 namespace {
 
 // Fixed-size little-endian header; the payload after it is the strategy
-// table then the ids, covered by payload_checksum.
+// table then the ids. `checksum` covers the header (with the checksum field
+// zeroed) and the payload, so that no header field can change unnoticed.
 struct Header {
   char magic[8];
   uint32_t version;
@@ -23,9 +24,17 @@ struct Header {
   uint64_t rows;
   uint64_t strategies;
   uint64_t payload_bytes;
-  uint64_t payload_checksum;
+  uint64_t checksum;
   char algorithm[16];
 };
+
+uint64_t FileChecksum(Header header, absl::Span<const uint8_t> payload) {
+  header.checksum = 0;
+  ChecksumStream checksum;
+  checksum.Update({reinterpret_cast<const uint8_t*>(&header), sizeof(header)});
+  checksum.Update(payload);
+  return checksum.Digest();
+}
 static_assert(sizeof(Header) == 72, "the header layout is part of the format");
 
 template <class T>
@@ -118,18 +127,14 @@ absl::Status PackIndex::Write(const std::string& path, const std::string& algori
   header.rows = rows();
   header.strategies = plan_.strategies.size();
   header.payload_bytes = payload.size() + ids_.size() * sizeof(uint32_t);
-  auto id_bytes = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(ids_.data()),
-                                            ids_.size() * sizeof(uint32_t));
-  ChecksumStream checksum;
-  checksum.Update({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()});
-  checksum.Update(id_bytes);
-  header.payload_checksum = checksum.Digest();
   std::strncpy(header.algorithm, algorithm.c_str(), sizeof(header.algorithm) - 1);
+  payload.append(reinterpret_cast<const char*>(ids_.data()), ids_.size() * sizeof(uint32_t));
+  header.checksum =
+      FileChecksum(header, {reinterpret_cast<const uint8_t*>(payload.data()), payload.size()});
 
   ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
   RETURN_IF_ERROR(writer.Write({reinterpret_cast<const uint8_t*>(&header), sizeof(header)}));
   RETURN_IF_ERROR(writer.Write(payload));
-  RETURN_IF_ERROR(writer.Write(id_bytes));
   return writer.Commit();
 }
 
@@ -155,7 +160,7 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
                                 " payload bytes, the header says ", header.payload_bytes));
   }
   auto payload = bytes.subspan(sizeof(header));
-  if (Checksum64(payload) != header.payload_checksum) return corrupt("checksum mismatch");
+  if (FileChecksum(header, payload) != header.checksum) return corrupt("checksum mismatch");
 
   PackingPlan plan;
   plan.max_len = static_cast<int>(header.max_len);

@@ -14,7 +14,7 @@
 namespace pbert::data {
 
 inline constexpr char kPackIndexMagic[8] = {'P', 'B', 'P', 'A', 'C', 'K', 'I', 'X'};
-inline constexpr uint32_t kPackIndexVersion = 1;
+inline constexpr uint32_t kPackIndexVersion = 2;
 
 class PackIndex {
  public:

@@ -110,7 +110,7 @@ TEST(CliTest, ScoreOfPackedAndUnpackedDataAgree) {
   const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
                             "/configs/bert-tiny.yaml --set model.vocab_size=500"
                             " --set model.max_position_embeddings=64 --log-level warn";
-  Result init = RunBinary("model init" + model + " --seed 5 --out " + weights);
+  Result init = RunBinary("model init" + model + " --seed 5 --overwrite --out " + weights);
   ASSERT_EQ(init.exit_code, 0) << init.err;
   Result alone = RunBinary("score" + model + " --weights " + weights + " --data " + data);
   Result packed = RunBinary("score" + model + " --weights " + weights + " --data " + data +
@@ -138,7 +138,8 @@ TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
   const std::string config =
       std::string(" --config ") + PBERT_SOURCE_DIR + "/configs/bert-tiny.yaml";
   ASSERT_EQ(
-      RunBinary("model init" + config + " --set model.vocab_size=500 --out " + weights).exit_code,
+      RunBinary("model init" + config + " --set model.vocab_size=500 --overwrite --out " + weights)
+          .exit_code,
       0);
   Result r = RunBinary("score" + config + " --set model.vocab_size=600 --weights " + weights +
                        " --data " + data);
@@ -212,9 +213,14 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
   EXPECT_GT(report["packing_factor"].get<double>(), 1.0);
   r = RunBinary("verify " + (root / "run" / "pack.pbpack").string() + " --store " + store);
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // An existing pack index is kept unless --overwrite.
+  r = RunBinary("pack --store " + store + common + " --set data.max_seq_len=64 --format json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert pack: error: " + (root / "run" / "pack.pbpack").string() +
+                       " already exists; add --overwrite to replace it, or choose another name\n");
   // --compare reports every algorithm but writes the configured one.
   r = RunBinary("pack --store " + store + common +
-                " --set data.max_seq_len=64 --compare --algorithm spfhp --format json");
+                " --set data.max_seq_len=64 --compare --algorithm spfhp --format json --overwrite");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream pack_json(root / "run" / "pack.json");
   EXPECT_EQ(nlohmann::json::parse(pack_json)["algorithm"], "spfhp");

@@ -171,5 +171,17 @@ TEST_F(ConfigTest, DumpLoadsBackToTheSameConfig) {
   EXPECT_NE(dumped.find("# optimizer steps"), std::string::npos);
 }
 
+TEST(ConfigFileTest, ADuplicateKeyOrSectionNamesBothLines) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "pbert_config_duplicate.yaml").string();
+  ASSERT_TRUE(WriteFileAtomically(path, "train:\n  steps: 5\n  lr: 0.1\n  steps: 6\n").ok());
+  TestConfig config;
+  EXPECT_EQ(std::string(Load(path, {}, &config).message()),
+            path + ":4:3: train.steps: given twice (first at line 2); keep one");
+  ASSERT_TRUE(WriteFileAtomically(path, "run:\n  threads: 1\ntrain:\n  lr: 0.1\nrun:\n  threads: 2\n").ok());
+  EXPECT_EQ(std::string(Load(path, {}, &config).message()),
+            path + ":5:1: run: given twice (first at line 1); keep one");
+}
+
 }  // namespace
 }  // namespace pbert::config

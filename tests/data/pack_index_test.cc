@@ -118,6 +118,17 @@ TEST(PackIndexTest, CorruptionIsReportedWithThePath) {
   EXPECT_NE(PackIndex::Read(path).status().message().find("shorter than its header"),
             std::string::npos);
 
+  // A header field changed: the checksum covers the header too.
+  std::string rows = bytes;
+  rows[24] ^= 0x01;  // the row count
+  ASSERT_TRUE(WriteFileAtomically(path, rows).ok());
+  EXPECT_NE(PackIndex::Read(path).status().message().find("checksum mismatch"), std::string::npos)
+      << PackIndex::Read(path).status();
+  std::string name = bytes;
+  name[60] = 'X';  // the algorithm name
+  ASSERT_TRUE(WriteFileAtomically(path, name).ok());
+  EXPECT_NE(PackIndex::Read(path).status().message().find("checksum mismatch"), std::string::npos);
+
   std::string other = bytes;
   other[8] = 9;  // version
   ASSERT_TRUE(WriteFileAtomically(path, other).ok());

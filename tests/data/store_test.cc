@@ -4,7 +4,9 @@
 #include <fstream>
 
 #include "common/atomic_file.h"
+#include "absl/strings/str_format.h"
 #include "common/checksum.h"
+#include "nlohmann/json.hpp"
 #include "data/hdf5.h"
 #include "data/prepare.h"
 #include "gtest/gtest.h"
@@ -95,21 +97,36 @@ TEST_F(StoreTest, DamageIsFoundAndNamed) {
   EXPECT_EQ(std::string(status.message()),
             shard + ": checksum mismatch; the store is damaged, prepare it again");
 
-  // A record whose own length disagrees, with a checksum made to match: the
-  // bounds check names it.
+  // A record whose own length disagrees, with every checksum made to match
+  // (the shard's, its entry in store.json, store.json's own, as
+  // docs/formats.md defines them): the bounds check on reading names it.
+  const std::string manifest_text = *ReadFile(dir + "/store.json");
   std::string forged = bytes;
-  const size_t offsets = 64 + (50 * 2 + 7) / 8 * 8;  // header, then 50 lengths
+  const size_t offsets = 80 + (50 * 2 + 7) / 8 * 8;  // header, then 50 lengths
   const size_t body = offsets + 51 * 8;
   uint64_t offset7;
   std::memcpy(&offset7, forged.data() + offsets + 7 * 8, 8);
   forged[body + offset7] ^= 0x01;  // record 7's length field
   uint64_t checksum =
-      Checksum64({reinterpret_cast<const uint8_t*>(forged.data()) + 64, forged.size() - 64});
+      Checksum64({reinterpret_cast<const uint8_t*>(forged.data()) + 80, forged.size() - 80});
   std::memcpy(forged.data() + 56, &checksum, 8);
   ASSERT_TRUE(WriteFileAtomically(shard, forged).ok());
+  auto manifest = nlohmann::ordered_json::parse(manifest_text);
+  manifest["shards"][0]["checksum"] = absl::StrFormat("%016x", checksum);
+  manifest.erase("manifest_checksum");
+  const std::string unsigned_text = manifest.dump(2);
+  manifest["manifest_checksum"] = absl::StrFormat(
+      "%016x", Checksum64({reinterpret_cast<const uint8_t*>(unsigned_text.data()),
+                           unsigned_text.size()}));
+  ASSERT_TRUE(WriteFileAtomically(dir + "/store.json", manifest.dump(2) + "\n").ok());
   status = InstanceStore::Open(dir)->Verify();
   EXPECT_NE(status.message().find(shard + ": record 7 (store index 7)"), std::string::npos)
       << status;
+  Instance record;
+  status = InstanceStore::Open(dir)->Read(7, &record);
+  EXPECT_NE(status.message().find(shard + ": record 7 (store index 7)"), std::string::npos)
+      << status;
+  ASSERT_TRUE(WriteFileAtomically(dir + "/store.json", manifest_text).ok());
 
   ASSERT_TRUE(WriteFileAtomically(shard, bytes.substr(0, bytes.size() - 10)).ok());
   status = InstanceStore::Open(dir).status();
@@ -117,6 +134,34 @@ TEST_F(StoreTest, DamageIsFoundAndNamed) {
   EXPECT_NE(status.message().find("truncated"), std::string::npos) << status;
 
   EXPECT_EQ(InstanceStore::Open(root_).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, ManifestAndShardsMustBelongTogether) {
+  std::string a = Write(testing::RandomInstances(30, 3, 60, 1000, 4), 1000, 10, "a");
+  std::string b = Write(testing::RandomInstances(30, 3, 60, 1000, 5), 1000, 10, "b");
+  const std::string manifest = *ReadFile(a + "/store.json");
+  // An edited manifest.
+  std::string edited = manifest;
+  edited.replace(edited.find("\"records\": 30"), 13, "\"records\": 31");
+  ASSERT_TRUE(WriteFileAtomically(a + "/store.json", edited).ok());
+  EXPECT_EQ(std::string(InstanceStore::Open(a).status().message()),
+            a + "/store.json: its checksum does not match its contents (edited or cut); the store "
+                "is damaged, prepare it again");
+  ASSERT_TRUE(WriteFileAtomically(a + "/store.json", manifest).ok());
+  // A shard of another store.
+  const std::string shard1 = a + "/shard-00001.pbstore";
+  const std::string own = *ReadFile(shard1);
+  ASSERT_TRUE(WriteFileAtomically(shard1, *ReadFile(b + "/shard-00001.pbstore")).ok());
+  EXPECT_EQ(std::string(InstanceStore::Open(a).status().message()),
+            shard1 + ": it belongs to another store (store id differs from store.json); the "
+                     "store is damaged, prepare it again");
+  // A shard of this store copied over another one.
+  ASSERT_TRUE(WriteFileAtomically(shard1, *ReadFile(a + "/shard-00000.pbstore")).ok());
+  EXPECT_NE(InstanceStore::Open(a).status().message().find(
+                "it is shard 0 of its store, store.json lists it as shard 1"),
+            std::string::npos);
+  ASSERT_TRUE(WriteFileAtomically(shard1, own).ok());
+  EXPECT_TRUE(InstanceStore::Open(a).ok());
 }
 
 TEST_F(StoreTest, StoreToHdf5ToStoreIsIdentical) {
@@ -145,7 +190,12 @@ TEST_F(StoreTest, StoreToHdf5ToStoreIsIdentical) {
   for (const auto& entry : fs::directory_iterator(root_ + "/from_text")) {
     std::string name = entry.path().filename();
     if (name == "store.json") continue;
-    EXPECT_EQ(*ReadFile(entry.path()), *ReadFile(root_ + "/from_hdf5/" + name)) << name;
+    // The same bytes but for the store id (at 64) that makes each store its own.
+    std::string a = *ReadFile(entry.path()), b = *ReadFile(root_ + "/from_hdf5/" + name);
+    ASSERT_EQ(a.size(), b.size()) << name;
+    EXPECT_EQ(a.substr(0, 64), b.substr(0, 64)) << name;
+    EXPECT_EQ(a.substr(72), b.substr(72)) << name;
+    EXPECT_NE(a.substr(64, 8), b.substr(64, 8)) << name;
     ++shards;
   }
   EXPECT_GT(shards, 1u);

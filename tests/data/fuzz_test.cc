@@ -1,0 +1,180 @@
+// Mutated files through every reader: a few thousand seeded variants of a
+// store shard and manifest, a pack index, a safetensors file and a YAML
+// config, each read as a consumer would. The property: a status or a clean
+// value, never a crash (an abort, a segfault or a hang would end the test).
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "common/atomic_file.h"
+#include "common/config.h"
+#include "data/packing/report.h"
+#include "data/store.h"
+#include "gtest/gtest.h"
+#include "model/checkpoint.h"
+#include "tests/data/random_instances.h"
+
+namespace pbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One of: flip bytes, cut the end, insert junk, overwrite with small or huge
+// integers (lengths, counts and offsets are where readers trust too much).
+std::string Mutate(const std::string& original, std::mt19937_64& rng) {
+  std::string s = original;
+  std::uniform_int_distribution<int> kind(0, 4);
+  auto pos = [&]() { return s.empty() ? 0 : static_cast<size_t>(rng() % s.size()); };
+  switch (kind(rng)) {
+    case 0:
+      for (int i = 0, n = 1 + static_cast<int>(rng() % 8); i < n && !s.empty(); ++i) {
+        s[pos()] ^= static_cast<char>(1 << (rng() % 8));
+      }
+      break;
+    case 1:
+      s.resize(pos());
+      break;
+    case 2:
+      s.insert(pos(), std::string(1 + rng() % 16, static_cast<char>(rng())));
+      break;
+    case 3: {
+      const uint64_t values[] = {0, 1, 0xFFFF, 0xFFFFFFFF, ~0ull, 1ull << 40};
+      uint64_t v = values[rng() % 6];
+      size_t at = pos();
+      for (int b = 0; b < 8 && at + b < s.size(); ++b) s[at + b] = static_cast<char>(v >> (8 * b));
+      break;
+    }
+    default: {
+      // Replace a digit or a character of a text format.
+      size_t at = pos();
+      if (!s.empty()) s[at] = "0123456789:-[]{}\",. \n"[rng() % 21];
+    }
+  }
+  return s;
+}
+
+struct TinySection {
+  int64_t steps = 1;
+  double lr = 0.1;
+  std::vector<std::string> inputs;
+  template <class V>
+  void Visit(V& v) {
+    v.Field("steps", &steps, "steps", config::AtLeast<int64_t>(1));
+    v.Field("lr", &lr, "lr");
+    v.Field("inputs", &inputs, "inputs");
+  }
+  absl::Status Validate() const { return absl::OkStatus(); }
+};
+
+struct TinyConfig {
+  TinySection train;
+  template <class V>
+  void Visit(V& v) {
+    v.Section("train", &train, "train");
+  }
+};
+
+class FuzzTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            (std::string("pbert_fuzz_") +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string root_;
+};
+
+constexpr int kRounds = 1000;
+
+TEST_F(FuzzTest, StoresNeverCrashTheirReaders) {
+  auto instances = testing::RandomInstances(40, 3, 30, 200, 1);
+  const std::string dir = root_ + "/store";
+  {
+    auto writer = data::StoreWriter::Create(dir, {200, 7, 32, 32, "fuzz"}, 16);
+    ASSERT_TRUE(writer.ok());
+    for (const auto& in : instances) ASSERT_TRUE((*writer)->Add(in).ok());
+    ASSERT_TRUE((*writer)->Finish().ok());
+  }
+  const std::string shard = dir + "/shard-00001.pbstore", manifest = dir + "/store.json";
+  const std::string shard_bytes = *ReadFile(shard), manifest_bytes = *ReadFile(manifest);
+  std::mt19937_64 rng(11);
+  int refused = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const bool shard_round = round % 3 != 0;
+    ASSERT_TRUE(WriteFileAtomically(shard, shard_round ? Mutate(shard_bytes, rng) : shard_bytes)
+                    .ok());
+    ASSERT_TRUE(
+        WriteFileAtomically(manifest, shard_round ? manifest_bytes : Mutate(manifest_bytes, rng))
+            .ok());
+    auto store = data::InstanceStore::Open(dir);
+    if (!store.ok()) {
+      ++refused;
+      continue;
+    }
+    data::Instance record;
+    bool bad = false;
+    for (uint64_t i = 0; i < store->size(); ++i) bad |= !store->Read(i, &record).ok();
+    (void)store->Histogram();
+    bad |= !store->Verify().ok();
+    refused += bad;
+  }
+  // Most mutations are caught when the store is opened or read.
+  EXPECT_GT(refused, kRounds * 9 / 10);
+}
+
+TEST_F(FuzzTest, PackIndexesNeverCrashTheirReader) {
+  std::vector<uint16_t> lengths;
+  std::mt19937 lengths_rng(3);
+  for (int i = 0; i < 300; ++i) lengths.push_back(static_cast<uint16_t>(1 + lengths_rng() % 64));
+  auto packed = data::PackLengths("lpfhp", lengths, {64, 4, 1});
+  ASSERT_TRUE(packed.ok());
+  const std::string path = root_ + "/index.pbpack";
+  ASSERT_TRUE(packed->index.Write(path, "lpfhp").ok());
+  const std::string bytes = *ReadFile(path);
+  std::mt19937_64 rng(12);
+  int refused = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    ASSERT_TRUE(WriteFileAtomically(path, Mutate(bytes, rng)).ok());
+    auto index = data::PackIndex::Read(path);
+    if (!index.ok() || !index->Verify(lengths).ok()) {
+      ++refused;
+      continue;
+    }
+    for (uint64_t r = 0; r < index->rows(); ++r) (void)index->Row(r);
+  }
+  EXPECT_GT(refused, kRounds * 9 / 10);
+}
+
+TEST_F(FuzzTest, SafetensorsNeverCrashTheirReader) {
+  torch::manual_seed(1);
+  torch::nn::Linear module(4, 3);
+  const std::string path = root_ + "/w.safetensors";
+  ASSERT_TRUE(model::SaveSafetensors(*module, path, {{"format", "pt"}}).ok());
+  const std::string bytes = *ReadFile(path);
+  std::mt19937_64 rng(13);
+  for (int round = 0; round < kRounds; ++round) {
+    ASSERT_TRUE(WriteFileAtomically(path, Mutate(bytes, rng)).ok());
+    (void)model::ReadSafetensors(path);
+    (void)model::LoadSafetensors(*module, path);
+  }
+}
+
+TEST_F(FuzzTest, ConfigsNeverCrashTheirReader) {
+  const std::string text =
+      "train:\n  steps: 5\n  lr: 0.25\n  inputs: [a.txt, \"b c.txt\"]\n# a comment\n";
+  const std::string path = root_ + "/c.yaml";
+  std::mt19937_64 rng(14);
+  auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round < kRounds; ++round) {
+    ASSERT_TRUE(WriteFileAtomically(path, Mutate(text, rng)).ok());
+    TinyConfig config;
+    (void)config::Load(path, {}, &config);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+}  // namespace
+}  // namespace pbert
