@@ -45,6 +45,7 @@ absl::Status RunPrepare(const Args& args) {
   o.input_format = p.input_format;
   o.vocab = p.vocab;
   o.lower_case = p.lower_case;
+  o.max_chars_per_word = static_cast<int>(p.max_chars_per_word);
   o.instances.max_seq_len = static_cast<int>(config.data.max_seq_len);
   o.instances.dupe_factor = static_cast<int>(p.dupe_factor);
   o.instances.short_seq_prob = p.short_seq_prob;

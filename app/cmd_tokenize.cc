@@ -16,8 +16,11 @@ absl::Status RunTokenize(const Args& args) {
     return absl::InvalidArgumentError("tokenize reads one FILE (or standard input)");
   }
   ASSIGN_OR_RETURN(data::Vocabulary vocabulary, data::Vocabulary::Load(args.Get("vocab")));
+  ASSIGN_OR_RETURN(int64_t max_chars,
+                   args.GetInt("max-chars-per-word", data::Tokenizer::kDefaultMaxCharsPerWord));
+  if (max_chars < 1) return absl::InvalidArgumentError("--max-chars-per-word must be >= 1");
   data::Tokenizer tokenizer(std::make_shared<const data::Vocabulary>(std::move(vocabulary)),
-                            !args.Has("cased"));
+                            !args.Has("cased"), static_cast<int>(max_chars));
   std::ifstream file;
   std::istream* in = &std::cin;
   if (!args.positional().empty()) {
@@ -64,6 +67,7 @@ Command TokenizeCommand() {
       {"vocab", "FILE", "BERT vocab.txt", false, true},
       {"tokens", "", "print the WordPiece strings instead of ids"},
       {"cased", "", "keep case and accents (for cased vocabularies)"},
+      {"max-chars-per-word", "N", "longer words become [UNK] (default 200, as prepare)"},
   };
   command.run = RunTokenize;
   return command;

@@ -80,6 +80,7 @@ struct PrepareConfig {
   std::string input_format = "auto";
   std::string vocab;
   bool lower_case = true;
+  int64_t max_chars_per_word = 200;
   int64_t dupe_factor = 10;
   double short_seq_prob = 0.1;
   double masked_lm_prob = 0.15;
@@ -94,6 +95,9 @@ struct PrepareConfig {
             config::OneOf(data::InputFormatNames()));
     v.Field("vocab", &vocab, "BERT vocab.txt");
     v.Field("lower_case", &lower_case, "lower-case and strip accents (uncased vocabularies)");
+    v.Field("max_chars_per_word", &max_chars_per_word,
+            "longer words become [UNK] (200 as Google's tokenization.py; Hugging Face: 100)",
+            config::InRange<int64_t>(1, 1 << 20));
     v.Field("dupe_factor", &dupe_factor, "passes over the documents with different masks",
             config::AtLeast<int64_t>(1));
     v.Field("short_seq_prob", &short_seq_prob, "share of instances with a shorter target",

@@ -12,15 +12,22 @@ namespace {
 constexpr uint64_t kShuffleStream = ~0ull;
 
 void TruncatePair(std::vector<int32_t>& a, std::vector<int32_t>& b, size_t max_tokens, Rng& rng) {
-  while (a.size() + b.size() > max_tokens) {
-    std::vector<int32_t>& longer = a.size() > b.size() ? a : b;
-    // From the front or the back, to avoid biasing towards either end.
-    if (rng.Uniform() < 0.5) {
-      longer.erase(longer.begin());
-    } else {
-      longer.pop_back();
-    }
+  // Token by token from the longer segment, from the front or the back to
+  // avoid biasing towards either end, as create_pretraining_data.py does;
+  // counted first and cut once, so that a segment of millions of tokens (a
+  // huge one-line input) costs linear time, not quadratic.
+  size_t a_size = a.size(), b_size = b.size();
+  size_t a_front = 0, a_back = 0, b_front = 0, b_back = 0;
+  while (a_size + b_size > max_tokens) {
+    const bool from_a = a_size > b_size;
+    const bool front = rng.Uniform() < 0.5;
+    (from_a ? (front ? a_front : a_back) : (front ? b_front : b_back)) += 1;
+    (from_a ? a_size : b_size) -= 1;
   }
+  a.erase(a.end() - a_back, a.end());
+  a.erase(a.begin(), a.begin() + a_front);
+  b.erase(b.end() - b_back, b.end());
+  b.erase(b.begin(), b.begin() + b_front);
 }
 
 void MaskTokens(Instance& in, const Tokenizer& tokenizer, const InstanceOptions& o, Rng& rng) {

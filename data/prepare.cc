@@ -84,7 +84,7 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   }
 
   // Tokenize documents on all threads; each writes only its own slots.
-  Tokenizer tokenizer(vocabulary, o.lower_case);
+  Tokenizer tokenizer(vocabulary, o.lower_case, o.max_chars_per_word);
   std::vector<TokenizedDocument> tokenized(documents.size());
   uint64_t text_bytes = 0;
   for (const Document& d : documents) {

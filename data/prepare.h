@@ -18,6 +18,7 @@ struct PrepareOptions {
   std::string input_format = "auto";  // auto, wiki, text or hdf5
   std::string vocab;
   bool lower_case = true;
+  int max_chars_per_word = Tokenizer::kDefaultMaxCharsPerWord;
   InstanceOptions instances;
   uint64_t records_per_shard = 1 << 18;
   int threads = 1;

@@ -138,8 +138,11 @@ int32_t Vocabulary::Find(absl::string_view piece, bool continuation) const {
   return it == map.end() ? -1 : it->second;
 }
 
-Tokenizer::Tokenizer(std::shared_ptr<const Vocabulary> vocabulary, bool lower_case)
-    : vocabulary_(std::move(vocabulary)), lower_case_(lower_case) {
+Tokenizer::Tokenizer(std::shared_ptr<const Vocabulary> vocabulary, bool lower_case,
+                     int max_chars_per_word)
+    : vocabulary_(std::move(vocabulary)),
+      lower_case_(lower_case),
+      max_chars_per_word_(max_chars_per_word) {
   starts_word_.resize(vocabulary_->size());
   for (int32_t id = 0; id < vocabulary_->size(); ++id) {
     const std::string& t = vocabulary_->token(id);
@@ -214,7 +217,7 @@ void Tokenizer::WordPiece(absl::string_view word, std::vector<int32_t>* ids) con
   bounds.push_back(n);
   const size_t chars = bounds.size() - 1;
   const size_t before = ids->size();
-  if (chars > static_cast<size_t>(kMaxWordChars)) {
+  if (chars > static_cast<size_t>(max_chars_per_word_)) {
     ids->push_back(vocabulary_->special().unk);
     return;
   }

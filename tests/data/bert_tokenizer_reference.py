@@ -6,14 +6,14 @@ uncased vocabularies, split punctuation, then greedy longest-match-first
 WordPiece with "##" continuations), using Python's unicodedata, so that it
 shares no code and no Unicode library with the C++ tokenizer.
 
-    bert_tokenizer_reference.py VOCAB [--cased] [--tokens] < lines > ids
+    bert_tokenizer_reference.py VOCAB [--cased] [--tokens] [--max-chars N] < lines > ids
 
 Prints one line per input line: its ids (or, with --tokens, its pieces).
 """
 import sys
 import unicodedata
 
-MAX_WORD_CHARS = 100
+MAX_WORD_CHARS = 200  # tokenization.py's max_input_chars_per_word
 
 
 def is_whitespace(c):
@@ -91,6 +91,9 @@ def main():
     vocab_path = sys.argv[1]
     lower = "--cased" not in sys.argv
     as_tokens = "--tokens" in sys.argv
+    global MAX_WORD_CHARS
+    if "--max-chars" in sys.argv:
+        MAX_WORD_CHARS = int(sys.argv[sys.argv.index("--max-chars") + 1])
     vocab = {}
     with open(vocab_path, encoding="utf-8") as f:
         for i, line in enumerate(f):

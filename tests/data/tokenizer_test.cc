@@ -71,8 +71,13 @@ TEST_F(TokenizerTest, ControlCharactersAreDroppedAndSpacesSplit) {
 
 TEST_F(TokenizerTest, UnknownAndOverlongWords) {
   EXPECT_EQ(Pieces("\U0001F600"), Strings{"[UNK]"});  // an emoji is no punctuation
-  EXPECT_EQ(Pieces(std::string(100, 'a')).size() > 1, true);
-  EXPECT_EQ(Pieces(std::string(101, 'a')), Strings{"[UNK]"});
+  // Up to 200 characters a word is split (Google's tokenization.py); longer
+  // is [UNK]. Hugging Face's limit of 100 is a constructor argument.
+  EXPECT_GT(Pieces(std::string(200, 'a')).size(), 1u);
+  EXPECT_EQ(Pieces(std::string(201, 'a')), Strings{"[UNK]"});
+  Tokenizer hugging_face(vocabulary_, /*lower_case=*/true, 100);
+  std::vector<int32_t> ids = hugging_face.Encode(std::string(101, 'a'));
+  EXPECT_EQ(ids, std::vector<int32_t>{tokenizer_->vocabulary().special().unk});
 }
 
 TEST_F(TokenizerTest, InvalidUtf8BytesAreDropped) {
