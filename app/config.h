@@ -80,7 +80,7 @@ struct PrepareConfig {
   std::string input_format = "auto";
   std::string vocab;
   bool lower_case = true;
-  int64_t max_chars_per_word = 200;
+  int64_t max_chars_per_word = data::Tokenizer::kDefaultMaxCharsPerWord;
   int64_t dupe_factor = 10;
   double short_seq_prob = 0.1;
   double masked_lm_prob = 0.15;

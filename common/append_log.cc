@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/status.h"
 
 namespace pbert {
@@ -39,17 +40,8 @@ AppendLog::~AppendLog() { ::close(fd_); }
 
 absl::Status AppendLog::Append(absl::string_view line) {
   std::string text = absl::StrCat(line, "\n");
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(absl::StrCat("cannot write ", path_), errno);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  RETURN_IF_ERROR(WriteFully(
+      fd_, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, path_));
   bytes_ += text.size();
   return absl::OkStatus();
 }

@@ -51,19 +51,24 @@ AtomicFileWriter::~AtomicFileWriter() {
   }
 }
 
-absl::Status AtomicFileWriter::Write(absl::Span<const uint8_t> data) {
-  if (fd_ < 0) return absl::FailedPreconditionError("write after commit: " + path_);
+absl::Status WriteFully(int fd, absl::Span<const uint8_t> data, const std::string& path) {
   const uint8_t* p = data.data();
   size_t left = data.size();
   while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
+    ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError(absl::StrCat("cannot write ", temp_path_), errno);
+      return ErrnoError(absl::StrCat("cannot write ", path), errno);
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFileWriter::Write(absl::Span<const uint8_t> data) {
+  if (fd_ < 0) return absl::FailedPreconditionError("write after commit: " + path_);
+  RETURN_IF_ERROR(WriteFully(fd_, data, temp_path_));
   size_ += data.size();
   return absl::OkStatus();
 }

@@ -48,6 +48,10 @@ class AtomicFileWriter {
 // Writes `contents` to `path` atomically.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
+// Writes all of `data` to `fd` (retrying short writes and EINTR); `path`
+// names the file in the error.
+absl::Status WriteFully(int fd, absl::Span<const uint8_t> data, const std::string& path);
+
 // fsyncs a file or folder, so that what was written or renamed in it lasts.
 absl::Status SyncPath(const std::string& path);
 
