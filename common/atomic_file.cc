@@ -122,6 +122,21 @@ absl::Status SyncPath(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status CheckReadableFile(const std::string& path, absl::string_view what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return ErrnoError(absl::StrCat("cannot open ", what, " ", path), errno);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " is a folder; give a file"));
+  }
+  if (::access(path.c_str(), R_OK) != 0) {
+    return ErrnoError(absl::StrCat("cannot read ", what, " ", path), errno);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);

@@ -55,6 +55,11 @@ absl::Status WriteFully(int fd, absl::Span<const uint8_t> data, const std::strin
 // fsyncs a file or folder, so that what was written or renamed in it lasts.
 absl::Status SyncPath(const std::string& path);
 
+// OK if `path` is a file this process can open for reading; otherwise one
+// clear error: not found, not readable, or a folder where a file belongs.
+// `what` says what the file is for ("config file", "vocabulary").
+absl::Status CheckReadableFile(const std::string& path, absl::string_view what);
+
 // Reads a whole (small) file into a string.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

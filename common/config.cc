@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/atomic_file.h"
 #include "common/status.h"
 
 namespace pbert::config {
@@ -197,6 +198,7 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
       return absl::NotFoundError(absl::StrCat(
           "config file '", file, "' not found or not readable; see configs/ for examples"));
     }
+    RETURN_IF_ERROR(CheckReadableFile(file, "config file"));
     try {
       YAML::Node loaded = YAML::LoadFile(file);
       RETURN_IF_ERROR(CheckNoDuplicateKeys(loaded, file, ""));

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/status.h"
 
 namespace pbert::data {
@@ -75,6 +76,7 @@ absl::StatusOr<CorpusFormat> ResolveFormat(const std::string& name, const std::s
     return absl::InvalidArgumentError(
         absl::StrCat("input format '", name, "' is not one of: auto, wiki, text, hdf5"));
   }
+  RETURN_IF_ERROR(CheckReadableFile(path, "input"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);
   std::string line;
@@ -88,6 +90,7 @@ absl::StatusOr<CorpusFormat> ResolveFormat(const std::string& name, const std::s
 
 absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
                         const std::function<void(Document&&)>& on_document, CorpusStats* stats) {
+  RETURN_IF_ERROR(CheckReadableFile(path, "input"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);
   Document document;

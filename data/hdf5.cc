@@ -32,11 +32,7 @@ Hdf5Reader::~Hdf5Reader() = default;
 
 absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& path) {
   H5::Exception::dontPrint();
-  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-    std::fclose(f);
-  } else {
-    return ErrnoError(absl::StrCat("cannot open ", path), errno);
-  }
+  RETURN_IF_ERROR(CheckReadableFile(path, "HDF5 file"));
   if (!H5::H5File::isHdf5(path)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not an HDF5 file"));
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/status.h"
 
 namespace pbert::data {
@@ -44,6 +45,7 @@ absl::StatusOr<LengthHistogram> HistogramOf(absl::Span<const uint16_t> lengths, 
 }
 
 absl::StatusOr<LengthHistogram> ReadHistogramFile(const std::string& path, int max_len) {
+  RETURN_IF_ERROR(CheckReadableFile(path, "histogram file"));
   std::ifstream in(path);
   if (!in) return ErrnoError(absl::StrCat("cannot open histogram file ", path), errno);
   LengthHistogram histogram(max_len);

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/atomic_file.h"
 #include "common/status.h"
 
 namespace pbert::data {
@@ -92,6 +93,7 @@ std::string LowerAndStripAccents(absl::string_view word) {
 }  // namespace
 
 absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
+  RETURN_IF_ERROR(CheckReadableFile(path, "vocabulary"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(absl::StrCat("cannot open vocabulary ", path), errno);
   Vocabulary v;

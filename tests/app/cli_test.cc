@@ -88,6 +88,16 @@ TEST(CliTest, MissingConfigFile) {
             "not readable; see configs/ for examples\n");
 }
 
+TEST(CliTest, AFolderWhereAFileBelongs) {
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  Result r = RunBinary("config dump --config " + folder);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert config: error: config file " + folder + " is a folder; give a file\n");
+  r = RunBinary("tokenize --vocab " + folder);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert tokenize: error: vocabulary " + folder + " is a folder; give a file\n");
+}
+
 TEST(CliTest, UnknownFlag) {
   Result r = RunBinary("pack --max-lenght 5");
   EXPECT_EQ(r.exit_code, 2);

@@ -200,7 +200,7 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
                                 "(model.vocab_size): use the vocabulary the model was made for\n"));
   r = RunBinary(Args("noeval", "--set data.eval=" + root_ + "/missing.hdf5"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: cannot open ", root_,
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: cannot open HDF5 file ", root_,
                                 "/missing.hdf5: No such file or directory\n"));
   EXPECT_FALSE(fs::exists(root_ + "/noeval/mllog.txt"));
 
