@@ -140,7 +140,7 @@ struct ModelConfig {
   double initializer_range = 0.02;
   std::string mlm_loss = "per_token";
   std::string precision = "fp32";
-  std::string attention = "dense";
+  std::string attention = "blocked";
 
   template <class V>
   void Visit(V& v) {

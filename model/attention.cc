@@ -74,18 +74,18 @@ AttentionLayout BlockedLayout(const at::Tensor& sequence_ids, at::ScalarType dty
 }
 
 at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads,
-                  const AttentionLayout& layout,
-                  const std::function<at::Tensor(const at::Tensor&)>& dropout) {
+                  const AttentionLayout& layout, double dropout_p) {
   const int64_t B = q.size(0), S = q.size(1), hidden = q.size(2), d = hidden / heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  auto softmax = [&](const at::Tensor& scores) {
-    at::Tensor probs = at::softmax(scores, -1);
-    return dropout ? dropout(probs) : probs;
+  // [n,heads,L,d] in, [n,heads,L,d] out; the mask is additive.
+  auto attend = [&](const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh,
+                    const at::Tensor& mask) {
+    return std::get<0>(at::_scaled_dot_product_attention(qh, kh, vh, mask, dropout_p));
   };
   if (!layout.blocked()) {
     auto split = [&](const at::Tensor& x) { return x.view({B, S, heads, d}).transpose(1, 2); };
-    at::Tensor scores = at::matmul(split(q), split(k).transpose(-1, -2)) * scale + layout.mask;
-    return at::matmul(softmax(scores), split(v)).transpose(1, 2).reshape({B, S, hidden});
+    return attend(split(q), split(k), split(v), layout.mask)
+        .transpose(1, 2)
+        .reshape({B, S, hidden});
   }
   // q, k and v with a zero row appended for the padding slots, gathered
   // once per bucket.
@@ -96,10 +96,9 @@ at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const int64_t L = bucket.length, n = bucket.tokens.numel() / L;
     auto parts = qkv.index_select(0, bucket.tokens).view({n, L, 3, heads, d}).unbind(2);
     auto split = [&](const at::Tensor& x) { return x.transpose(1, 2); };  // [n,heads,L,d]
-    at::Tensor scores =
-        at::matmul(split(parts[0]), split(parts[1]).transpose(-1, -2)) * scale + bucket.key_mask;
-    contexts.push_back(
-        at::matmul(softmax(scores), split(parts[2])).transpose(1, 2).reshape({n * L, hidden}));
+    contexts.push_back(attend(split(parts[0]), split(parts[1]), split(parts[2]), bucket.key_mask)
+                           .transpose(1, 2)
+                           .reshape({n * L, hidden}));
     positions.push_back(bucket.tokens);
   }
   at::Tensor out = at::zeros({B * S + 1, hidden}, q.options())

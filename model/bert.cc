@@ -73,13 +73,12 @@ void BertSelfAttentionImpl::reset() {
   query = register_module("query", nn::Linear(h, h));
   key = register_module("key", nn::Linear(h, h));
   value = register_module("value", nn::Linear(h, h));
-  dropout = register_module("dropout", nn::Dropout(options.attention_dropout()));
 }
 
 at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& hidden,
                                           const AttentionLayout& layout) {
   return Attend(query(hidden), key(hidden), value(hidden), options.num_heads(), layout,
-                [this](const at::Tensor& probs) { return dropout(probs); });
+                is_training() ? options.attention_dropout() : 0.0);
 }
 
 BertResidualOutputImpl::BertResidualOutputImpl(const BertOptions& options, int64_t in_features)

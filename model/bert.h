@@ -82,8 +82,9 @@ class BertSelfAttentionImpl : public torch::nn::Cloneable<BertSelfAttentionImpl>
   at::Tensor forward(const at::Tensor& hidden, const AttentionLayout& layout);
 
   BertOptions options;
+  // Dropout on the attention probabilities (options.attention_dropout)
+  // happens inside Attend.
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
-  torch::nn::Dropout dropout{nullptr};
 };
 TORCH_MODULE(BertSelfAttention);
 
