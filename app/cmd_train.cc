@@ -58,6 +58,8 @@ bool ResumeMayChange(const std::string& key) {
 // Fails, naming the keys, if the checkpoint was made under a config that
 // trains differently from `config`.
 absl::Status CheckSameTraining(const std::string& checkpoint, const ExperimentConfig& config) {
+  // A folder that is no checkpoint is named as such, before its config is read.
+  RETURN_IF_ERROR(train::ReadCheckpointInfo(checkpoint).status());
   ExperimentConfig saved;
   RETURN_IF_ERROR(Annotate(config::Load(checkpoint + "/config.yaml", {}, &saved),
                            "the checkpoint's config"));

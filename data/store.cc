@@ -270,7 +270,7 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
   try {
     auto manifest = nlohmann::ordered_json::parse(text);
     if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           manifest_path, ": store format version ", manifest.at("version").get<uint32_t>(),
           ", this build reads ", kStoreVersion, "; prepare the store again"));
     }

@@ -136,6 +136,11 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
     return absl::NotFoundError(absl::StrCat(
         "checkpoint folder '", dir, "' not found; give a RUN_DIR/checkpoints/step-N folder or auto"));
   }
+  if (!fs::exists(dir + "/trainer_state.json") || !fs::exists(dir + "/config.yaml")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", dir, "' is not a checkpoint folder (no trainer_state.json or ",
+                     "config.yaml); give a RUN_DIR/checkpoints/step-N folder or auto"));
+  }
   ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/trainer_state.json"));
   try {
     info.state = nlohmann::json::parse(text);

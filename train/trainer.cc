@@ -227,7 +227,7 @@ absl::Status Loop::Init() {
     ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(o_.resume));
     ASSIGN_OR_RETURN(state_, TrainerState::FromJson(info.state, o_.resume + "/trainer_state.json"));
     if (state_.train_index_checksum != train_checksum) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           o_.resume, " was trained on other rows (pack index checksum ", state_.train_index_checksum,
           ", now ", train_checksum, "); resume with the same data.store, data.pack_index and ",
           "packing settings"));

@@ -210,6 +210,16 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   EXPECT_NE(r.err.find("holds an earlier run (mllog.txt); continue it with --resume auto"),
             std::string::npos)
       << r.err;
+  r = RunBinary(Args("other", "--resume " + root_));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: '", root_,
+                                "' is not a checkpoint folder (no trainer_state.json or "
+                                "config.yaml); give a RUN_DIR/checkpoints/step-N folder or auto\n"));
+  // A checkpoint of rows packed otherwise.
+  r = RunBinary(Args("run", "--set optim.total_steps=6 --set packing.algorithm=none --force "
+                            "--resume auto"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("was trained on other rows"), std::string::npos) << r.err;
   r = RunBinary(Args("run", "--set optim.total_steps=6 --set optim.lr=0.5 --resume auto"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("optim.lr (0.02 -> 0.5); resume with the same config, or add --force"),
