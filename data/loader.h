@@ -72,8 +72,6 @@ class Loader {
   absl::StatusOr<StepBatches> Next();
   // After the steps returned so far.
   LoaderPosition position() const { return {start_.rows + consumed_ * RowsPerStep()}; }
-  uint64_t rows_per_epoch() const { return index_->rows(); }
-  uint64_t epoch() const { return position().rows / std::max<uint64_t>(1, rows_per_epoch()); }
   // Rows all ranks take per step.
   uint64_t RowsPerStep() const;
   // Steps of one pass in single-pass mode.

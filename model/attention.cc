@@ -30,7 +30,6 @@ at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtyp
 AttentionLayout DenseLayout(const at::Tensor& sequence_ids, at::ScalarType dtype) {
   AttentionLayout layout;
   layout.mask = BlockDiagonalMask(sequence_ids, dtype);
-  layout.tokens = sequence_ids.numel();
   return layout;
 }
 
@@ -55,7 +54,6 @@ AttentionLayout BlockedLayout(const at::Tensor& sequence_ids, at::ScalarType dty
     }
   }
   AttentionLayout layout;
-  layout.tokens = padding;
   const double inf = std::numeric_limits<double>::infinity();
   for (const auto& [L, sequences] : by_length) {
     const int64_t n = static_cast<int64_t>(sequences.size());

@@ -37,7 +37,6 @@ struct AttentionLayout {
     at::Tensor key_mask;  // [n,1,1,L] additive: 0 for a sequence's keys, -inf for padding slots
   };
   std::vector<Bucket> buckets;
-  int64_t tokens = 0;  // B*S
 
   bool blocked() const { return !mask.defined(); }
 };
