@@ -14,6 +14,7 @@
 #include "app/options.h"
 #include "common/atomic_file.h"
 #include "common/logging.h"
+#include "common/platform.h"
 #include "common/status.h"
 #include "data/packing/report.h"
 #include "data/source.h"
@@ -219,9 +220,12 @@ absl::Status RunTrain(const Args& args) {
   o.stop_requested = [] { return stop_requested.load(); };
   const std::string effective = absl::StrFormat(
       "packing factor %.6f; optimizer after the packing adjustment (%s): beta1 %.9g, beta2 %.9g, "
-      "accumulation_steps %d; %.1f sequences per step; evaluation every %d sequences",
+      "accumulation_steps %d; %.1f sequences per step; evaluation every %d sequences; "
+      "precision %s; OpenBLAS kernels %s",
       packing_factor, config.optim.packing_adjustment, adjusted.beta1, adjusted.beta2,
-      adjusted.accumulation_steps, rows_per_step * packing_factor, o.eval_every_samples);
+      adjusted.accumulation_steps, rows_per_step * packing_factor, o.eval_every_samples,
+      model::PrecisionName(o.step.precision),
+      TuneOpenBlasKernels().chosen.empty() ? "(not OpenBLAS)" : TuneOpenBlasKernels().chosen);
   o.config_yaml = absl::StrCat(config::Dump(config), "\n# effective: ", effective, "\n");
   log->info("{}", effective);
   if (rank0) RETURN_IF_ERROR(WriteEffectiveConfig(config, effective));

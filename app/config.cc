@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "app/runtime.h"
 #include "common/atomic_file.h"
+#include "common/platform.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "dist/environment.h"
@@ -38,6 +39,9 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   }
   int threads = SetIntraOpThreads(static_cast<int>(config.run.threads));
   logging::Get("run")->debug("intra-op threads: {}", threads);
+  if (const BlasKernels& blas = TuneOpenBlasKernels(); !blas.note.empty()) {
+    logging::Get("run")->debug("{}", blas.note);
+  }
   return config;
 }
 

@@ -170,7 +170,9 @@ struct ModelConfig {
                          "block; the same results)"),
             config::OneOf(model::AttentionKindNames()));
     v.Field("precision", &precision,
-            absl::StrCat(Choices(model::PrecisionNames()), " (autocast; fp16 on CUDA only)"),
+            absl::StrCat(Choices(model::PrecisionNames()),
+                         " (autocast; fp16 on CUDA only; auto: bf16 where the CPU computes "
+                         "bf16 in hardware, else fp32)"),
             config::OneOf(model::PrecisionNames()));
   }
   absl::Status Validate() const {

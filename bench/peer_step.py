@@ -9,10 +9,16 @@ can take turns in one run:
 
   run CASE STEPS  ->  one JSON line: {"case", "seconds": [per step], "minflt"}
   rss             ->  {"maxrss_kb"}
+  blas            ->  {"core"}: the OpenBLAS kernels in use
   quit
 
-usage: peer_step.py CASES_JSON THREADS
+One model and optimizer per model size serve all cases of that size, as on
+packed-bert's side. With PRECISION bf16 the forward pass and losses run
+under CPU autocast to bfloat16 (fp32 weights), as packed-bert's bf16 does.
+
+usage: peer_step.py CASES_JSON THREADS [fp32|bf16]
 """
+import ctypes
 import json
 import math
 import resource
@@ -138,52 +144,75 @@ class Lamb(torch.optim.Optimizer):
                 p.add_(update, alpha=-group["lr"] * float(ratio))
 
 
-def load_case(case):
+def load_tensors(case):
     tensors = {}
     for name, spec in case["tensors"].items():
         data = np.fromfile(spec["file"], dtype=np.int64).reshape(spec["shape"])
         tensors[name] = torch.from_numpy(data)
+    return tensors
+
+
+def make_model(config):
     torch.manual_seed(1)
-    model = BertForPreTraining(case["model"])
+    model = BertForPreTraining(config)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if "bias" in name or "norm" in name.lower() else decay).append(p)
     optimizer = Lamb([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=1e-4)
-    return model, optimizer, tensors
+    return model, optimizer
 
 
-def step(model, optimizer, t):
+def step(model, optimizer, t, bf16):
     optimizer.zero_grad(set_to_none=True)
-    loss = model(t["input_ids"], t["token_type_ids"], t["attention_mask"],
-                 t["masked_positions"], t["masked_labels"], t["next_sentence_labels"])
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = model(t["input_ids"], t["token_type_ids"], t["attention_mask"],
+                     t["masked_positions"], t["masked_labels"], t["next_sentence_labels"])
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
 
 
+def openblas_core():
+    try:
+        blas = ctypes.CDLL("libopenblas.so.0")
+        blas.openblas_get_corename.restype = ctypes.c_char_p
+        return blas.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        return "(not OpenBLAS)"
+
+
 def main():
     cases = {c["name"]: c for c in json.load(open(sys.argv[1]))}
     torch.set_num_threads(int(sys.argv[2]))
-    loaded = {}
+    bf16 = len(sys.argv) > 3 and sys.argv[3] == "bf16"
+    models, tensors_of = {}, {}
     for line in sys.stdin:
         words = line.split()
         if not words:
             continue
         if words[0] == "quit":
             return
+        if words[0] == "blas":
+            print(json.dumps({"core": openblas_core()}), flush=True)
+            continue
         if words[0] == "rss":
             print(json.dumps({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}),
                   flush=True)
             continue
         name, steps = words[1], int(words[2])
-        if name not in loaded:
-            loaded[name] = load_case(cases[name])
-        model, optimizer, tensors = loaded[name]
+        case = cases[name]
+        if name not in tensors_of:
+            tensors_of[name] = load_tensors(case)
+        key = json.dumps(case["model"], sort_keys=True)
+        if key not in models:
+            models[key] = make_model(case["model"])
+        model, optimizer = models[key]
+        tensors = tensors_of[name]
         seconds = []
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         for _ in range(steps):
             start = time.perf_counter()
-            step(model, optimizer, tensors)
+            step(model, optimizer, tensors, bf16)
             seconds.append(time.perf_counter() - start)
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         print(json.dumps({"case": name, "seconds": seconds, "minflt": faults}), flush=True)

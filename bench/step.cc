@@ -6,20 +6,27 @@
 //
 //   build/bench/step [--rounds 5] [--steps 3] [--threads 2] [--models tiny,mid]
 //
+//   build/bench/step [--precision fp32|bf16|auto]
+//
 // Cases: for each model (tiny: 128 wide, 2 layers; mid: 256 wide, 4 layers,
 // 4 heads, FFN 1024) and shape (16x128, 4x512): the padded batch (one
 // sequence per row) on both sides, and packed-bert on packed rows of
 // sequences of the same lengths (Wikipedia's, from the published histogram
-// when ../shared/data is there). Peak RSS is reported per side.
+// when ../shared/data is there), attending with the dense block-diagonal
+// mask and with blocked attention (the config's default). Each side keeps one
+// model and optimizer per model size, so peak RSS compares like with like.
 #include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/platform.h"
 #include "data/batch.h"
 #include "data/histogram.h"
 #include "data/packing/report.h"
@@ -50,6 +58,7 @@ struct Case {
   ModelShape model;
   int rows, max_len;
   bool packed;
+  pbert::model::AttentionKind attention;
   pbert::data::PackedBatch batch;
   double tokens = 0;     // real tokens in the batch
   double sequences = 0;  // sequences in the batch
@@ -161,6 +170,55 @@ long MinorFaults() {
   return usage.ru_minflt;
 }
 
+// The top operators by self CPU time over `run()`, from LibTorch's profiler:
+// per thread, a pop closes the latest push; an operator's self time is its
+// time less that of the operators it called.
+void PrintTopOperators(const std::string& title, const std::function<void()>& run, int top) {
+  namespace prof = torch::autograd::profiler;
+  prof::enableProfilerLegacy(
+      torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  run();
+  auto threads = prof::disableProfilerLegacy();
+  struct Total {
+    double self_us = 0, total_us = 0;
+    long calls = 0;
+  };
+  std::map<std::string, Total> totals;
+  double all_us = 0;
+  for (auto& events : threads) {
+    struct Open {
+      const prof::LegacyEvent* push;
+      double children_us = 0;
+    };
+    std::vector<Open> stack;
+    for (const auto& event : events) {
+      if (event.kind() == prof::EventKind::PushRange) {
+        stack.push_back({&event});
+      } else if (event.kind() == prof::EventKind::PopRange && !stack.empty()) {
+        Open open = stack.back();
+        stack.pop_back();
+        const double us = open.push->cpuElapsedUs(event);
+        Total& t = totals[open.push->name()];
+        t.self_us += us - open.children_us;
+        t.total_us += us;
+        ++t.calls;
+        all_us += us - open.children_us;
+        if (!stack.empty()) stack.back().children_us += us;
+      }
+    }
+  }
+  std::vector<std::pair<std::string, Total>> sorted(totals.begin(), totals.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.self_us > b.second.self_us; });
+  std::printf("\ntop operators by self CPU time: %s\n%-44s %10s %7s %10s %7s\n", title.c_str(),
+              "operator", "self ms", "self %", "total ms", "calls");
+  for (int i = 0; i < top && i < static_cast<int>(sorted.size()); ++i) {
+    const auto& [name, t] = sorted[i];
+    std::printf("%-44s %10.1f %6.1f%% %10.1f %7ld\n", name.substr(0, 44).c_str(), t.self_us / 1e3,
+                100.0 * t.self_us / all_us, t.total_us / 1e3, t.calls);
+  }
+}
+
 // Our side of one case: a model and optimizer kept across rounds.
 struct Ours {
   pbert::model::BertForPreTraining model{nullptr};
@@ -169,6 +227,8 @@ struct Ours {
 
 int Main(int argc, char** argv) {
   int rounds = 5, steps = 3, threads = 2;
+  std::string precision_name = "fp32", profile;
+  bool with_peers = true, tune_malloc = true;
   std::vector<std::string> models = {"tiny", "mid"};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
@@ -176,11 +236,32 @@ int Main(int argc, char** argv) {
     else if (flag == "--steps") steps = std::stoi(value);
     else if (flag == "--threads") threads = std::stoi(value);
     else if (flag == "--models") models = absl::StrSplit(value, ',');
+    else if (flag == "--precision") precision_name = value;
+    else if (flag == "--profile") profile = value;
+    else if (flag == "--peers") with_peers = value != "none";
+    else if (flag == "--malloc") tune_malloc = value != "glibc";
     else {
-      std::cerr << "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mid]\n";
+      std::cerr << "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mid] "
+                   "[--precision fp32|bf16|auto] [--profile CASE] [--peers none] [--malloc tuned|glibc]\n";
       return 2;
     }
   }
+  auto parsed = pbert::model::ParsePrecision(precision_name, c10::DeviceType::CPU);
+  if (!parsed.ok()) {
+    std::cerr << parsed.status() << "\n";
+    return 2;
+  }
+  const pbert::model::Precision precision = *parsed;
+  const bool bf16 = precision == pbert::model::Precision::kBf16;
+  std::printf("precision %s (%s on both sides), %d threads\n", bf16 ? "bf16" : "fp32",
+              bf16 ? "autocast" : "no autocast", threads);
+  // As packed-bert's main() does (common/platform.h); --malloc glibc keeps
+  // glibc's defaults, to measure what the tuning does.
+  if (tune_malloc) pbert::TuneMalloc();
+  const pbert::BlasKernels& blas = pbert::TuneOpenBlasKernels();
+  std::printf("packed-bert: OpenBLAS %s kernels%s\n", blas.chosen.c_str(),
+              blas.chosen != blas.loaded ? absl::StrCat(" (OpenBLAS chose ", blas.loaded, ")").c_str()
+                                         : "");
   at::set_num_threads(threads);
   const std::vector<ModelShape> all_models = {{"tiny", 128, 2, 2, 512}, {"mid", 256, 4, 4, 1024}};
   const std::string dir = std::filesystem::temp_directory_path() / "pbert_bench_step";
@@ -214,13 +295,20 @@ int Main(int argc, char** argv) {
           packed.back().push_back(&sequences[id]);
         }
       }
-      for (bool is_packed : {false, true}) {
+      using pbert::model::AttentionKind;
+      for (auto [is_packed, attention] :
+           {std::pair{false, AttentionKind::kDense}, std::pair{true, AttentionKind::kDense},
+            std::pair{true, AttentionKind::kBlocked}}) {
         Case c;
         c.model = m;
         c.rows = rows;
         c.max_len = max_len;
         c.packed = is_packed;
-        c.name = absl::StrCat(m.name, "-", rows, "x", max_len, is_packed ? "-packed" : "-padded");
+        c.attention = attention;
+        c.name = absl::StrCat(m.name, "-", rows, "x", max_len,
+                              !is_packed                             ? "-padded"
+                              : attention == AttentionKind::kDense ? "-packed-dense"
+                                                                     : "-packed-blocked");
         const auto& layout = is_packed ? packed : padded;
         c.batch = *pbert::data::MakeBatch(layout, {max_len, is_packed ? 8 : 1, 0});
         for (const auto& row : layout) {
@@ -235,59 +323,89 @@ int Main(int argc, char** argv) {
   const std::string cases_path = dir + "/cases.json";
   std::ofstream(cases_path) << peer_cases.dump();
 
-  // The peer: one persistent process, so both sides take turns.
+  // The peers: persistent processes, so that all sides take turns. "peer"
+  // runs as a user would start it; when packed-bert re-selected OpenBLAS's
+  // kernels, "peer-tuned" runs with the same kernels (OPENBLAS_CORETYPE), so
+  // that the comparison is also made on equal matrix products.
+  struct Peer {
+    std::string name, env;
+    FILE* in = nullptr;
+    std::ifstream out;
+    std::vector<Timing> timing;
+    json Ask(const std::string& command) {
+      std::fprintf(in, "%s\n", command.c_str());
+      std::fflush(in);
+      std::string line;
+      std::getline(out, line);
+      return json::parse(line);
+    }
+  };
+  std::vector<std::unique_ptr<Peer>> peers;
   const std::string peer_script = std::string(PBERT_SOURCE_DIR) + "/bench/peer_step.py";
-  const std::string to_peer = dir + "/to_peer", from_peer = dir + "/from_peer";
-  std::filesystem::remove(to_peer);
-  std::filesystem::remove(from_peer);
-  const bool have_peer = std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") == 0;
-  FILE* peer = nullptr;
-  std::ifstream peer_out;
-  if (have_peer) {
-    std::system(absl::StrCat("mkfifo ", to_peer, " ", from_peer).c_str());
-    std::system(absl::StrCat("/usr/bin/python3 ", peer_script, " ", cases_path, " ", threads,
-                             " <", to_peer, " >", from_peer, " &")
-                    .c_str());
-    peer = std::fopen(to_peer.c_str(), "w");
-    peer_out.open(from_peer);
+  if (!with_peers) {
+  } else if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") == 0) {
+    peers.push_back(std::make_unique<Peer>());
+    peers.back()->name = "peer";
+    peers.back()->env = "env -u OPENBLAS_CORETYPE -u LD_PRELOAD -u GLIBC_TUNABLES";
+    if (blas.chosen != blas.loaded) {
+      peers.push_back(std::make_unique<Peer>());
+      peers.back()->name = "peer-tuned";
+      peers.back()->env =
+          absl::StrCat("env -u LD_PRELOAD -u GLIBC_TUNABLES OPENBLAS_CORETYPE=", blas.chosen);
+    }
   } else {
     std::cerr << "python3-torch not installed: packed-bert's side only "
                  "(apt-get install python3-torch for the peer)\n";
   }
-  auto ask_peer = [&](const std::string& command) {
-    std::fprintf(peer, "%s\n", command.c_str());
-    std::fflush(peer);
-    std::string line;
-    std::getline(peer_out, line);
-    return json::parse(line);
-  };
+  for (auto& peer : peers) {
+    const std::string to_peer = absl::StrCat(dir, "/to_", peer->name),
+                      from_peer = absl::StrCat(dir, "/from_", peer->name);
+    std::filesystem::remove(to_peer);
+    std::filesystem::remove(from_peer);
+    std::system(absl::StrCat("mkfifo ", to_peer, " ", from_peer).c_str());
+    std::system(absl::StrCat(peer->env, " /usr/bin/python3 ", peer_script, " ", cases_path, " ",
+                             threads, bf16 ? " bf16" : " fp32", " <", to_peer, " >", from_peer,
+                             " &")
+                    .c_str());
+    peer->in = std::fopen(to_peer.c_str(), "w");
+    peer->out.open(from_peer);
+    peer->timing.resize(cases.size());
+    std::printf("%s: OpenBLAS %s kernels\n", peer->name.c_str(),
+                peer->Ask("blas")["core"].get<std::string>().c_str());
+  }
 
   auto communicator =
       *pbert::dist::Communicator::Create(pbert::dist::Environment{}, "gloo");
-  std::vector<Ours> ours(cases.size());
-  std::vector<Timing> our_timing(cases.size()), peer_timing(cases.size());
-  for (size_t i = 0; i < cases.size(); ++i) {
+  std::map<std::string, Ours> ours;  // by model size
+  std::vector<Timing> our_timing(cases.size());
+  for (const Case& c : cases) {
+    const ModelShape& m = c.model;
+    if (ours.count(m.name)) continue;
     torch::manual_seed(1);
-    const ModelShape& m = cases[i].model;
-    ours[i].model = pbert::model::BertForPreTraining(pbert::model::BertOptions()
-                                                         .hidden_size(m.hidden)
-                                                         .num_layers(m.layers)
-                                                         .num_heads(m.heads)
-                                                         .intermediate_size(m.ffn));
-    ours[i].optimizer = std::make_unique<pbert::optim::Lamb>(
-        pbert::optim::BertParamGroups(ours[i].model->named_parameters(),
+    Ours& o = ours[m.name];
+    o.model = pbert::model::BertForPreTraining(pbert::model::BertOptions()
+                                                   .hidden_size(m.hidden)
+                                                   .num_layers(m.layers)
+                                                   .num_heads(m.heads)
+                                                   .intermediate_size(m.ffn));
+    o.optimizer = std::make_unique<pbert::optim::Lamb>(
+        pbert::optim::BertParamGroups(o.model->named_parameters(),
                                       pbert::optim::LambOptions(1e-4), true),
         pbert::optim::LambOptions(1e-4));
   }
+  pbert::train::StepOptions step_options;
+  step_options.precision = precision;
   // Round 0 warms both sides up and is not counted.
   for (int round = 0; round <= rounds; ++round) {
     for (size_t i = 0; i < cases.size(); ++i) {
       Case& c = cases[i];
+      Ours& o = ours[c.model.name];
+      o.model->options.attention(c.attention);
       long faults = MinorFaults();
       for (int s = 0; s < steps; ++s) {
         auto start = std::chrono::steady_clock::now();
-        auto result = pbert::train::TrainStep(ours[i].model, *ours[i].optimizer, *communicator,
-                                              {c.batch}, 1e-4, pbert::train::StepOptions());
+        auto result = pbert::train::TrainStep(o.model, *o.optimizer, *communicator, {c.batch},
+                                              1e-4, step_options);
         if (!result.ok()) {
           std::cerr << result.status() << "\n";
           return 1;
@@ -301,52 +419,85 @@ int Main(int argc, char** argv) {
         our_timing[i].faults += static_cast<double>(MinorFaults() - faults);
         our_timing[i].steps += steps;
       }
-      if (peer != nullptr && !c.packed) {
-        json r = ask_peer(absl::StrCat("run ", c.name, " ", steps));
+      for (auto& peer : peers) {
+        if (c.packed) continue;
+        json r = peer->Ask(absl::StrCat("run ", c.name, " ", steps));
         if (round > 0) {
-          for (double s : r["seconds"]) peer_timing[i].seconds.push_back(s);
-          peer_timing[i].faults += r["minflt"].get<double>();
-          peer_timing[i].steps += steps;
+          Timing& t = peer->timing[i];
+          for (double s : r["seconds"]) t.seconds.push_back(s);
+          t.faults += r["minflt"].get<double>();
+          t.steps += steps;
         }
       }
     }
   }
 
-  std::printf("%-22s %-12s %9s %9s %12s %11s\n", "case", "side", "median s", "min s",
+  if (!profile.empty()) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].name != profile) continue;
+      Ours& o = ours[cases[i].model.name];
+      o.model->options.attention(cases[i].attention);
+      PrintTopOperators(
+          absl::StrCat(profile, ", packed-bert, ", steps, " steps"),
+          [&] {
+            for (int s = 0; s < steps; ++s) {
+              (void)pbert::train::TrainStep(o.model, *o.optimizer, *communicator,
+                                            {cases[i].batch}, 1e-4, step_options);
+            }
+          },
+          25);
+    }
+  }
+  std::printf("%-28s %-12s %9s %9s %12s %11s\n", "case", "side", "median s", "min s",
               "real tok/s", "faults/step");
   auto row = [&](const Case& c, const char* side, const Timing& t) {
-    std::printf("%-22s %-12s %9.4f %9.4f %12.0f %11.0f\n", c.name.c_str(), side,
+    std::printf("%-28s %-12s %9.4f %9.4f %12.0f %11.0f\n", c.name.c_str(), side,
                 Median(t.seconds), *std::min_element(t.seconds.begin(), t.seconds.end()),
                 c.tokens / Median(t.seconds), t.faults / std::max(1, t.steps));
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     row(cases[i], "packed-bert", our_timing[i]);
-    if (!peer_timing[i].seconds.empty()) row(cases[i], "peer", peer_timing[i]);
+    for (auto& peer : peers) {
+      if (!peer->timing[i].seconds.empty()) row(cases[i], peer->name.c_str(), peer->timing[i]);
+    }
   }
   std::printf("\n");
+  for (auto& peer : peers) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      // The padded case of the same model and shape comes first of its three.
+      const Timing& theirs = peer->timing[i - i % 3];
+      if (theirs.seconds.empty()) continue;
+      if (!c.packed) {
+        std::printf("ratio %-28s packed-bert / %s step speed, same padded batch: %.2f\n",
+                    c.name.c_str(), peer->name.c_str(),
+                    Median(theirs.seconds) / Median(our_timing[i].seconds));
+      } else {
+        const double ours_rate = c.tokens / Median(our_timing[i].seconds);
+        const double peer_rate = cases[i - i % 3].tokens / Median(theirs.seconds);
+        std::printf(
+            "ratio %-28s packed-bert on packed rows / %s on padded rows, real tokens/s: %.2f "
+            "(packing factor %.2f: x%.2f of it)\n",
+            c.name.c_str(), peer->name.c_str(), ours_rate / peer_rate, c.sequences / c.rows,
+            ours_rate / peer_rate / (c.sequences / c.rows));
+      }
+    }
+  }
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
-    if (!c.packed && !peer_timing[i].seconds.empty()) {
-      std::printf("ratio %-28s packed-bert / peer step speed, same padded batch: %.2f\n",
-                  c.name.c_str(), Median(peer_timing[i].seconds) / Median(our_timing[i].seconds));
-    }
-    if (c.packed && i > 0 && !peer_timing[i - 1].seconds.empty()) {
-      const Case& padded = cases[i - 1];
-      const double ours_rate = c.tokens / Median(our_timing[i].seconds);
-      const double peer_rate = padded.tokens / Median(peer_timing[i - 1].seconds);
-      std::printf(
-          "ratio %-28s packed-bert on packed rows / peer on padded rows, real tokens/s: %.2f "
-          "(packing factor %.2f)\n",
-          c.name.c_str(), ours_rate / peer_rate, c.sequences / c.rows);
+    if (c.packed && c.attention == pbert::model::AttentionKind::kBlocked) {
+      std::printf("ratio %-28s blocked / dense attention, packed-bert step speed: %.2f\n",
+                  c.name.c_str(), Median(our_timing[i - 1].seconds) / Median(our_timing[i].seconds));
     }
   }
   rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   std::printf("\npeak RSS: packed-bert %.0f MB", usage.ru_maxrss / 1024.0);
-  if (peer != nullptr) {
-    std::printf(", peer %.0f MB", ask_peer("rss")["maxrss_kb"].get<double>() / 1024.0);
-    std::fprintf(peer, "quit\n");
-    std::fclose(peer);
+  for (auto& peer : peers) {
+    std::printf(", %s %.0f MB", peer->name.c_str(),
+                peer->Ask("rss")["maxrss_kb"].get<double>() / 1024.0);
+    std::fprintf(peer->in, "quit\n");
+    std::fclose(peer->in);
   }
   std::printf(" (each side's whole process, all cases)\n");
   return 0;

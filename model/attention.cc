@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/dropout.h"
 
 namespace pbert::model {
 
@@ -74,10 +75,18 @@ AttentionLayout BlockedLayout(const at::Tensor& sequence_ids, at::ScalarType dty
 at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads,
                   const AttentionLayout& layout, double dropout_p) {
   const int64_t B = q.size(0), S = q.size(1), hidden = q.size(2), d = hidden / heads;
-  // [n,heads,L,d] in, [n,heads,L,d] out; the mask is additive.
+  // [n,heads,L,d] in, [n,heads,L,d] out; the mask is additive. Without
+  // dropout, LibTorch's fused path; with it, the same math written out, so
+  // that the probabilities get this project's dropout (model/dropout.h).
   auto attend = [&](const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh,
                     const at::Tensor& mask) {
-    return std::get<0>(at::_scaled_dot_product_attention(qh, kh, vh, mask, dropout_p));
+    if (dropout_p == 0.0 || !qh.device().is_cpu()) {
+      return std::get<0>(at::_scaled_dot_product_attention(qh, kh, vh, mask, dropout_p));
+    }
+    at::Tensor scores = at::matmul(qh.mul(1.0 / std::sqrt(static_cast<double>(d))),
+                                   kh.transpose(-2, -1));
+    scores.add_(mask);
+    return at::matmul(Dropout(at::softmax(scores, -1), dropout_p, /*training=*/true), vh);
   };
   if (!layout.blocked()) {
     auto split = [&](const at::Tensor& x) { return x.view({B, S, heads, d}).transpose(1, 2); };

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "model/dropout.h"
 
 namespace pbert::model {
 
@@ -50,7 +51,6 @@ void BertEmbeddingsImpl::reset() {
   LayerNorm = register_module(
       "LayerNorm",
       nn::LayerNorm(nn::LayerNormOptions({options.hidden_size()}).eps(options.layer_norm_eps())));
-  dropout = register_module("dropout", nn::Dropout(options.hidden_dropout()));
 }
 
 at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
@@ -59,7 +59,7 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids, const at::Te
   // every sequence of a packed row.
   auto x = word_embeddings(input_ids) + position_embeddings(position_ids) +
            token_type_embeddings(token_type_ids);
-  return dropout(Normalize(LayerNorm, x));
+  return Dropout(Normalize(LayerNorm, x), options.hidden_dropout(), is_training());
 }
 
 BertSelfAttentionImpl::BertSelfAttentionImpl(const BertOptions& options) : options(options) {
@@ -91,11 +91,10 @@ void BertResidualOutputImpl::reset() {
   LayerNorm = register_module(
       "LayerNorm",
       nn::LayerNorm(nn::LayerNormOptions({options.hidden_size()}).eps(options.layer_norm_eps())));
-  dropout = register_module("dropout", nn::Dropout(options.hidden_dropout()));
 }
 
 at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
-  return Normalize(LayerNorm, dropout(dense(x)) + residual);
+  return Normalize(LayerNorm, Dropout(dense(x), options.hidden_dropout(), is_training()) + residual);
 }
 
 BertDenseActivationImpl::BertDenseActivationImpl(int64_t in_features, int64_t out_features,

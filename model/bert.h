@@ -7,7 +7,6 @@
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -70,7 +69,6 @@ class BertEmbeddingsImpl : public torch::nn::Cloneable<BertEmbeddingsImpl> {
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
       token_type_embeddings{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
-  torch::nn::Dropout dropout{nullptr};
 };
 TORCH_MODULE(BertEmbeddings);
 
@@ -99,7 +97,6 @@ class BertResidualOutputImpl : public torch::nn::Cloneable<BertResidualOutputImp
   int64_t in_features;
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
-  torch::nn::Dropout dropout{nullptr};
 };
 TORCH_MODULE(BertResidualOutput);
 

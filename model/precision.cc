@@ -4,12 +4,31 @@
 #include <ATen/autocast_mode.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/platform.h"
 
 namespace pbert::model {
 
-std::vector<std::string> PrecisionNames() { return {"fp32", "bf16", "fp16"}; }
+std::vector<std::string> PrecisionNames() { return {"auto", "fp32", "bf16", "fp16"}; }
+
+Precision AutoPrecision(c10::DeviceType device) {
+  if (device == c10::DeviceType::CUDA) return Precision::kFp16;
+  return Cpu().bf16() ? Precision::kBf16 : Precision::kFp32;
+}
+
+std::string PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp32:
+      break;
+  }
+  return "fp32";
+}
 
 absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceType device) {
+  if (name == "auto") return AutoPrecision(device);
   if (name == "fp32") return Precision::kFp32;
   if (name == "bf16") return Precision::kBf16;
   if (name == "fp16") {
@@ -20,7 +39,7 @@ absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceTyp
     return Precision::kFp16;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("model.precision '", name, "' is not one of: fp32, bf16, fp16"));
+      absl::StrCat("model.precision '", name, "' is not one of: auto, fp32, bf16, fp16"));
 }
 
 AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) {

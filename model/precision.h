@@ -1,7 +1,8 @@
 // Mixed precision: autocast regions with fp32 master weights, and dynamic
 // loss scaling for fp16. On CPU, bf16 autocast is faster than fp32 where the
-// CPU has AVX-512 BF16 and ~26x slower on AVX2-only ones (bench/model), so
-// fp32 is the default; fp16 needs CUDA.
+// CPU computes bf16 in hardware (AVX512_BF16 or AMX) and many times slower
+// where it does not (bench/model), so "auto" picks bf16 only on such CPUs,
+// detected at run time; fp16 needs CUDA.
 // The CUDA paths compile everywhere but are untested on this project's
 // CPU-only machines.
 #pragma once
@@ -18,8 +19,14 @@ namespace pbert::model {
 
 enum class Precision { kFp32, kBf16, kFp16 };
 
-// "fp32", "bf16" or "fp16"; fp16 only on CUDA.
+// "auto", "fp32", "bf16" or "fp16"; fp16 only on CUDA.
 absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceType device);
+// What "auto" means on `device`: on CPU bf16 where the CPU has AVX512_BF16 or
+// AMX-BF16, else fp32; on CUDA fp16 with dynamic loss scaling, as NVIDIA's
+// MLPerf BERT trains (untested here: no GPU).
+Precision AutoPrecision(c10::DeviceType device);
+// "fp32", "bf16" or "fp16".
+std::string PrecisionName(Precision precision);
 std::vector<std::string> PrecisionNames();
 
 // Runs its scope under autocast for `device` (nothing for fp32); parameters

@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace pbert::optim {
 
@@ -64,6 +66,75 @@ Lamb::Lamb(std::vector<torch::optim::OptimizerParamGroup> param_groups, LambOpti
               "Invalid weight_decay value: ", defaults.weight_decay());
 }
 
+namespace {
+
+// One parameter's LAMB update on the CPU in two passes over memory, instead
+// of the ~20 tensor operations (each a pass) of the general path: the first
+// updates the moments and sums |w|^2 and |update|^2, the second applies the
+// update, recomputed from the moments. Partial sums are taken over fixed
+// blocks and added in order, so the result does not depend on the thread
+// count. Returns false (nothing done) for tensors it does not handle.
+bool FusedStep(torch::Tensor& p, const torch::Tensor& grad, torch::Tensor& m, torch::Tensor& v,
+               const LambOptions& options, double c1, double c2) {
+  if (!p.device().is_cpu() || !p.is_contiguous() || !grad.is_contiguous() ||
+      !m.is_contiguous() || !v.is_contiguous() || grad.scalar_type() != p.scalar_type() ||
+      (p.scalar_type() != at::kFloat && p.scalar_type() != at::kDouble)) {
+    return false;
+  }
+  const auto [beta1, beta2] = options.betas();
+  const double eps = options.eps(), wd = options.weight_decay();
+  const int64_t n = p.numel(), block = 16384, blocks = (n + block - 1) / block;
+  bool ok = false;
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "pbert_lamb", [&] {
+    using T = scalar_t;
+    T* w = p.data_ptr<T>();
+    const T* g = grad.data_ptr<T>();
+    T* mm = m.data_ptr<T>();
+    T* vv = v.data_ptr<T>();
+    const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+    const T a1 = static_cast<T>(1 - beta1), a2 = static_cast<T>(1 - beta2);
+    const T tc1 = static_cast<T>(c1), tc2 = static_cast<T>(c2), teps = static_cast<T>(eps),
+            twd = static_cast<T>(wd);
+    // As the general path computes it: (m / c1) / (sqrt(v / c2) + eps) + wd * w.
+    auto update = [&](int64_t i) {
+      T u = (mm[i] / tc1) / (std::sqrt(vv[i] / tc2) + teps);
+      return wd != 0 ? u + twd * w[i] : u;
+    };
+    std::vector<double> w_sq(blocks), u_sq(blocks);
+    at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+      for (int64_t b = first; b < last; ++b) {
+        double ws = 0, us = 0;
+        for (int64_t i = b * block, end = std::min(n, i + block); i < end; ++i) {
+          mm[i] = mm[i] * b1 + a1 * g[i];
+          vv[i] = vv[i] * b2 + a2 * (g[i] * g[i]);
+          const T u = update(i);
+          ws += static_cast<double>(w[i]) * w[i];
+          us += static_cast<double>(u) * u;
+        }
+        w_sq[b] = ws;
+        u_sq[b] = us;
+      }
+    });
+    double ws = 0, us = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      ws += w_sq[b];
+      us += u_sq[b];
+    }
+    const double w_norm = std::sqrt(ws), u_norm = std::sqrt(us);
+    const T ratio = static_cast<T>(options.trust_ratio() && w_norm > 0 && u_norm > 0
+                                       ? w_norm / u_norm
+                                       : 1.0);
+    const T step = static_cast<T>(-options.lr());
+    at::parallel_for(0, n, block, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) w[i] = w[i] + step * (update(i) * ratio);
+    });
+    ok = true;
+  });
+  return ok;
+}
+
+}  // namespace
+
 torch::Tensor Lamb::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss = {};
@@ -90,17 +161,15 @@ torch::Tensor Lamb::step(LossClosure closure) {
       state.step(state.step() + 1);
       torch::Tensor& m = state.exp_avg();
       torch::Tensor& v = state.exp_avg_sq();
+      double c1 = 1, c2 = 1;
+      if (options.bias_correction()) {
+        c1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
+        c2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
+      }
+      if (FusedStep(p, grad, m, v, options, c1, c2)) continue;
       m.mul_(beta1).add_(grad, 1 - beta1);
       v.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-
-      torch::Tensor update;
-      if (options.bias_correction()) {
-        double c1 = 1 - std::pow(beta1, static_cast<double>(state.step()));
-        double c2 = 1 - std::pow(beta2, static_cast<double>(state.step()));
-        update = (m / c1) / ((v / c2).sqrt_().add_(options.eps()));
-      } else {
-        update = m / v.sqrt().add_(options.eps());
-      }
+      torch::Tensor update = (m / c1) / ((v / c2).sqrt_().add_(options.eps()));
       if (options.weight_decay() != 0) update.add_(p, options.weight_decay());
 
       if (options.trust_ratio()) {

@@ -221,5 +221,28 @@ TEST(AccumulationTest, NormalisingByTheStepTotalEqualsOneBigBatch) {
   EXPECT_FALSE(torch::allclose(w.grad(), reference, 1e-6, 1e-6));
 }
 
+// The CPU's fused two-pass update (contiguous float and double tensors)
+// against the general tensor-operation path (taken here by a non-contiguous
+// parameter): the same update to float rounding, over several steps.
+TEST(LambTest, FusedAndGeneralPathsAgree) {
+  torch::manual_seed(11);
+  at::Tensor values = torch::randn({7, 5});
+  const at::Tensor initial = values.t().clone();
+  at::Tensor fused = values.t().contiguous().requires_grad_();
+  at::Tensor general = values.t().detach().requires_grad_();  // strided view
+  ASSERT_TRUE(fused.is_contiguous());
+  ASSERT_FALSE(general.is_contiguous());
+  Lamb a({fused}, GoldenOptions(true)), b({general}, GoldenOptions(true));
+  for (int t = 1; t <= 5; ++t) {
+    at::Tensor g = torch::randn({5, 7});
+    fused.mutable_grad() = g.clone();
+    general.mutable_grad() = g.clone();
+    a.step();
+    b.step();
+    EXPECT_TRUE(torch::allclose(fused, general, 1e-5, 1e-6)) << "step " << t;
+  }
+  EXPECT_FALSE(torch::allclose(fused, initial, 1e-3, 1e-3)) << "the parameters moved";
+}
+
 }  // namespace
 }  // namespace pbert::optim

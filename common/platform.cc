@@ -1,0 +1,135 @@
+#include "common/platform.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace pbert {
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+uint64_t EnabledStates() {  // XCR0: which register states the OS saves
+  uint32_t eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const unsigned base_family = (a >> 8) & 0xf, base_model = (a >> 4) & 0xf;
+  f.family = static_cast<int>(base_family + (base_family == 0xf ? (a >> 20) & 0xff : 0));
+  f.model = static_cast<int>(
+      base_model | ((base_family == 6 || base_family == 0xf) ? ((a >> 16) & 0xf) << 4 : 0));
+  const bool osxsave = c & (1u << 27), fma = c & (1u << 12);
+  if (!osxsave) return f;
+  const uint64_t xcr0 = EnabledStates();
+  const bool ymm = (xcr0 & 0x6) == 0x6;          // SSE and AVX state
+  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
+  const bool tiles = (xcr0 & 0x60000) == 0x60000;  // XTILECFG, XTILEDATA
+  unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  if (max_leaf < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5), f512 = b & (1u << 16), dq = b & (1u << 17),
+             bw = b & (1u << 30), vl = b & (1u << 31), amx_bf16 = d & (1u << 22);
+  f.avx2 = ymm && avx2 && fma;
+  f.avx512 = zmm && f512 && dq && bw && vl;
+  f.amx_bf16 = tiles && amx_bf16;
+  __cpuid_count(7, 1, a, b, c, d);
+  f.avx512_bf16 = f.avx512 && (a & (1u << 5));
+  return f;
+}
+#else
+CpuFeatures Detect() { return {}; }
+#endif
+
+// OpenBLAS cores at least as capable as each instruction set.
+bool AtLeastAvx512Kernels(const std::string& core) {
+  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+}
+bool AtLeastAvx2Kernels(const std::string& core) {
+  return AtLeastAvx512Kernels(core) || core == "Haswell" || core == "Zen";
+}
+
+}  // namespace
+
+std::string CpuFeatures::Describe() const {
+  std::string out = absl::StrCat("family ", family, " model ", model, ":");
+  if (avx2) absl::StrAppend(&out, " AVX2");
+  if (avx512) absl::StrAppend(&out, " AVX-512");
+  if (avx512_bf16) absl::StrAppend(&out, " AVX512_BF16");
+  if (amx_bf16) absl::StrAppend(&out, " AMX-BF16");
+  if (!avx2 && !avx512) absl::StrAppend(&out, " no AVX2");
+  return out;
+}
+
+const CpuFeatures& Cpu() {
+  static const CpuFeatures features = Detect();
+  return features;
+}
+
+namespace {
+
+BlasKernels Tune() {
+  using CoreName = char* (*)();
+  using Init = void (*)();
+  BlasKernels out;
+  auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  auto quit = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  auto init = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (core_name == nullptr) return out;  // not OpenBLAS
+  out.loaded = out.chosen = core_name();
+  const CpuFeatures& cpu = Cpu();
+  std::string wanted;
+  if (cpu.avx512 && !AtLeastAvx512Kernels(out.loaded)) {
+    wanted = "SkylakeX";
+  } else if (cpu.avx2 && !AtLeastAvx2Kernels(out.loaded)) {
+    wanted = "Haswell";
+  }
+  if (wanted.empty()) return out;
+  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr) {
+    out.note = absl::StrCat("OpenBLAS uses ", out.loaded, " kernels on a CPU with ",
+                            cpu.Describe(), ", as OPENBLAS_CORETYPE=", forced, " asks");
+    return out;
+  }
+  if (quit == nullptr || init == nullptr) {  // a single-architecture build
+    out.note = absl::StrCat("OpenBLAS was built for ", out.loaded, " only; this CPU has ",
+                            cpu.Describe());
+    return out;
+  }
+  setenv("OPENBLAS_CORETYPE", wanted.c_str(), /*overwrite=*/1);
+  quit();
+  init();
+  out.chosen = core_name();
+  out.note = absl::StrCat("OpenBLAS chose ", out.loaded, " kernels for this CPU (",
+                          cpu.Describe(), "); using ", out.chosen);
+  return out;
+}
+
+}  // namespace
+
+void TuneMalloc() {
+  if (const char* tunables = std::getenv("GLIBC_TUNABLES");
+      tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) {
+    return;
+  }
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
+const BlasKernels& TuneOpenBlasKernels() {
+  static const BlasKernels kernels = Tune();
+  return kernels;
+}
+
+}  // namespace pbert

@@ -1,0 +1,54 @@
+// The platform under LibTorch, set up once at start-up: what the CPU can do
+// (CPUID, and what the OS enables in XCR0), the OpenBLAS kernels that follow
+// from it, and glibc malloc's treatment of large blocks.
+//
+// OpenBLAS picks its kernels once, when it is loaded, from the CPU's family
+// and model. Releases older than the CPU (Debian 12 ships 0.3.21) fall back
+// to SSE3 "Prescott" kernels on CPUs they don't know, such as 4th and 5th
+// generation Xeon Scalable: matrix products then run 2-4x slower than with
+// the AVX-512 kernels the CPU supports. TuneOpenBlasKernels() corrects that
+// choice at start-up, before the first BLAS call.
+#pragma once
+
+#include <string>
+
+namespace pbert {
+
+struct CpuFeatures {
+  int family = 0, model = 0;  // display family and model
+  bool avx2 = false;          // with FMA, and YMM state enabled by the OS
+  bool avx512 = false;        // F, BW, DQ, VL, and ZMM state enabled by the OS
+  bool avx512_bf16 = false;   // AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
+  bool amx_bf16 = false;      // AMX-BF16, and tile state enabled by the OS
+  // bf16 matrix products in hardware: AVX512_BF16 or AMX-BF16.
+  bool bf16() const { return avx512_bf16 || amx_bf16; }
+  // "family 6 model 207: AVX2 AVX-512 ..." for logs.
+  std::string Describe() const;
+};
+
+// This CPU (x86-64; elsewhere all false).
+const CpuFeatures& Cpu();
+
+struct BlasKernels {
+  std::string loaded;  // OpenBLAS's own choice ("" when the BLAS is not OpenBLAS)
+  std::string chosen;  // the kernels in use after tuning
+  std::string note;    // why it changed, or why not; "" when nothing was to do
+};
+
+// If the BLAS is a dynamic-architecture OpenBLAS that chose kernels older
+// than the CPU supports, and OPENBLAS_CORETYPE is not set, re-selects
+// SkylakeX (AVX-512) or Haswell (AVX2) kernels. Call before any BLAS call and
+// before other threads start; later calls return the first call's result.
+const BlasKernels& TuneOpenBlasKernels();
+
+// Keeps freed memory for reuse instead of returning it to the kernel. glibc
+// serves blocks above its mmap threshold (at most 32 MiB) with fresh mmap
+// calls and unmaps them on free, and trims the heap top above 128 KiB: a
+// training step, which allocates and frees the same large activations and
+// gradients every time, then faults in tens of thousands of fresh pages per
+// step. With no mmap and no trimming they are reused (bench/step shows the
+// faults per step). Call first in main(), before any thread starts; a
+// GLIBC_TUNABLES setting of the user's for malloc takes precedence.
+void TuneMalloc();
+
+}  // namespace pbert
