@@ -1,16 +1,22 @@
 #include "common/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 
 namespace pbert {
@@ -23,9 +29,68 @@ std::string DirectoryOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
+std::string NameOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Files get an open-file-description write lock, which libraries that open
+// the temporary again by name (HDF5, which flocks files itself) neither
+// conflict with nor release; folders, which cannot be opened for writing,
+// get an flock.
+bool LockFile(int fd) {
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  return ::fcntl(fd, F_OFD_SETLK, &lock) == 0;
+}
+
 }  // namespace
 
+int LockTemporary(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return -1;
+  const bool folder = S_ISDIR(info.st_mode);
+  int fd = ::open(path.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (folder ? ::flock(fd, LOCK_EX | LOCK_NB) != 0 : !LockFile(fd)) {
+    int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+int RemoveStaleTemporaries(const std::string& path, absl::string_view marker) {
+  const std::string dir = DirectoryOf(path), prefix = absl::StrCat(NameOf(path), marker);
+  std::vector<std::string> stale;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    // mkstemp's and mkdtemp's six characters, and a store's ".old".
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    absl::string_view rest = absl::string_view(name).substr(prefix.size());
+    if (absl::EndsWith(rest, ".old")) rest.remove_suffix(4);
+    if (rest.size() == 6 && std::all_of(rest.begin(), rest.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c));
+        })) {
+      stale.push_back(entry.path().string());
+    }
+  }
+  int removed = 0;
+  for (const std::string& candidate : stale) {
+    int fd = LockTemporary(candidate);
+    if (fd < 0) continue;  // in use by a running process (or gone meanwhile)
+    std::filesystem::remove_all(candidate, error);
+    ::close(fd);
+    if (!error) ++removed;
+  }
+  return removed;
+}
+
 absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
+  RemoveStaleTemporaries(path, ".tmp.");
   std::string pattern = path + ".tmp.XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
@@ -35,6 +100,7 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& pat
                                    " (does its directory exist and is it writable?)"),
                       errno);
   }
+  LockFile(fd);  // a new file: nobody else can hold it
   return AtomicFileWriter(path, std::string(buffer.data()), fd);
 }
 

@@ -1,6 +1,12 @@
 // Writes a file so that readers see either the old file or the complete new
 // one, never a half-written one: data goes to a temporary file beside the
 // target, which is fsynced and renamed over it on Commit().
+//
+// A writer holds a lock on its temporary while it lives (an open file
+// description lock on a file, an flock on a folder); the kernel drops it when
+// the process ends, however it ends. So a temporary left by a killed
+// process is recognisable as stale (no lock), and the next writer of the same
+// target removes it, while one in use by a running process is left alone.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +50,16 @@ class AtomicFileWriter {
   int fd_ = -1;
   uint64_t size_ = 0;
 };
+
+// Removes the temporaries of `path` that no running process holds: entries
+// of its folder named `<name of path><marker>XXXXXX` (six letters or digits,
+// as mkstemp and mkdtemp make them, optionally followed by ".old"; marker
+// ".tmp." for files, ".tmp-" for folders). Returns how many it removed.
+int RemoveStaleTemporaries(const std::string& path, absl::string_view marker);
+
+// Takes the lock that marks `path` (a temporary file or folder) as in use;
+// returns the descriptor to keep open while it is, or -1 with errno set.
+int LockTemporary(const std::string& path);
 
 // Writes `contents` to `path` atomically.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);

@@ -48,7 +48,14 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
                          "'; an MLPerf BERT file has input_ids, input_mask, "
                          "segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels"));
       }
-      H5::DataSpace space = reader->impl_->file.openDataSet(name).getSpace();
+      H5::DataSet set = reader->impl_->file.openDataSet(name);
+      if (set.getTypeClass() != H5T_INTEGER) {
+        // HDF5 would convert floats to integers silently, truncating them.
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": dataset '", name, "' does not hold integers; MLPerf BERT files store ids, ",
+            "masks, positions and labels as integers (int8 to int64)"));
+      }
+      H5::DataSpace space = set.getSpace();
       if (space.getSimpleExtentNdims() != rank) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": dataset '", name, "' has rank ",
                                                        space.getSimpleExtentNdims(), ", expected ",
@@ -107,8 +114,16 @@ absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t co
     std::vector<Instance> out(count);
     for (int64_t r = 0; r < count; ++r) {
       Instance& in = out[r];
+      // input_mask: 1 for the sequence's tokens, then 0 for the padding.
       int length = 0;
-      for (int i = 0; i < S; ++i) length += mask[r * S + i] != 0;
+      while (length < S && mask[r * S + length] == 1) ++length;
+      for (int i = length; i < S; ++i) {
+        if (mask[r * S + i] != 0) {
+          return absl::DataLossError(absl::StrCat(
+              path_, ": row ", begin + r, ": input_mask is not 1s followed by 0s (value ",
+              mask[r * S + i], " at ", i, "); the file is damaged or not MLPerf BERT data"));
+        }
+      }
       in.input_ids.assign(ids.begin() + r * S, ids.begin() + r * S + length);
       in.segment_ids.assign(segments.begin() + r * S, segments.begin() + r * S + length);
       for (int p = 0; p < P; ++p) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <random>
 
+#include <unistd.h>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -111,7 +113,8 @@ StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, 
       info_(std::move(info)),
       per_shard_(per_shard),
       store_id_(NewStoreId()),
-      overwrite_(overwrite) {
+      overwrite_(overwrite),
+      lock_fd_(LockTemporary(temp_dir_)) {
   offsets_.push_back(0);
 }
 
@@ -120,6 +123,7 @@ StoreWriter::~StoreWriter() {
     std::error_code ignored;
     fs::remove_all(temp_dir_, ignored);
   }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& dir,
@@ -140,6 +144,8 @@ absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::stri
   fs::path parent = fs::path(dir).parent_path();
   std::error_code error;
   if (!parent.empty()) fs::create_directories(parent, error);
+  // Temporary folders of killed earlier attempts go; a running one's stay.
+  RemoveStaleTemporaries(dir, ".tmp-");
   std::string pattern = dir + ".tmp-XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');

@@ -67,6 +67,7 @@ class StoreWriter {
   uint64_t store_id_;
   bool overwrite_;
   bool finished_ = false;
+  int lock_fd_ = -1;  // marks temp_dir_ as in use (common/atomic_file.h)
 };
 
 class InstanceStore : public SequenceSource {

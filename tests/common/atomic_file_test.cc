@@ -1,5 +1,8 @@
 #include "common/atomic_file.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "gtest/gtest.h"
@@ -49,6 +52,34 @@ TEST_F(AtomicFileTest, AbandonedWriteLeavesNothing) {
   }
   EXPECT_FALSE(fs::exists(path));
   EXPECT_EQ(FilesIn(), 0u);
+}
+
+TEST_F(AtomicFileTest, StaleTemporariesOfKilledWritersGoLiveOnesStay) {
+  const std::string path = dir_ / "out.txt";
+  // A writer that dies without cleaning up, as under kill -9.
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto writer = AtomicFileWriter::Create(path);
+    if (writer.ok()) (void)writer->Write("half of it");
+    ::_exit(0);  // no destructors
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(FilesIn(), 1u) << "the killed writer's temporary";
+  {
+    auto live = AtomicFileWriter::Create(path);  // a writer still at work
+    ASSERT_TRUE(live.ok());
+    ASSERT_TRUE(WriteFileAtomically(path, "done").ok());
+    EXPECT_EQ(*ReadFile(path), "done");
+    EXPECT_TRUE(fs::exists(live->temp_path())) << "a running writer's temporary stays";
+    EXPECT_EQ(FilesIn(), 2u) << "the stale temporary went";
+  }
+  EXPECT_EQ(FilesIn(), 1u);
+  // Files of other names that merely look alike are not touched.
+  ASSERT_TRUE(WriteFileAtomically((dir_ / "out.txt.tmp.my-notes").string(), "mine").ok());
+  ASSERT_TRUE(WriteFileAtomically((dir_ / "other.txt").string(), "other").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "again").ok());
+  EXPECT_EQ(FilesIn(), 3u);
 }
 
 TEST_F(AtomicFileTest, MissingDirectoryIsAClearError) {

@@ -2,10 +2,14 @@
 
 #include <H5Cpp.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "common/atomic_file.h"
+#include "data/source.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/data/random_instances.h"
 
 namespace pbert::data {
@@ -24,6 +28,72 @@ std::vector<Instance> Instances(int n, int max_len, int max_predictions) {
     in.masked_ids.resize(in.masked_positions.size());
   }
   return out;
+}
+
+// Files written by h5py (python3-h5py), in the dtypes and layouts MLPerf
+// BERT files come in, read against what the writer says they hold; and bad
+// files, each refused with one error naming what is wrong.
+class H5pyFilesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(Temp("h5py"));
+    std::filesystem::remove_all(*dir_);
+    const std::string command = std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
+                                "/tests/data/write_mlperf_hdf5.py " + *dir_ + " 2>&1";
+    available_ = std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") == 0;
+    if (available_) ok_ = std::system(command.c_str()) == 0;
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  void SetUp() override {
+    if (!available_) GTEST_SKIP() << "needs python3-h5py (apt-get install python3-h5py)";
+    ASSERT_TRUE(ok_) << "tests/data/write_mlperf_hdf5.py failed";
+    std::ifstream in(*dir_ + "/expected.json");
+    expected_ = nlohmann::json::parse(in);
+  }
+  static std::string* dir_;
+  static bool available_, ok_;
+  nlohmann::json expected_;
+};
+std::string* H5pyFilesTest::dir_ = nullptr;
+bool H5pyFilesTest::available_ = false;
+bool H5pyFilesTest::ok_ = false;
+
+TEST_F(H5pyFilesTest, EveryDtypeAndLayoutReadsAsWritten) {
+  const auto& sequences = expected_["sequences"];
+  ASSERT_EQ(expected_["variants"].size(), 4u);
+  for (const auto& variant : expected_["variants"]) {
+    const std::string path = *dir_ + "/" + variant.get<std::string>() + ".hdf5";
+    auto source = OpenSequences(path, expected_["vocab_size"].get<uint32_t>());
+    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_EQ((*source)->size(), sequences.size()) << path;
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      Instance in;
+      ASSERT_TRUE((*source)->Read(i, &in).ok()) << path << " row " << i;
+      const auto& want = sequences[i];
+      EXPECT_EQ(in.input_ids, want["input_ids"].get<std::vector<int32_t>>()) << path << " " << i;
+      EXPECT_EQ(in.segment_ids, want["segment_ids"].get<std::vector<int32_t>>()) << path;
+      EXPECT_EQ(in.masked_positions, want["masked_positions"].get<std::vector<int32_t>>()) << path;
+      EXPECT_EQ(in.masked_ids, want["masked_ids"].get<std::vector<int32_t>>()) << path;
+      EXPECT_EQ(in.next_sentence_label, want["next_sentence_label"].get<int>()) << path;
+    }
+  }
+}
+
+TEST_F(H5pyFilesTest, BadFilesAreOneErrorNamingTheFileAndTheFault) {
+  ASSERT_EQ(expected_["bad"].size(), 7u);
+  for (const auto& [name, must_name] : expected_["bad"].items()) {
+    const std::string path = *dir_ + "/bad-" + name + ".hdf5";
+    absl::Status status = OpenSequences(path, expected_["vocab_size"].get<uint32_t>()).status();
+    ASSERT_FALSE(status.ok()) << name << " was accepted";
+    const std::string message(status.message());
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(must_name.get<std::string>()), std::string::npos)
+        << name << ": " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  }
 }
 
 TEST(Hdf5Test, WriteThenReadGivesTheSameInstances) {

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/atomic_file.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "nlohmann/json.hpp"
@@ -83,6 +84,27 @@ TEST_F(StoreTest, AnUnfinishedWriterLeavesNothing) {
   std::string dir = Write(testing::RandomInstances(3, 3, 10, 100, 2), 100, 10);
   EXPECT_EQ(StoreWriter::Create(dir, {100, 0, 64, 64, ""}, 10).status().code(),
             absl::StatusCode::kAlreadyExists);
+}
+
+// A killed prepare leaves its temporary folder; the next writer of the same
+// store removes it, and leaves one that a running writer holds.
+TEST_F(StoreTest, StaleTemporaryFoldersOfKilledWritersGo) {
+  const std::string dir = root_ + "/store";
+  fs::create_directories(dir + ".tmp-AbC123");  // as a killed writer leaves it
+  std::ofstream(dir + ".tmp-AbC123/shard-00000.pbstore") << "half a shard";
+  fs::create_directories(dir + ".tmp-notes");  // not a temporary's name: stays
+  auto running = StoreWriter::Create(root_ + "/store", {100, 0, 64, 64, ""}, 10, true);
+  ASSERT_TRUE(running.ok());
+  EXPECT_FALSE(fs::exists(dir + ".tmp-AbC123"));
+  Write(testing::RandomInstances(3, 3, 10, 100, 2), 100, 10, "other");
+  auto again = StoreWriter::Create(dir, {100, 0, 64, 64, ""}, 10, true);
+  ASSERT_TRUE(again.ok());
+  int temporaries = 0;
+  for (const auto& entry : fs::directory_iterator(root_)) {
+    temporaries += absl::StrContains(entry.path().filename().string(), "store.tmp-") ? 1 : 0;
+  }
+  EXPECT_EQ(temporaries, 3) << "both writers' folders and the look-alike";
+  EXPECT_TRUE(fs::exists(dir + ".tmp-notes"));
 }
 
 TEST_F(StoreTest, DamageIsFoundAndNamed) {
