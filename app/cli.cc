@@ -25,12 +25,17 @@ const std::vector<std::string>& Args::GetAll(const std::string& name) const {
   return it == values_.end() ? kNone : it->second;
 }
 
-absl::StatusOr<int64_t> Args::GetInt(const std::string& name, int64_t fallback) const {
+absl::StatusOr<int64_t> Args::GetInt(const std::string& name, int64_t fallback,
+                                     int64_t min) const {
   if (!Has(name)) return fallback;
   int64_t value;
   if (!absl::SimpleAtoi(Get(name), &value)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", name, " expects an integer, got '", Get(name), "'"));
+  }
+  if (value < min) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " ", value, ": must be ", min, " or more"));
   }
   return value;
 }
@@ -62,6 +67,7 @@ int ExitCodeFor(const absl::Status& status) {
     case absl::StatusCode::kUnimplemented:
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kDataLoss:  // a damaged input file
       return 2;
     default:
       return 1;

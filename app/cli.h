@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,7 +28,9 @@ class Args {
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   const std::vector<std::string>& GetAll(const std::string& name) const;
-  absl::StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback) const;
+  // The flag's integer value (at least `min`), or `fallback` when absent.
+  absl::StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback,
+                                 int64_t min = std::numeric_limits<int64_t>::min()) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

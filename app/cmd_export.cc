@@ -13,7 +13,7 @@ namespace {
 absl::Status RunExport(const Args& args) {
   RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
   ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(args.Get("store")));
-  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1));
+  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 0));
   const uint64_t n = limit < 0 ? store.size() : std::min<uint64_t>(limit, store.size());
   std::vector<data::Instance> instances(n);
   Progress progress("export", n, "records");

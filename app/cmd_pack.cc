@@ -1,5 +1,7 @@
+#include <filesystem>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,6 +81,22 @@ absl::Status RunPack(const Args& args) {
       log->info("plot written to {}", args.Get("plot"));
     }
     if (store) {
+      // A failed pack leaves no empty run folder behind it: the folders it
+      // creates are removed again, deepest first, if they are still empty.
+      struct RemoveCreatedIfEmpty {
+        std::vector<std::filesystem::path> created;  // deepest first
+        bool done = false;
+        ~RemoveCreatedIfEmpty() {
+          std::error_code ignored;
+          for (const auto& dir : created) {
+            if (!done) std::filesystem::remove(dir, ignored);  // only if empty
+          }
+        }
+      } created;
+      for (std::filesystem::path dir = config.run.output_dir;
+           !dir.empty() && !std::filesystem::exists(dir); dir = dir.parent_path()) {
+        created.created.push_back(dir);
+      }
       RETURN_IF_ERROR(CreateOutputDir(config));
       std::string out = args.Get("out", config.data.pack_index.empty()
                                             ? config.run.output_dir + "/pack.pbpack"
@@ -106,6 +124,7 @@ absl::Status RunPack(const Args& args) {
                              {"accumulation_steps", adjusted.accumulation_steps}};
       RETURN_IF_ERROR(
           WriteFileAtomically(config.run.output_dir + "/pack.json", report.dump(2) + "\n"));
+      created.done = true;
       log->info("pack index of {} rows written to {}", index.rows(), out);
       effective = absl::StrFormat(
           "optimizer after the packing adjustment (%s, packing factor %.6f): beta1 %.9g, "

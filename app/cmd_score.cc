@@ -24,8 +24,8 @@ absl::Status RunScore(const Args& args) {
   // --max-depth is packing.max_depth: pack and score share its range.
   ASSIGN_OR_RETURN(ExperimentConfig config,
                    LoadConfig(args, {{"max-depth", "packing.max_depth"}}));
-  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1));
-  ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32));
+  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 0));
+  ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32, 1));
   const int64_t max_depth = config.packing.max_depth;
   if (batch_rows < 1 || batch_rows > (1 << 20)) {
     return absl::InvalidArgumentError(

@@ -185,6 +185,43 @@ std::string SharedData(const std::string& name) {
   return std::string(PBERT_SHARED_DATA_DIR) + "/" + name;
 }
 
+TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_counts";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string data = (dir / "d.hdf5").string(), store = (dir / "store").string();
+  ASSERT_TRUE(
+      data::WriteHdf5(data, pbert::testing::RandomInstances(30, 5, 40, 500, 4), 64, 40).ok());
+  {
+    std::ofstream vocab(dir / "vocab.txt");  // BERT's special tokens where BERT has them
+    for (int i = 0; i < 500; ++i) {
+      vocab << (i == 0     ? "[PAD]"
+                : i == 100 ? "[UNK]"
+                : i == 101 ? "[CLS]"
+                : i == 102 ? "[SEP]"
+                : i == 103 ? "[MASK]"
+                           : "w" + std::to_string(i))
+            << "\n";
+    }
+  }
+  Result prepared = RunBinary("prepare --input-format hdf5 --vocab " + (dir / "vocab.txt").string() +
+                              " --out " + store + " --log-level warn " + data);
+  ASSERT_EQ(prepared.exit_code, 0) << prepared.err;
+  Result r = RunBinary("export --store " + store + " --out " + (dir / "e.hdf5").string() +
+                       " --limit -3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert export: error: --limit -3: must be 0 or more\n");
+  EXPECT_FALSE(fs::exists(dir / "e.hdf5"));
+  // The pack fails writing its index; the run folder it made goes again.
+  const fs::path run = dir / "runs" / "p";
+  r = RunBinary("pack --store " + store + " --set run.output_dir=" + run.string() + " --out " +
+                (dir / "no" / "x.pbpack").string() + " --log-level warn");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "runs")) << "an empty run folder was left behind";
+  fs::remove_all(dir);
+}
+
 TEST(CliTest, TokenizeGivesTheStandardIds) {
   if (!std::filesystem::exists(SharedData("bert-base-uncased-vocab.txt"))) {
     GTEST_SKIP() << "needs the shared data folder";
@@ -291,7 +328,9 @@ TEST(CliTest, TheParameterCountThatSizesTheMemoryCheckIsTheModels) {
 TEST(CliTest, ExitCodesFollowTheStatus) {
   EXPECT_EQ(ExitCodeFor(absl::InvalidArgumentError("x")), 2);
   EXPECT_EQ(ExitCodeFor(absl::NotFoundError("x")), 2);
-  EXPECT_EQ(ExitCodeFor(absl::DataLossError("x")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::DataLossError("x")), 2);  // a damaged input file
+  EXPECT_EQ(ExitCodeFor(absl::InternalError("x")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::ResourceExhaustedError("x")), 1);
   EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0);
 }
 
