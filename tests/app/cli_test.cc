@@ -305,7 +305,7 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
     f.put('\x5a');
   }
   r = RunBinary("verify " + store);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a damaged input: the user must prepare it again
   EXPECT_NE(r.err.find(shard + ": checksum mismatch"), std::string::npos) << r.err;
 }
 

@@ -1,6 +1,7 @@
 #include "data/hdf5.h"
 
 #include <H5Cpp.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -36,7 +37,8 @@ std::vector<Instance> Instances(int n, int max_len, int max_predictions) {
 class H5pyFilesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(Temp("h5py"));
+    // ctest runs each test in its own process, side by side: one folder each.
+    dir_ = new std::string(Temp("h5py_" + std::to_string(::getpid())));
     std::filesystem::remove_all(*dir_);
     const std::string command = std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
                                 "/tests/data/write_mlperf_hdf5.py " + *dir_ + " 2>&1";
