@@ -31,13 +31,21 @@ from torch import nn
 import torch.nn.functional as F
 
 
+class LayerNorm(nn.LayerNorm):
+    """LayerNorm in fp32: PyTorch 1.13's CPU autocast does not cast its
+    input, and a bf16 input with fp32 weights is an error there."""
+
+    def forward(self, x):
+        return super().forward(x.float())
+
+
 class Embeddings(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.word_embeddings = nn.Embedding(c["vocab_size"], c["hidden_size"])
         self.position_embeddings = nn.Embedding(c["max_position_embeddings"], c["hidden_size"])
         self.token_type_embeddings = nn.Embedding(2, c["hidden_size"])
-        self.LayerNorm = nn.LayerNorm(c["hidden_size"], eps=1e-12)
+        self.LayerNorm = LayerNorm(c["hidden_size"], eps=1e-12)
         self.dropout = nn.Dropout(c["dropout"])
 
     def forward(self, input_ids, token_type_ids):
@@ -55,10 +63,10 @@ class Layer(nn.Module):
         self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
         self.attention_dropout = nn.Dropout(c["dropout"])
         self.attention_output = nn.Linear(h, h)
-        self.attention_norm = nn.LayerNorm(h, eps=1e-12)
+        self.attention_norm = LayerNorm(h, eps=1e-12)
         self.intermediate = nn.Linear(h, c["intermediate_size"])
         self.output = nn.Linear(c["intermediate_size"], h)
-        self.output_norm = nn.LayerNorm(h, eps=1e-12)
+        self.output_norm = LayerNorm(h, eps=1e-12)
         self.dropout = nn.Dropout(c["dropout"])
 
     def forward(self, x, mask):
@@ -85,7 +93,7 @@ class BertForPreTraining(nn.Module):
         self.layers = nn.ModuleList([Layer(c) for _ in range(c["num_layers"])])
         self.pooler = nn.Linear(h, h)
         self.transform = nn.Linear(h, h)
-        self.transform_norm = nn.LayerNorm(h, eps=1e-12)
+        self.transform_norm = LayerNorm(h, eps=1e-12)
         self.decoder_bias = nn.Parameter(torch.zeros(c["vocab_size"]))
         self.seq_relationship = nn.Linear(h, 2)
         for m in self.modules():

@@ -337,7 +337,13 @@ int Main(int argc, char** argv) {
       std::fflush(in);
       std::string line;
       std::getline(out, line);
-      return json::parse(line);
+      json reply = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (reply.is_discarded()) {
+        std::fprintf(stderr, "%s failed on '%s' (its error is above)\n", name.c_str(),
+                     command.c_str());
+        std::exit(1);
+      }
+      return reply;
     }
   };
   std::vector<std::unique_ptr<Peer>> peers;
