@@ -12,7 +12,7 @@
 #include "common/status.h"
 #include "data/packing/report.h"
 #include "data/source.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
 #include "train/evaluator.h"
@@ -51,7 +51,7 @@ absl::Status RunScore(const Args& args) {
 
   model::BertForPreTraining bert(ToBertOptions(config.model));
   RETURN_IF_ERROR(model::LoadSafetensors(*bert, args.Get("weights")));
-  ASSIGN_OR_RETURN(auto communicator, dist::Communicator::Create(dist::Environment{}, "gloo"));
+  ASSIGN_OR_RETURN(auto communicator, distributed::Communicator::Create(distributed::Environment{}, "gloo"));
   data::LoaderOptions options;
   options.rows_per_batch = batch_rows;
   options.shape = {max_len, depth, 0};

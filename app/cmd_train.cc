@@ -19,7 +19,7 @@
 #include "data/packing/report.h"
 #include "data/source.h"
 #include "data/store.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -120,8 +120,8 @@ std::string ResumeCommand(const Args& args) {
 absl::Status RunTrain(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args));
   auto log = logging::Get("train");
-  ASSIGN_OR_RETURN(dist::Environment environment, dist::EnvironmentFrom());
-  ASSIGN_OR_RETURN(auto communicator, dist::Communicator::Create(environment, "gloo"));
+  ASSIGN_OR_RETURN(distributed::Environment environment, distributed::EnvironmentFrom());
+  ASSIGN_OR_RETURN(auto communicator, distributed::Communicator::Create(environment, "gloo"));
   const bool rank0 = communicator->rank() == 0;
   const std::string run_dir = config.run.output_dir;
 

@@ -9,7 +9,7 @@
 #include "common/platform.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "dist/environment.h"
+#include "distributed/environment.h"
 
 namespace pbert::app {
 
@@ -27,7 +27,7 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   RETURN_IF_ERROR(config::Load(args.Get("config"), overrides, &config));
   ASSIGN_OR_RETURN(auto level, logging::ParseLevel(config.run.log_level));
   // Under torchrun only rank 0 logs below warnings.
-  ASSIGN_OR_RETURN(dist::Environment environment, dist::EnvironmentFrom());
+  ASSIGN_OR_RETURN(distributed::Environment environment, distributed::EnvironmentFrom());
   logging::Init(level, environment.rank);
   const int cpus = AvailableCpus();
   if (config.run.threads > cpus) {

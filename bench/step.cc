@@ -38,7 +38,7 @@
 #include "data/batch.h"
 #include "data/histogram.h"
 #include "data/packing/report.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "nlohmann/json.hpp"
 #include "optim/lamb.h"
 #include "train/step.h"
@@ -381,7 +381,7 @@ int Main(int argc, char** argv) {
   }
 
   auto communicator =
-      *pbert::dist::Communicator::Create(pbert::dist::Environment{}, "gloo");
+      *pbert::distributed::Communicator::Create(pbert::distributed::Environment{}, "gloo");
   std::map<std::string, Ours> ours;  // by model size
   std::vector<Timing> our_timing(cases.size());
   for (const Case& c : cases) {

@@ -19,7 +19,7 @@ Evaluator::Evaluator(std::shared_ptr<const data::SequenceSource> source,
 }
 
 absl::StatusOr<PretrainingMetrics> Evaluator::Run(
-    model::BertForPreTraining& model, dist::Communicator& communicator,
+    model::BertForPreTraining& model, distributed::Communicator& communicator,
     const std::function<void(uint64_t)>& progress) const {
   ASSIGN_OR_RETURN(auto loader, data::Loader::Create(source_, index_, options_));
   const bool was_training = model->is_training();

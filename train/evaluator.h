@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/loader.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "model/bert.h"
 #include "model/precision.h"
 #include "train/metrics.h"
@@ -25,7 +25,7 @@ class Evaluator {
 
   // `progress` (optional) gets the rows done by this rank after each batch.
   absl::StatusOr<PretrainingMetrics> Run(
-      model::BertForPreTraining& model, dist::Communicator& communicator,
+      model::BertForPreTraining& model, distributed::Communicator& communicator,
       const std::function<void(uint64_t)>& progress = nullptr) const;
 
   uint64_t sequences() const { return index_->sequences(); }

@@ -9,7 +9,7 @@
 namespace pbert::train {
 
 absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::Lamb& optimizer,
-                                     dist::Communicator& communicator,
+                                     distributed::Communicator& communicator,
                                      const std::vector<data::PackedBatch>& batches, double lr,
                                      const StepOptions& options, model::LossScaler* scaler) {
   model->train();

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/batch.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "model/bert.h"
 #include "model/losses.h"
 #include "model/precision.h"
@@ -33,7 +33,7 @@ struct StepResult {
 // Runs one step over this rank's `batches` (any number, also none) at rate
 // `lr`. Every rank must call it the same number of times.
 absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::Lamb& optimizer,
-                                     dist::Communicator& communicator,
+                                     distributed::Communicator& communicator,
                                      const std::vector<data::PackedBatch>& batches, double lr,
                                      const StepOptions& options,
                                      model::LossScaler* scaler = nullptr);

@@ -171,7 +171,7 @@ class Loop {
   }
 
   const TrainerOptions& o_;
-  dist::Communicator& comm_;
+  distributed::Communicator& comm_;
   std::shared_ptr<spdlog::logger> log_;
   const bool rank0_;
   model::BertForPreTraining model_{nullptr};

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/loader.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
 #include "optim/schedule.h"
@@ -60,7 +60,7 @@ struct TrainerOptions {
 
   std::string resume;                   // checkpoint folder to continue, "" for a new run
   std::function<bool()> stop_requested;  // polled between steps (SIGINT, SIGTERM)
-  dist::Communicator* communicator = nullptr;
+  distributed::Communicator* communicator = nullptr;
 };
 
 struct TrainResult {

@@ -16,7 +16,7 @@ using Rows = std::vector<std::vector<const data::Instance*>>;
 struct Trainee {
   model::BertForPreTraining model{nullptr};
   std::unique_ptr<optim::Lamb> optimizer;
-  std::unique_ptr<dist::Communicator> communicator;
+  std::unique_ptr<distributed::Communicator> communicator;
 };
 
 Trainee Make() {
@@ -26,7 +26,7 @@ Trainee Make() {
   run.optimizer = std::make_unique<optim::Lamb>(
       optim::BertParamGroups(run.model->named_parameters(), optim::LambOptions(1e-2), true),
       optim::LambOptions(1e-2));
-  run.communicator = *dist::Communicator::Create(dist::Environment{}, "gloo");
+  run.communicator = *distributed::Communicator::Create(distributed::Environment{}, "gloo");
   return run;
 }
 

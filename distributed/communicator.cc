@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 #include <torch/torch.h>
 
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace pbert::dist {
+namespace pbert::distributed {
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     const Environment& environment, const std::string& backend, std::chrono::milliseconds timeout) {
@@ -99,4 +99,4 @@ void Communicator::Barrier() {
   if (group_) group_->barrier()->wait();
 }
 
-}  // namespace pbert::dist
+}  // namespace pbert::distributed

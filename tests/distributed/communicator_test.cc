@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 #include <netinet/in.h>
 #include <spawn.h>
@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace pbert::dist {
+namespace pbert::distributed {
 namespace {
 
 Environment Parse(const std::map<std::string, std::string>& vars) {
@@ -137,4 +137,4 @@ TEST(CommunicatorTest, TwoProcessesOverGloo) {
 }
 
 }  // namespace
-}  // namespace pbert::dist
+}  // namespace pbert::distributed

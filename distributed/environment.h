@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace pbert::dist {
+namespace pbert::distributed {
 
 struct Environment {
   int rank = 0;
@@ -26,4 +26,4 @@ struct Environment {
 absl::StatusOr<Environment> EnvironmentFrom(
     const std::function<const char*(const char*)>& get = nullptr);
 
-}  // namespace pbert::dist
+}  // namespace pbert::distributed

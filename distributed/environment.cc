@@ -1,11 +1,11 @@
-#include "dist/environment.h"
+#include "distributed/environment.h"
 
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace pbert::dist {
+namespace pbert::distributed {
 
 absl::StatusOr<Environment> EnvironmentFrom(const std::function<const char*(const char*)>& get) {
   auto read = get ? get : [](const char* name) -> const char* { return std::getenv(name); };
@@ -46,4 +46,4 @@ absl::StatusOr<Environment> EnvironmentFrom(const std::function<const char*(cons
   return env;
 }
 
-}  // namespace pbert::dist
+}  // namespace pbert::distributed

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "dist/environment.h"
+#include "distributed/environment.h"
 
 namespace c10d {
 class ProcessGroup;
 }
 
-namespace pbert::dist {
+namespace pbert::distributed {
 
 class Communicator {
  public:
@@ -50,4 +50,4 @@ class Communicator {
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
 };
 
-}  // namespace pbert::dist
+}  // namespace pbert::distributed
