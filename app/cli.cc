@@ -79,8 +79,7 @@ std::string CommandLine::Help() const {
       "packed-bert: BERT pretraining on packed sequences\n\n"
       "usage: packed-bert <command> [flags]\n\ncommands:\n";
   for (const Command& c : commands_) {
-    absl::StrAppend(&text, absl::StrFormat("  %-10s %s%s\n", c.name, c.summary,
-                                           c.run ? "" : " (not yet available)"));
+    absl::StrAppend(&text, absl::StrFormat("  %-10s %s\n", c.name, c.summary));
   }
   absl::StrAppend(&text, "\nRun 'packed-bert <command> --help' for the flags of a command.\n");
   return text;
@@ -107,7 +106,11 @@ absl::StatusOr<Args> CommandLine::Parse(const Command& command,
   auto hint = absl::StrCat("; see 'packed-bert ", command.name, " --help'");
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
-    if (!absl::StartsWith(arg, "--") || arg == "--") {
+    if (arg == "--") {  // the rest is not ours: a command to run (launch)
+      args.positional_.insert(args.positional_.end(), argv.begin() + i + 1, argv.end());
+      break;
+    }
+    if (!absl::StartsWith(arg, "--")) {
       args.positional_.push_back(arg);
       continue;
     }
@@ -169,15 +172,11 @@ int CommandLine::Run(int argc, char** argv) const {
   }
   std::vector<std::string> rest(argv + 2, argv + argc);
   for (const std::string& a : rest) {
+    if (a == "--") break;  // what follows belongs to another command
     if (a == "--help" || a == "-h") {
       std::cout << Help(*command);
       return 0;
     }
-  }
-  if (!command->run) {
-    std::cerr << "packed-bert " << name
-              << ": not yet available in this version; see 'packed-bert --help'\n";
-    return 2;
   }
   absl::StatusOr<Args> args = Parse(*command, rest);
   absl::Status status;

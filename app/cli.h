@@ -45,7 +45,6 @@ struct Command {
   std::string usage;    // the synopsis after "packed-bert "
   std::string details;  // optional paragraphs after the synopsis
   std::vector<Flag> flags;
-  // nullptr: the subcommand is planned but not available in this version.
   std::function<absl::Status(const Args&)> run;
 };
 

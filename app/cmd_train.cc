@@ -120,12 +120,28 @@ std::string ResumeCommand(const Args& args) {
 absl::Status RunTrain(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args));
   auto log = logging::Get("train");
-  ASSIGN_OR_RETURN(distributed::Environment environment, distributed::EnvironmentFrom());
-  ASSIGN_OR_RETURN(auto communicator, distributed::Communicator::Create(environment, "gloo"));
+  ASSIGN_OR_RETURN(distributed::Environment environment, DistributedEnvironment(config));
+  ASSIGN_OR_RETURN(std::string backend,
+                   distributed::ResolveBackend(config.dist.backend, /*model_on_cuda=*/false));
+  if (environment.distributed()) {
+    log->info("rank {} of {} ({}; local rank {} of {}, node {}), {} process group at {}:{}",
+              environment.rank, environment.world_size, environment.source,
+              environment.local_rank, environment.local_world_size, environment.node_rank,
+              backend, environment.master_addr, environment.master_port);
+  }
+  ASSIGN_OR_RETURN(auto communicator,
+                   distributed::Communicator::Create(environment, backend,
+                                                     std::chrono::seconds(config.dist.timeout_s)));
   const bool rank0 = communicator->rank() == 0;
   const std::string run_dir = config.run.output_dir;
 
   std::string resume = args.Get("resume");
+  if (environment.restart_count > 0 && !args.Has("resume")) {
+    // Started again by launch or torchrun after a failure: continue.
+    log->info("restart {} of the workers: resuming from the newest checkpoint",
+              environment.restart_count);
+    resume = "auto";
+  }
   if (resume == "auto") {
     resume = train::LatestCheckpoint(run_dir);
     if (resume.empty()) log->info("no checkpoint in {}/checkpoints: a new run", run_dir);

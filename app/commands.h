@@ -17,6 +17,7 @@ Command VerifyCommand();
 Command ExportCommand();
 Command TrainCommand();
 Command PlotCommand();
+Command LaunchCommand();
 
 // Every subcommand, in the order `packed-bert --help` lists them.
 std::vector<Command> AllCommands();

@@ -1,5 +1,6 @@
 #include "app/config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -27,7 +28,7 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   RETURN_IF_ERROR(config::Load(args.Get("config"), overrides, &config));
   ASSIGN_OR_RETURN(auto level, logging::ParseLevel(config.run.log_level));
   // Under torchrun only rank 0 logs below warnings.
-  ASSIGN_OR_RETURN(distributed::Environment environment, distributed::EnvironmentFrom());
+  ASSIGN_OR_RETURN(distributed::Environment environment, DistributedEnvironment(config));
   logging::Init(level, environment.rank);
   const int cpus = AvailableCpus();
   if (config.run.threads > cpus) {
@@ -37,12 +38,21 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                               config.run.threads, cpus, cpus);
     config.run.threads = cpus;
   }
-  int threads = SetIntraOpThreads(static_cast<int>(config.run.threads));
+  // run.threads 0: this process's share of the CPUs, when several workers
+  // of a distributed run share the node.
+  int threads = SetIntraOpThreads(
+      config.run.threads > 0 ? static_cast<int>(config.run.threads)
+                             : std::max(1, cpus / std::max(1, environment.local_world_size)));
   logging::Get("run")->debug("intra-op threads: {}", threads);
   if (const BlasKernels& blas = TuneOpenBlasKernels(); !blas.note.empty()) {
     logging::Get("run")->debug("{}", blas.note);
   }
   return config;
+}
+
+absl::StatusOr<distributed::Environment> DistributedEnvironment(const ExperimentConfig& config) {
+  return distributed::EnvironmentFrom(
+      nullptr, {config.dist.master_addr, static_cast<int>(config.dist.master_port)});
 }
 
 absl::Status CreateOutputDir(const ExperimentConfig& config) {

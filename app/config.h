@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "data/packing/algorithms.h"
 #include "data/prepare.h"
+#include "distributed/environment.h"
 #include "model/losses.h"
 #include "model/precision.h"
 #include "optim/packing_adjustment.h"
@@ -40,7 +41,9 @@ struct RunConfig {
   void Visit(V& v) {
     v.Field("output_dir", &output_dir, "folder for the run's outputs (created if missing)");
     v.Field("seed", &seed, "seed of every random choice of the run", config::AtLeast<int64_t>(0));
-    v.Field("threads", &threads, "intra-op threads; 0 = all CPUs available to the process",
+    v.Field("threads", &threads,
+            "intra-op threads; 0 = the CPUs available to the process, shared among the workers "
+            "of a distributed run on the node",
             config::AtLeast<int64_t>(0));
     v.Field("log_level", &log_level, Choices(logging::LevelNames()),
             config::OneOf(logging::LevelNames()));
@@ -318,6 +321,34 @@ struct MlperfConfig {
   absl::Status Validate() const { return absl::OkStatus(); }
 };
 
+struct DistConfig {
+  std::string backend = "auto";
+  int64_t timeout_s = 300;
+  int64_t bucket_mb = 25;
+  std::string master_addr;
+  int64_t master_port = 29500;
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("backend", &backend,
+            absl::StrCat(Choices(distributed::BackendNames()),
+                         ": the c10d process group (auto: nccl for a model on CUDA, else gloo)"),
+            config::OneOf(distributed::BackendNames()));
+    v.Field("timeout_s", &timeout_s,
+            "seconds a rank waits for the others (rendezvous, every collective) before it gives "
+            "up with an error naming them",
+            config::InRange<int64_t>(1, 86400));
+    v.Field("bucket_mb", &bucket_mb, "gradient all-reduce bucket size, MiB",
+            config::InRange<int64_t>(1, 4096));
+    v.Field("master_addr", &master_addr,
+            "rendezvous host when the launcher does not set MASTER_ADDR (Slurm: the first host "
+            "of the job; otherwise 127.0.0.1)");
+    v.Field("master_port", &master_port, "rendezvous port when MASTER_PORT is not set",
+            config::InRange<int64_t>(1, 65535));
+  }
+  absl::Status Validate() const { return absl::OkStatus(); }
+};
+
 struct ExperimentConfig {
   RunConfig run;
   DataConfig data;
@@ -327,6 +358,7 @@ struct ExperimentConfig {
   OptimConfig optim;
   TrainConfig train;
   MlperfConfig mlperf;
+  DistConfig dist;
 
   template <class V>
   void Visit(V& v) {
@@ -338,6 +370,7 @@ struct ExperimentConfig {
     v.Section("optim", &optim, "LAMB, learning-rate schedule, clipping, accumulation");
     v.Section("train", &train, "the training loop: batches, evaluation, targets, checkpoints");
     v.Section("mlperf", &mlperf, "what the MLLOG says about the submission");
+    v.Section("dist", &dist, "data-parallel training: process group, rendezvous, buckets");
   }
 };
 
@@ -355,6 +388,10 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
 
 // Creates run.output_dir (and its parents) if missing.
 absl::Status CreateOutputDir(const ExperimentConfig& config);
+
+// Where this process stands in a distributed run: the launcher's variables
+// (distributed/environment.h), with the dist section's defaults.
+absl::StatusOr<distributed::Environment> DistributedEnvironment(const ExperimentConfig& config);
 
 // Writes the effective config to `<run.output_dir>/config.yaml`.
 // `effective`: values derived from the config for this run (e.g. the

@@ -52,6 +52,7 @@ absl::StatusOr<train::StepOptions> ToStepOptions(const ExperimentConfig& c) {
   ASSIGN_OR_RETURN(s.mlm_loss, model::ParseMlmLossMode(c.model.mlm_loss));
   ASSIGN_OR_RETURN(s.precision, model::ParsePrecision(c.model.precision, c10::DeviceType::CPU));
   s.max_grad_norm = c.optim.max_grad_norm;
+  s.bucket_bytes = c.dist.bucket_mb << 20;
   return s;
 }
 

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef PBERT_WITH_NCCL
@@ -30,10 +31,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(environment.master_port);
-    options.isServer = environment.rank == 0;
-    options.numWorkers = environment.world_size;
     options.timeout = timeout;
-    auto store = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
+    c10::intrusive_ptr<c10d::Store> store;
+    if (environment.use_agent_store) {
+      // torchrun's agent hosts the store; each restart of the workers keeps
+      // its keys apart, as PyTorch's own workers do.
+      options.isServer = false;
+      store = c10::make_intrusive<c10d::PrefixStore>(
+          absl::StrCat("/worker/attempt_", environment.restart_count),
+          c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options));
+    } else {
+      options.isServer = environment.rank == 0;
+      options.numWorkers = environment.world_size;
+      store = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
+    }
     if (backend == "gloo") {
       auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
       // GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch.
@@ -61,18 +72,37 @@ Communicator::Communicator(Environment environment) : environment_(std::move(env
 
 Communicator::~Communicator() = default;
 
-void Communicator::SumGradients(const std::vector<at::Tensor>& parameters) {
+void Communicator::SumGradients(const std::vector<at::Tensor>& parameters,
+                                int64_t bucket_bytes) {
   if (!group_) return;
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> grads;
+  // Buckets of consecutive gradients of one dtype, each at most
+  // bucket_bytes unless a single gradient is larger.
+  std::vector<std::vector<at::Tensor>> buckets;
+  int64_t bytes = 0;
   for (const auto& p : parameters) {
-    if (p.grad().defined()) grads.push_back(p.grad());
+    if (!p.grad().defined()) continue;
+    const at::Tensor& g = p.grad();
+    const int64_t size = g.numel() * static_cast<int64_t>(g.element_size());
+    if (buckets.empty() || bytes + size > bucket_bytes ||
+        buckets.back().front().scalar_type() != g.scalar_type()) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(g);
+    bytes += size;
   }
-  if (grads.empty()) return;
-  std::vector<at::Tensor> flat = {at::flatten_dense_tensors(grads)};
-  group_->allreduce(flat)->wait();
-  auto pieces = at::unflatten_dense_tensors(flat[0], grads);
-  for (size_t i = 0; i < grads.size(); ++i) grads[i].copy_(pieces[i]);
+  std::vector<std::vector<at::Tensor>> flat(buckets.size());
+  std::vector<c10::intrusive_ptr<c10d::Work>> work;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    flat[b] = {at::flatten_dense_tensors(buckets[b])};
+    work.push_back(group_->allreduce(flat[b]));
+  }
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    work[b]->wait();
+    auto pieces = at::unflatten_dense_tensors(flat[b][0], buckets[b]);
+    for (size_t i = 0; i < buckets[b].size(); ++i) buckets[b][i].copy_(pieces[i]);
+  }
 }
 
 std::vector<double> Communicator::Sum(std::vector<double> values) {

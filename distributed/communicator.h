@@ -33,10 +33,13 @@ class Communicator {
   int rank() const { return environment_.rank; }
   int world_size() const { return environment_.world_size; }
 
-  // Replaces every defined gradient by its sum over the ranks, in one
-  // flattened all-reduce. A sum, not a mean: each rank's loss is already
-  // divided by the totals of the whole step over all ranks.
-  void SumGradients(const std::vector<at::Tensor>& parameters);
+  // Replaces every defined gradient by its sum over the ranks. Gradients are
+  // flattened into buckets of at most `bucket_bytes` (a gradient larger than
+  // that is a bucket of its own), whose all-reduces all run at once and are
+  // then waited for. A sum, not a mean: each rank's loss is already divided
+  // by the totals of the whole step over all ranks.
+  void SumGradients(const std::vector<at::Tensor>& parameters,
+                    int64_t bucket_bytes = 25 << 20);
   // Copies rank 0's values of `tensors` to every rank.
   void Broadcast(const std::vector<at::Tensor>& tensors);
   // Element-wise sums over the ranks (step totals, metric counts), in double.

@@ -15,6 +15,10 @@ namespace pbert::train {
 void FaultPoint(const char* point, int64_t step, int rank) {
   static const char* spec = std::getenv("PBERT_FAULT");
   if (spec == nullptr || *spec == '\0') return;
+  // Only the first attempt of a launch or torchrun job fails, so that a
+  // restarted job can go on.
+  static const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (restart != nullptr && std::string(restart) != "0") return;
   std::vector<std::string> parts = absl::StrSplit(spec, ':');
   int64_t at_step = -1, at_rank = 0;
   if (parts.size() < 2 || parts[0] != point || !absl::SimpleAtoi(parts[1], &at_step)) return;

@@ -4,7 +4,9 @@
 // by default), so that tests can check what a crash or a stop request at
 // that moment leaves behind. Points: "after-step" (a step has been applied,
 // nothing saved yet) and "checkpoint-write" (a checkpoint's files are half
-// written). Unset, it costs one comparison. docs/training.md lists them.
+// written). Only the first attempt of a launch or torchrun job
+// (TORCHELASTIC_RESTART_COUNT unset or 0) fails, so that a restarted job can
+// go on. Unset, it costs one comparison. docs/training.md lists them.
 #pragma once
 
 #include <cstdint>

@@ -1,12 +1,25 @@
 #include "train/step.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
 namespace pbert::train {
+namespace {
+
+// SplitMix64 of the step's number and the micro-batch's place in the step.
+uint64_t MicroBatchSeed(uint64_t step_seed, uint64_t micro) {
+  uint64_t z = step_seed + (micro + 1) * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
 
 absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::Lamb& optimizer,
                                      distributed::Communicator& communicator,
@@ -26,7 +39,25 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
   const c10::DeviceType device = parameters.front().device().type();
   // The step's sums stay on the device until the end: one host copy a step.
   at::Tensor sums_total;
-  for (const auto& batch : batches) {
+  // Dropout: micro-batch g of the step over all ranks (g = rank * A + k)
+  // draws its masks from the generator seeded by (a number drawn once per
+  // step, g). So two ranks with a micro-batch each draw exactly the masks one
+  // rank accumulating both draws, and all ranks' generators stay in step.
+  auto generator = at::detail::getDefaultCPUGenerator();
+  uint64_t step_seed;
+  at::Tensor generator_after;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    step_seed = generator.get<at::CPUGeneratorImpl>()->random64();
+    generator_after = generator.get_state();
+  }
+  const uint64_t first_micro = static_cast<uint64_t>(communicator.rank()) * batches.size();
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const data::PackedBatch& batch = batches[k];
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_current_seed(MicroBatchSeed(step_seed, first_micro + k));
+    }
     model::PretrainingLogits logits;
     {
       model::AutocastGuard autocast(options.precision, device);
@@ -41,13 +72,17 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
     sums_total = sums_total.defined() ? sums_total + stats : stats;
     metrics.rows += static_cast<double>(batch.rows());
   }
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(generator_after);
+  }
   if (sums_total.defined()) {
     at::Tensor host = sums_total.to(at::kCPU);
     metrics.AddSums(host.slice(0, 0, 8));
     metrics.loss = host[8].item<double>();
     metrics.tokens = host[9].item<double>();
   }
-  communicator.SumGradients(parameters);
+  communicator.SumGradients(parameters, options.bucket_bytes);
   metrics = PretrainingMetrics::FromVector(communicator.Sum(metrics.ToVector()));
 
   StepResult result;

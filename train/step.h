@@ -22,6 +22,7 @@ struct StepOptions {
   model::MlmLossMode mlm_loss = model::MlmLossMode::kPerToken;
   model::Precision precision = model::Precision::kFp32;
   double max_grad_norm = 1.0;  // 0: no clipping
+  int64_t bucket_bytes = 25 << 20;  // gradient all-reduce buckets (dist.bucket_mb)
 };
 
 struct StepResult {

@@ -157,6 +157,17 @@ class Loop {
 
   absl::StatusOr<TrainResult> Run();
 
+  // After a failure that leaves the run unable to go on (a lost rank): the
+  // MLLOG ends with run_stop status aborted, if it was started. Returns
+  // where the run can resume from ("" if nowhere).
+  std::string Abort() {
+    if (mllog_ && state_.run_start_ms > 0) {
+      (void)mllog_->End("run_stop", nullptr, {{"status", "aborted"}, {"epoch_num", state_.samples}});
+      (void)mllog_->Sync();
+    }
+    return last_checkpoint_;
+  }
+
  private:
   absl::Status Init();
   absl::Status WriteHeader();
@@ -531,7 +542,22 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options) {
     return absl::InvalidArgumentError("train.eval_every_samples must be > 0 with an eval set");
   }
   Loop loop(options);
-  return loop.Run();
+  try {
+    return loop.Run();
+  } catch (const std::exception& e) {
+    // A collective failed: another rank died, stopped or hung past
+    // dist.timeout_s (c10d reports it by exception). Nothing more can be
+    // computed together; say so in the MLLOG and in one line.
+    const std::string checkpoint = loop.Abort();
+    if (options.communicator->world_size() <= 1) throw;
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", options.communicator->rank(), " lost contact with the other ranks (", what,
+        "): one of them stopped, or did not answer within dist.timeout_s; ",
+        checkpoint.empty() ? "no checkpoint was written"
+                           : absl::StrCat("resume from ", checkpoint, " (--resume auto)")));
+  }
 }
 
 }  // namespace pbert::train

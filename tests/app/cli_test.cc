@@ -43,7 +43,7 @@ TEST(CliTest, HelpListsCommands) {
             "  train      pretrain BERT on packed data with the MLPerf evaluation loop\n"
             "  score      evaluate weights on MLPerf HDF5 data or a store, packed or not\n"
             "  model      create model weights\n"
-            "  launch     start N local training processes (not yet available)\n"
+            "  launch     start the workers of a data-parallel run on this node\n"
             "  plot       draw learning curves and throughput of training runs as SVG\n"
             "  config     print the effective config (defaults < --config file < --set)\n\n"
             "Run 'packed-bert <command> --help' for the flags of a command.\n");
@@ -56,13 +56,6 @@ TEST(CliTest, HelpListsCommands) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert export: error: export needs --store DIR; see 'packed-bert "
                    "export --help'\n");
-}
-
-TEST(CliTest, PlannedCommandSaysSoWithExitTwo) {
-  Result r = RunBinary("launch --nproc 2");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err,
-            "packed-bert launch: not yet available in this version; see 'packed-bert --help'\n");
 }
 
 TEST(CliTest, ConfigTypoIsOneClearLine) {

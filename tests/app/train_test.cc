@@ -188,6 +188,74 @@ TEST_F(TrainTest, SigtermThenResumeGivesACompliantMllog) {
       << testing::ReadText(run + "/mllog.txt");
 }
 
+// Data parallelism under `packed-bert launch` (2 workers on this machine,
+// Gloo over loopback): the same rows per step as one process accumulating
+// two micro-batches give the same weights; a worker killed with -9 stops the
+// job at once, and with a restart the job resumes and ends where an
+// uninterrupted one does.
+std::string Launch(int port, const std::string& extra = "") {
+  return absl::StrFormat("launch --nproc-per-node 2 --master-port %d --grace-s 20 %s -- packed-bert ",
+                         port, extra);
+}
+
+TEST_F(TrainTest, TwoRanksEqualOneRankAccumulatingTheirMicroBatches) {
+  // Dropout on: micro-batch g of a step draws the same masks wherever it runs.
+  Result one =
+      RunBinary(Args("one", "--set train.micro_batch_rows=4 --set optim.accumulation_steps=2"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  Result two = RunBinary(Launch(29731) + Args("two", "--set train.micro_batch_rows=4"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.out.find("[rank 0] steps             12 (0 skipped)"), std::string::npos)
+      << two.out;
+  auto a = Weights("one", 12), b = Weights("two", 12);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (const auto& [name, tensor] : a) {
+    const double scale = tensor.abs().max().item<double>();
+    EXPECT_LE((tensor - b.at(name)).abs().max().item<double>(), 1e-6 * scale) << name;
+  }
+  // The evaluations, summed over the ranks, say the same.
+  auto evals = [&](const std::string& run) {
+    std::vector<double> out;
+    for (absl::string_view line : absl::StrSplit(
+             testing::ReadText(root_ + "/" + run + "/metrics.jsonl"), '\n', absl::SkipEmpty())) {
+      auto j = nlohmann::json::parse(line);
+      if (j["kind"] == "eval") out.push_back(j["mlm_accuracy"].get<double>());
+    }
+    return out;
+  };
+  ASSERT_EQ(evals("one").size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(evals("one")[i], evals("two")[i], 1e-9);
+}
+
+TEST_F(TrainTest, AKilledRankStopsTheJobAndARestartEndsWhereAStraightRunDoes) {
+  Result straight = RunBinary(Launch(29732) + Args("straight"));
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  // Without restarts: rank 1 dies by kill -9 after step 9; the job ends at
+  // once, non-zero, naming it, and rank 0's MLLOG says the run was aborted.
+  Result failed = RunBinary(Launch(29733) + Args("failed"), "PBERT_FAULT=after-step:9:1");
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("packed-bert launch: error: rank 1 was killed by signal 9 (Killed); "
+                            "the job stopped"),
+            std::string::npos)
+      << failed.err;
+  EXPECT_NE(failed.err.find("[rank 0] packed-bert train: error: rank 0 lost contact with the "
+                            "other ranks"),
+            std::string::npos)
+      << failed.err;
+  const std::string mllog = testing::ReadText(root_ + "/failed/mllog.txt");
+  EXPECT_NE(mllog.find("\"key\":\"run_stop\""), std::string::npos);
+  EXPECT_NE(mllog.find("\"status\":\"aborted\""), std::string::npos);
+  // With one restart: the workers start again, resume from step 6 and
+  // finish with the weights of the straight run.
+  Result restarted = RunBinary(Launch(29734, "--max-restarts 1") + Args("restarted"),
+                               "PBERT_FAULT=after-step:9:1");
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.err;
+  EXPECT_NE(restarted.err.find("restarting all workers (1 of 1 restarts)"), std::string::npos)
+      << restarted.err;
+  ExpectSameWeights("straight", "restarted", 12);
+}
+
 TEST_F(TrainTest, BadInputIsOneClearLine) {
   Result r = RunBinary(absl::StrCat("train --config ", config_, " --log-level warn"));
   EXPECT_EQ(r.exit_code, 2);

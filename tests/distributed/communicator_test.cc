@@ -44,6 +44,66 @@ TEST(EnvironmentTest, TorchrunVariables) {
   EXPECT_EQ(env.master_port, 29400);
 }
 
+TEST(EnvironmentTest, OpenMpiAndSlurmVariables) {
+  Environment mpi = Parse({{"OMPI_COMM_WORLD_RANK", "5"},
+                           {"OMPI_COMM_WORLD_SIZE", "8"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                           {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                           {"MASTER_ADDR", "head"}});
+  EXPECT_EQ(mpi.source, "Open MPI");
+  EXPECT_EQ(mpi.rank, 5);
+  EXPECT_EQ(mpi.world_size, 8);
+  EXPECT_EQ(mpi.local_rank, 1);
+  EXPECT_EQ(mpi.local_world_size, 4);
+  EXPECT_EQ(mpi.node_rank, 1);
+  EXPECT_EQ(mpi.master_addr, "head");
+  Environment slurm = Parse({{"SLURM_PROCID", "6"},
+                             {"SLURM_NTASKS", "8"},
+                             {"SLURM_LOCALID", "2"},
+                             {"SLURM_NODEID", "1"},
+                             {"SLURM_NNODES", "2"},
+                             {"SLURM_JOB_NODELIST", "gpu[007-008]"}});
+  EXPECT_EQ(slurm.source, "Slurm");
+  EXPECT_EQ(slurm.rank, 6);
+  EXPECT_EQ(slurm.local_rank, 2);
+  EXPECT_EQ(slurm.local_world_size, 4) << "8 tasks over 2 nodes";
+  EXPECT_EQ(slurm.node_rank, 1);
+  EXPECT_EQ(slurm.master_addr, "gpu007");
+  EXPECT_EQ(slurm.master_port, 29500);
+}
+
+TEST(EnvironmentTest, TheInnermostLauncherWins) {
+  // torchrun started by srun (one task per node): RANK describes the worker.
+  Environment env = Parse({{"SLURM_PROCID", "1"},
+                           {"SLURM_NTASKS", "2"},
+                           {"SLURM_JOB_NODELIST", "n[1-2]"},
+                           {"RANK", "5"},
+                           {"WORLD_SIZE", "8"},
+                           {"LOCAL_RANK", "1"},
+                           {"LOCAL_WORLD_SIZE", "4"},
+                           {"GROUP_RANK", "1"},
+                           {"MASTER_ADDR", "n1"},
+                           {"MASTER_PORT", "29400"},
+                           {"TORCHELASTIC_RESTART_COUNT", "2"},
+                           {"TORCHELASTIC_MAX_RESTARTS", "3"},
+                           {"TORCHELASTIC_RUN_ID", "job"},
+                           {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  EXPECT_EQ(env.source, "torchrun");
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.node_rank, 1);
+  EXPECT_EQ(env.restart_count, 2);
+  EXPECT_EQ(env.max_restarts, 3);
+  EXPECT_EQ(env.run_id, "job");
+  EXPECT_TRUE(env.use_agent_store);
+}
+
+TEST(EnvironmentTest, FirstSlurmHost) {
+  EXPECT_EQ(FirstSlurmHost("node17"), "node17");
+  EXPECT_EQ(FirstSlurmHost("gpu[07-09,12],cpu3"), "gpu07");
+  EXPECT_EQ(FirstSlurmHost("a,b"), "a");
+  EXPECT_EQ(FirstSlurmHost("rack1-n[3,5]"), "rack1-n3");
+}
+
 TEST(EnvironmentTest, BadValuesNameTheVariable) {
   auto from = [](std::map<std::string, std::string> vars) {
     return EnvironmentFrom([vars](const char* name) -> const char* {
@@ -56,6 +116,15 @@ TEST(EnvironmentTest, BadValuesNameTheVariable) {
   EXPECT_EQ(std::string(from({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).status().message()),
             "RANK=2 and WORLD_SIZE=2 do not fit: need 0 <= RANK < WORLD_SIZE");
   EXPECT_FALSE(from({{"MASTER_PORT", "70000"}}).ok());
+  EXPECT_EQ(std::string(from({{"RANK", "1"}}).status().message()),
+            "RANK is set but WORLD_SIZE is not; a launcher sets both (or unset both for a single "
+            "process)");
+  EXPECT_EQ(std::string(from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
+                               {"SLURM_LOCALID", "2"}, {"SLURM_NTASKS_PER_NODE", "2"}})
+                            .status()
+                            .message()),
+            "SLURM_LOCALID=2 and SLURM_NTASKS_PER_NODE=2 do not fit: need 0 <= local rank < "
+            "local size <= world size 2");
 }
 
 TEST(CommunicatorTest, OneProcessIsTheIdentity) {
@@ -67,7 +136,7 @@ TEST(CommunicatorTest, OneProcessIsTheIdentity) {
   EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({1.0f, 2.0f})));
   EXPECT_EQ((*c)->Sum({1.5, 2.0}), (std::vector<double>{1.5, 2.0}));
   // Checked before any rendezvous, so it fails at once.
-  EXPECT_EQ(Communicator::Create(Parse({{"WORLD_SIZE", "2"}}), "mpi").status().code(),
+  EXPECT_EQ(Communicator::Create(Parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), "mpi").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -1,0 +1,303 @@
+// packed-bert launch: starts the workers of a data-parallel run on this node,
+// with the environment torchrun gives its workers, and watches them.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "app/commands.h"
+#include "app/runtime.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+extern char** environ;
+
+namespace pbert::app {
+namespace {
+
+volatile std::sig_atomic_t pending_signal = 0;
+
+void OnSignal(int signal) { pending_signal = signal; }
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  int out = -1, err = -1;        // read ends of its stdout and stderr
+  std::string out_line, err_line;  // a line not yet complete
+  bool running = false;
+  int status = 0;
+};
+
+// Prints the complete lines of `buffer` to `stream`, each after `prefix`;
+// keeps an incomplete last line unless `flush`.
+void EmitLines(std::string* buffer, FILE* stream, const std::string& prefix, bool flush) {
+  size_t start = 0;
+  for (size_t end; (end = buffer->find('\n', start)) != std::string::npos; start = end + 1) {
+    std::fprintf(stream, "%s%.*s\n", prefix.c_str(), static_cast<int>(end - start),
+                 buffer->data() + start);
+  }
+  buffer->erase(0, start);
+  if (flush && !buffer->empty()) {
+    std::fprintf(stream, "%s%s\n", prefix.c_str(), buffer->c_str());
+    buffer->clear();
+  }
+  std::fflush(stream);
+}
+
+// Reads what is there; returns false at end of file.
+bool Drain(int fd, std::string* buffer) {
+  char chunk[65536];
+  ssize_t n = ::read(fd, chunk, sizeof(chunk));
+  if (n > 0) buffer->append(chunk, static_cast<size_t>(n));
+  return n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
+}
+
+std::string Describe(int status) {
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                        ")");
+  }
+  return absl::StrCat("exited with code ", WEXITSTATUS(status));
+}
+
+bool Failed(int status) { return WIFSIGNALED(status) || WEXITSTATUS(status) != 0; }
+
+struct LaunchOptions {
+  int nproc = 1, nnodes = 1, node_rank = 0, master_port = 29500, max_restarts = 0;
+  int grace_s = 30;
+  std::string master_addr = "127.0.0.1";
+  std::vector<std::string> command;
+};
+
+// Starts the workers of one attempt.
+absl::StatusOr<std::vector<Worker>> Start(const LaunchOptions& o, int attempt,
+                                          const std::string& run_id) {
+  const int world = o.nproc * o.nnodes;
+  const int threads = std::max(1, AvailableCpus() / o.nproc);
+  std::vector<Worker> workers(o.nproc);
+  for (int local = 0; local < o.nproc; ++local) {
+    Worker& w = workers[local];
+    w.rank = o.node_rank * o.nproc + local;
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      return absl::ResourceExhaustedError(absl::StrCat("cannot make pipes: ", strerror(errno)));
+    }
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"RANK", std::to_string(w.rank)},
+        {"WORLD_SIZE", std::to_string(world)},
+        {"LOCAL_RANK", std::to_string(local)},
+        {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+        {"GROUP_RANK", std::to_string(o.node_rank)},
+        {"GROUP_WORLD_SIZE", std::to_string(o.nnodes)},
+        {"ROLE_RANK", std::to_string(w.rank)},
+        {"ROLE_WORLD_SIZE", std::to_string(world)},
+        {"MASTER_ADDR", o.master_addr},
+        {"MASTER_PORT", std::to_string(o.master_port)},
+        {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+        {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+        {"TORCHELASTIC_RUN_ID", run_id},
+    };
+    // Threads split over the local workers, unless the user chose.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+      env.push_back({"OMP_NUM_THREADS", std::to_string(threads)});
+    }
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
+    if (pid == 0) {
+      ::setpgid(0, 0);  // signals reach the workers through launch only
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(err[1], STDERR_FILENO);
+      ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+      for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+      std::vector<char*> argv;
+      for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "packed-bert launch: cannot run %s: %s\n", argv[0], strerror(errno));
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    w.pid = pid;
+    w.out = out[0];
+    w.err = err[0];
+    w.running = true;
+  }
+  return workers;
+}
+
+// Watches one attempt until every worker has ended. Returns the first
+// failure ("" if none) and whether a stop was requested by a signal.
+std::string Watch(std::vector<Worker>& workers, const LaunchOptions& o, bool* stopped) {
+  std::string failure;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point kill_at = Clock::time_point::max();
+  auto signal_all = [&](int sig) {
+    for (Worker& w : workers) {
+      if (w.running) ::kill(w.pid, sig);
+    }
+  };
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Worker*, bool>> owners;  // worker, is stderr
+    for (Worker& w : workers) {
+      if (w.out >= 0) {
+        fds.push_back({w.out, POLLIN, 0});
+        owners.push_back({&w, false});
+      }
+      if (w.err >= 0) {
+        fds.push_back({w.err, POLLIN, 0});
+        owners.push_back({&w, true});
+      }
+    }
+    ::poll(fds.data(), fds.size(), 200);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Worker& w = *owners[i].first;
+      const bool is_err = owners[i].second;
+      std::string* buffer = is_err ? &w.err_line : &w.out_line;
+      const bool open = Drain(fds[i].fd, buffer);
+      const std::string prefix = absl::StrCat("[rank ", w.rank, "] ");
+      EmitLines(buffer, is_err ? stderr : stdout, prefix, !open);
+      if (!open) {
+        ::close(fds[i].fd);
+        (is_err ? w.err : w.out) = -1;
+      }
+    }
+    if (pending_signal != 0) {
+      const int sig = pending_signal;
+      pending_signal = 0;
+      *stopped = true;
+      logging::Get("launch")->warn("{}: passing it to the workers", strsignal(sig));
+      signal_all(sig);
+      kill_at = std::min(kill_at, Clock::now() + std::chrono::seconds(o.grace_s));
+    }
+    bool any_running = false;
+    for (Worker& w : workers) {
+      if (w.running && ::waitpid(w.pid, &w.status, WNOHANG) == w.pid) {
+        w.running = false;
+        if (Failed(w.status) && failure.empty() && !*stopped) {
+          failure = absl::StrCat("rank ", w.rank, " ", Describe(w.status));
+          logging::Get("launch")->error("{}; stopping the other workers", failure);
+          signal_all(SIGTERM);
+          kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
+        }
+      }
+      any_running = any_running || w.running || w.out >= 0 || w.err >= 0;
+    }
+    if (!any_running) return failure;
+    if (Clock::now() >= kill_at) {
+      logging::Get("launch")->error("workers still running {} s after being asked to stop: killing "
+                                    "them",
+                                    o.grace_s);
+      signal_all(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+  }
+}
+
+absl::Status RunLaunch(const Args& args) {
+  LaunchOptions o;
+  ASSIGN_OR_RETURN(int64_t nproc, args.GetInt("nproc-per-node", 1, 1));
+  ASSIGN_OR_RETURN(int64_t nnodes, args.GetInt("nnodes", 1, 1));
+  ASSIGN_OR_RETURN(int64_t node_rank, args.GetInt("node-rank", 0, 0));
+  ASSIGN_OR_RETURN(int64_t port, args.GetInt("master-port", 29500, 1));
+  ASSIGN_OR_RETURN(int64_t restarts, args.GetInt("max-restarts", 0, 0));
+  ASSIGN_OR_RETURN(int64_t grace, args.GetInt("grace-s", 30, 1));
+  if (node_rank >= nnodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node-rank ", node_rank, " is not below --nnodes ", nnodes));
+  }
+  if (port > 65535) return absl::InvalidArgumentError(absl::StrCat("--master-port ", port));
+  o.nproc = static_cast<int>(nproc);
+  o.nnodes = static_cast<int>(nnodes);
+  o.node_rank = static_cast<int>(node_rank);
+  o.master_port = static_cast<int>(port);
+  o.max_restarts = static_cast<int>(restarts);
+  o.grace_s = static_cast<int>(grace);
+  o.master_addr = args.Get("master-addr", "127.0.0.1");
+  o.command = args.positional();
+  if (o.command.empty()) {
+    return absl::InvalidArgumentError(
+        "launch needs the command to run after --, e.g. launch --nproc-per-node 2 -- "
+        "packed-bert train --config C.yaml");
+  }
+  // "packed-bert" is this very binary, wherever it is.
+  if (o.command[0] == "packed-bert") {
+    char self[4096];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) o.command[0] = std::string(self, static_cast<size_t>(n));
+  }
+  logging::Init(spdlog::level::info, 0);
+  auto log = logging::Get("launch");
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  const std::string run_id = absl::StrCat("packed-bert-", ::getpid());
+  for (int attempt = 0;; ++attempt) {
+    log->info("starting {} worker(s), ranks {}-{} of {}{}", o.nproc, o.node_rank * o.nproc,
+              o.node_rank * o.nproc + o.nproc - 1, o.nproc * o.nnodes,
+              attempt > 0 ? absl::StrCat(" (restart ", attempt, " of ", o.max_restarts, ")") : "");
+    ASSIGN_OR_RETURN(std::vector<Worker> workers, Start(o, attempt, run_id));
+    bool stopped = false;
+    const std::string failure = Watch(workers, o, &stopped);
+    if (failure.empty()) {
+      bool all_ok = true;
+      for (const Worker& w : workers) all_ok = all_ok && !Failed(w.status);
+      if (all_ok) return absl::OkStatus();
+      return absl::AbortedError("the workers were stopped by a signal before they finished");
+    }
+    if (stopped || attempt >= o.max_restarts) {
+      return absl::AbortedError(absl::StrCat(
+          failure, "; the job stopped",
+          o.max_restarts > 0 ? absl::StrCat(" after ", attempt, " restart(s)") : std::string()));
+    }
+    log->warn("{}; restarting all workers ({} of {} restarts)", failure, attempt + 1,
+              o.max_restarts);
+  }
+}
+
+}  // namespace
+
+Command LaunchCommand() {
+  Command command;
+  command.name = "launch";
+  command.summary = "start the workers of a data-parallel run on this node";
+  command.usage =
+      "launch --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] "
+      "[--max-restarts K] -- packed-bert train ...";
+  command.details =
+      "Starts N copies of the command after --, with the environment torchrun gives its\n"
+      "workers (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
+      "MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID)\n"
+      "and OMP_NUM_THREADS set to this node's CPUs divided among them. Each output line is\n"
+      "prefixed with its rank; SIGINT and SIGTERM are passed on. When a worker fails, the\n"
+      "others are stopped (killed after --grace-s seconds) and launch exits non-zero; with\n"
+      "restarts left it starts them all again, and train then resumes from the last\n"
+      "checkpoint. On several nodes, run one launch per node with the same --nnodes,\n"
+      "--master-addr and --master-port. See docs/distributed.md.";
+  command.flags = {
+      {"nproc-per-node", "N", "workers on this node (default 1)"},
+      {"nnodes", "M", "nodes in the job (default 1)"},
+      {"node-rank", "R", "this node's place among them (default 0)"},
+      {"master-addr", "A", "host of rank 0, where the rendezvous is (default 127.0.0.1)"},
+      {"master-port", "P", "its port (default 29500)"},
+      {"max-restarts", "K", "times to start all workers again after a failure (default 0)"},
+      {"grace-s", "S", "seconds stopping workers get before they are killed (default 30)"},
+  };
+  command.run = RunLaunch;
+  return command;
+}
+
+}  // namespace pbert::app
