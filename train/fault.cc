@@ -24,7 +24,12 @@ void FaultPoint(const char* point, int64_t step, int rank) {
   if (parts.size() < 2 || parts[0] != point || !absl::SimpleAtoi(parts[1], &at_step)) return;
   if (parts.size() > 2 && !absl::SimpleAtoi(parts[2], &at_rank)) return;
   int signal = SIGKILL;
-  if (parts.size() > 3) signal = parts[3] == "TERM" ? SIGTERM : parts[3] == "INT" ? SIGINT : SIGKILL;
+  if (parts.size() > 3) {
+    signal = parts[3] == "TERM"   ? SIGTERM
+             : parts[3] == "INT"  ? SIGINT
+             : parts[3] == "STOP" ? SIGSTOP  // a hung process
+                                  : SIGKILL;
+  }
   if (at_step == step && at_rank == rank) ::kill(::getpid(), signal);
 }
 

@@ -1,6 +1,6 @@
 // Failure points for recovery tests: with PBERT_FAULT=POINT:STEP[:RANK[:SIG]]
 // in the environment, the process sends itself signal SIG (KILL by default;
-// TERM or INT) when it reaches POINT at optimizer step STEP on rank RANK (0
+// TERM, INT, or STOP to hang) when it reaches POINT at optimizer step STEP on rank RANK (0
 // by default), so that tests can check what a crash or a stop request at
 // that moment leaves behind. Points: "after-step" (a step has been applied,
 // nothing saved yet) and "checkpoint-write" (a checkpoint's files are half

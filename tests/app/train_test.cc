@@ -1,6 +1,7 @@
 // `packed-bert train` run as a user would: exact resume after kill -9,
 // crash-safe checkpoints, SIGTERM, the MLPerf compliance checker, and bad
 // input. Small random data, a tiny model: each run takes a few seconds.
+#include <chrono>
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -201,9 +202,9 @@ TEST_F(TrainTest, SigtermThenResumeGivesACompliantMllog) {
 // two micro-batches give the same weights; a worker killed with -9 stops the
 // job at once, and with a restart the job resumes and ends where an
 // uninterrupted one does.
-std::string Launch(int port, const std::string& extra = "") {
-  return absl::StrFormat("launch --nproc-per-node 2 --master-port %d --grace-s 20 %s -- packed-bert ",
-                         port, extra);
+std::string Launch(int port, const std::string& extra = "--grace-s 20") {
+  return absl::StrFormat("launch --nproc-per-node 2 --master-port %d %s -- packed-bert ", port,
+                         extra);
 }
 
 TEST_F(TrainTest, TwoRanksEqualOneRankAccumulatingTheirMicroBatches) {
@@ -256,7 +257,7 @@ TEST_F(TrainTest, AKilledRankStopsTheJobAndARestartEndsWhereAStraightRunDoes) {
   EXPECT_NE(mllog.find("\"status\":\"aborted\""), std::string::npos);
   // With one restart: the workers start again, resume from step 6 and
   // finish with the weights of the straight run.
-  Result restarted = RunBinary(Launch(29734, "--max-restarts 1") + Args("restarted"),
+  Result restarted = RunBinary(Launch(29734, "--grace-s 20 --max-restarts 1") + Args("restarted"),
                                "PBERT_FAULT=after-step:9:1");
   ASSERT_EQ(restarted.exit_code, 0) << restarted.err;
   EXPECT_NE(restarted.err.find("restarting all workers (1 of 1 restarts)"), std::string::npos)
@@ -289,6 +290,25 @@ TEST_F(TrainTest, LaunchAndTorchrunRunsGiveCompliantMllogs) {
   ASSERT_EQ(torchrun.exit_code, 0) << torchrun.err;
   EXPECT_NE(torchrun.out.find("status            success"), std::string::npos) << torchrun.out;
   EXPECT_EQ(CheckerProblems(root_ + "/torchrun/mllog.txt"), OnlyTheUnreachableTarget());
+}
+
+TEST_F(TrainTest, AHungRankStopsTheOthersWithinTheTimeout) {
+  // Rank 1 stops (SIGSTOP) after step 3: rank 0 waits dist.timeout_s in its
+  // next collective, then gives up with one line; launch then kills rank 1.
+  const auto start = std::chrono::steady_clock::now();
+  Result r = RunBinary(Launch(29737, "--grace-s 2") + Args("hung", "--set dist.timeout_s=5"),
+                       "PBERT_FAULT=after-step:3:1:STOP");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_LT(seconds, 40) << "bounded by the timeout, not hanging";
+  EXPECT_NE(r.err.find("[rank 0] packed-bert train: error: rank 0 lost contact with the other "
+                       "ranks"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("packed-bert launch: error: rank 0 exited with code 1; the job stopped"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(TrainTest, BadInputIsOneClearLine) {
