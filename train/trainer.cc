@@ -452,7 +452,11 @@ absl::StatusOr<TrainResult> Loop::Run() {
                     static_cast<uint64_t>(state_.step));
   const int max_len = o_.loader.shape.max_len;
   while (true) {
-    if (o_.stop_requested && o_.stop_requested()) {
+    // A stop request reaches the ranks at different moments: they agree on
+    // it before each step, so that all stop after the same one.
+    bool stop = o_.stop_requested && o_.stop_requested();
+    if (comm_.world_size() > 1) stop = comm_.Sum({stop ? 1.0 : 0.0})[0] > 0;
+    if (stop) {
       RETURN_IF_ERROR(SaveCheckpoint());
       progress.Finish();
       state_.train_seconds = Elapsed();

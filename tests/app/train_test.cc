@@ -311,6 +311,30 @@ TEST_F(TrainTest, AHungRankStopsTheOthersWithinTheTimeout) {
       << r.err;
 }
 
+TEST_F(TrainTest, ResumingOnAnotherWorldSizeGoesOnWithTheSameRows) {
+  // 2 ranks for 12 steps, against 2 ranks stopped after step 6 and resumed
+  // by 1 rank that accumulates their 2 micro-batches: the same rows per step,
+  // in the same order, so the same weights.
+  const std::string rows = "--set train.micro_batch_rows=4 ";
+  Result two = RunBinary(Launch(29738) + Args("two", rows));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  // SIGTERM reaches rank 0 only, after step 6: both ranks stop there.
+  Result first = RunBinary(Launch(29739) + Args("moved", rows), "PBERT_FAULT=after-step:6:0:TERM");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_TRUE(fs::exists(root_ + "/moved/checkpoints/step-00000006")) << first.err;
+  ASSERT_FALSE(fs::exists(root_ + "/moved/checkpoints/step-00000012"));
+  Result rest = RunBinary(
+      Args("moved", rows + "--set optim.accumulation_steps=2 --resume auto --force"));
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  auto a = Weights("two", 12), b = Weights("moved", 12);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (const auto& [name, tensor] : a) {
+    const double scale = tensor.abs().max().item<double>();
+    EXPECT_LE((tensor - b.at(name)).abs().max().item<double>(), 1e-6 * scale) << name;
+  }
+}
+
 TEST_F(TrainTest, BadInputIsOneClearLine) {
   Result r = RunBinary(absl::StrCat("train --config ", config_, " --log-level warn"));
   EXPECT_EQ(r.exit_code, 2);
