@@ -79,7 +79,7 @@ std::string CommandLine::Help() const {
       "packed-bert: BERT pretraining on packed sequences\n\n"
       "usage: packed-bert <command> [flags]\n\ncommands:\n";
   for (const Command& c : commands_) {
-    absl::StrAppend(&text, absl::StrFormat("  %-10s %s\n", c.name, c.summary));
+    absl::StrAppend(&text, absl::StrFormat("  %-14s %s\n", c.name, c.summary));
   }
   absl::StrAppend(&text, "\nRun 'packed-bert <command> --help' for the flags of a command.\n");
   return text;

@@ -12,6 +12,7 @@ std::vector<Command> AllCommands() {
       ScoreCommand(),
       ModelCommand(),
       LaunchCommand(),
+      MlperfSummaryCommand(),
       PlotCommand(),
       ConfigCommand(),
   };

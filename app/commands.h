@@ -18,6 +18,7 @@ Command ExportCommand();
 Command TrainCommand();
 Command PlotCommand();
 Command LaunchCommand();
+Command MlperfSummaryCommand();
 
 // Every subcommand, in the order `packed-bert --help` lists them.
 std::vector<Command> AllCommands();

@@ -1,0 +1,91 @@
+#include "train/mlperf_result.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace pbert::train {
+
+absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
+  std::string path = given;
+  if (std::filesystem::is_directory(path)) path += "/mllog.txt";
+  RETURN_IF_ERROR(CheckReadableFile(path, "MLLOG file"));
+  std::ifstream in(path);
+  MlperfRun run;
+  run.path = path;
+  std::optional<int64_t> start_ms, stop_ms;
+  std::string line;
+  const std::string marker = ":::MLLOG ";
+  for (int number = 1; std::getline(in, line); ++number) {
+    const size_t at = line.find(marker);
+    if (at == std::string::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line.substr(at + marker.size()), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string() ||
+        !j.contains("time_ms") || !j["time_ms"].is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", number, ": not an MLLOG line (a JSON object with key and time_ms)"));
+    }
+    const std::string key = j["key"];
+    const auto metadata = j.value("metadata", nlohmann::json::object());
+    if (key == "run_start") {
+      start_ms = j["time_ms"].get<int64_t>();
+    } else if (key == "run_stop") {
+      stop_ms = j["time_ms"].get<int64_t>();
+      run.status = metadata.value("status", "");
+      run.samples = metadata.value("epoch_num", int64_t{0});
+    } else if (key == "eval_accuracy" && j.contains("value") && j["value"].is_number()) {
+      run.last_accuracy = j["value"].get<double>();
+      ++run.evaluations;
+    }
+  }
+  if (!start_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no run_start; not the MLLOG of a run"));
+  }
+  run.converged = stop_ms.has_value() && run.status == "success";
+  if (stop_ms) run.minutes = static_cast<double>(*stop_ms - *start_ms) / 60000.0;
+  return run;
+}
+
+MlperfScore OlympicScore(const std::vector<MlperfRun>& runs, int max_dropped) {
+  MlperfScore score;
+  std::vector<double> minutes;
+  for (const MlperfRun& r : runs) {
+    if (r.converged) {
+      minutes.push_back(r.minutes);
+    } else {
+      ++score.not_converged;
+    }
+  }
+  if (score.not_converged > max_dropped) {
+    score.note = absl::StrCat(score.not_converged, " runs did not converge; at most ", max_dropped,
+                              " may: no valid score");
+    return score;
+  }
+  std::sort(minutes.begin(), minutes.end());
+  // The fastest max_dropped go; of the slowest, those not already dropped
+  // for not converging.
+  const size_t first = static_cast<size_t>(max_dropped);
+  const size_t drop_slow = static_cast<size_t>(max_dropped - score.not_converged);
+  if (minutes.size() <= first + drop_slow) {
+    score.note = absl::StrCat(runs.size(), " runs leave none to average after dropping ",
+                              max_dropped, " at each end");
+    return score;
+  }
+  double sum = 0;
+  for (size_t i = first; i < minutes.size() - drop_slow; ++i) sum += minutes[i];
+  score.minutes = sum / static_cast<double>(minutes.size() - drop_slow - first);
+  score.note = absl::StrCat("olympic mean: dropped the fastest ", max_dropped, " and the slowest ",
+                            max_dropped,
+                            score.not_converged > 0
+                                ? absl::StrCat(" (", score.not_converged, " not converged)")
+                                : std::string());
+  return score;
+}
+
+}  // namespace pbert::train
