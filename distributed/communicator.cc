@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -45,6 +46,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       options.numWorkers = environment.world_size;
       store = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
     }
+    communicator->store_ = store;
     if (backend == "gloo") {
       auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
       // GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch.
@@ -123,6 +125,39 @@ void Communicator::Broadcast(const std::vector<at::Tensor>& tensors) {
   group_->broadcast(flat)->wait();
   auto pieces = at::unflatten_dense_tensors(flat[0], tensors);
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(pieces[i]);
+}
+
+std::string Communicator::DescribeLostRanks(std::chrono::milliseconds wait) {
+  if (!store_) return "";
+  auto key = [](int rank) { return absl::StrCat("pbert/alive-after-failure/", rank); };
+  std::vector<int> missing;
+  try {
+    store_->set(key(rank()), std::vector<uint8_t>{1});
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    do {
+      missing.clear();
+      for (int r = 0; r < world_size(); ++r) {
+        if (r != rank() && !store_->check({key(r)})) missing.push_back(r);
+      }
+      if (missing.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } while (std::chrono::steady_clock::now() < deadline);
+  } catch (const std::exception&) {
+    return environment_.use_agent_store
+               ? "the rendezvous store (torchrun's agent) is unreachable"
+               : "rank 0, which hosts the rendezvous store, is unreachable";
+  }
+  if (missing.empty()) return "every rank is still there";
+  std::string out = missing.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < missing.size(); ++i) {
+    absl::StrAppend(&out, i > 0 ? ", " : "", missing[i]);
+    if (i == 7 && missing.size() > 8) {
+      absl::StrAppend(&out, " and ", missing.size() - 8, " more");
+      break;
+    }
+  }
+  absl::StrAppend(&out, missing.size() == 1 ? " is" : " are", " gone or not answering");
+  return out;
 }
 
 void Communicator::Barrier() {

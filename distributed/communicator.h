@@ -17,6 +17,7 @@
 
 namespace c10d {
 class ProcessGroup;
+class Store;
 }
 
 namespace pbert::distributed {
@@ -46,10 +47,17 @@ class Communicator {
   std::vector<double> Sum(std::vector<double> values);
   void Barrier();
 
+  // After a collective failed: which ranks are gone. Every surviving rank
+  // that calls this marks itself alive in the rendezvous store and waits
+  // `wait` for the others to do the same; the ranks that did not are named
+  // ("rank 1"), or the store's host if the store itself is unreachable.
+  std::string DescribeLostRanks(std::chrono::milliseconds wait = std::chrono::seconds(3));
+
  private:
   explicit Communicator(Environment environment);
 
   Environment environment_;
+  c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
 };
 

@@ -557,10 +557,13 @@ absl::StatusOr<TrainResult> Train(const TrainerOptions& options) {
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));
     return absl::UnavailableError(absl::StrCat(
-        "rank ", options.communicator->rank(), " lost contact with the other ranks (", what,
-        "): one of them stopped, or did not answer within dist.timeout_s; ",
-        checkpoint.empty() ? "no checkpoint was written"
-                           : absl::StrCat("resume from ", checkpoint, " (--resume auto)")));
+        "rank ", options.communicator->rank(), " lost contact with the other ranks: ",
+        options.communicator->DescribeLostRanks(), " (", what,
+        "; a rank that stops, or does not answer within dist.timeout_s, ends the run); ",
+        options.communicator->rank() != 0
+            ? "resume with --resume auto from the run's newest checkpoint (rank 0 writes them)"
+        : checkpoint.empty() ? "no checkpoint was written"
+                             : absl::StrCat("resume from ", checkpoint, " (--resume auto)")));
   }
 }
 

@@ -249,7 +249,7 @@ TEST_F(TrainTest, AKilledRankStopsTheJobAndARestartEndsWhereAStraightRunDoes) {
             std::string::npos)
       << failed.err;
   EXPECT_NE(failed.err.find("[rank 0] packed-bert train: error: rank 0 lost contact with the "
-                            "other ranks"),
+                            "other ranks: rank 1 is gone or not answering ("),
             std::string::npos)
       << failed.err;
   const std::string mllog = testing::ReadText(root_ + "/failed/mllog.txt");
@@ -303,7 +303,7 @@ TEST_F(TrainTest, AHungRankStopsTheOthersWithinTheTimeout) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_LT(seconds, 40) << "bounded by the timeout, not hanging";
   EXPECT_NE(r.err.find("[rank 0] packed-bert train: error: rank 0 lost contact with the other "
-                       "ranks"),
+                       "ranks: rank 1 is gone or not answering ("),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("packed-bert launch: error: rank 0 exited with code 1; the job stopped"),
