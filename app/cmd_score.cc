@@ -34,6 +34,10 @@ absl::Status RunScore(const Args& args) {
   ASSIGN_OR_RETURN(train::StepOptions step, ToStepOptions(config));
   auto start = std::chrono::steady_clock::now();
 
+  // The weights first: a wrong file is found before the data is read.
+  model::BertForPreTraining bert(ToBertOptions(config.model));
+  RETURN_IF_ERROR(model::LoadSafetensors(*bert, args.Get("weights")));
+
   const std::string path = args.Get("data");
   ASSIGN_OR_RETURN(std::shared_ptr<data::SequenceSource> source,
                    data::OpenSequences(path, static_cast<uint32_t>(config.model.vocab_size), limit));
@@ -49,8 +53,6 @@ absl::Status RunScore(const Args& args) {
                               packed.run.report.packing_factor);
   auto index = std::make_shared<data::PackIndex>(std::move(packed.index));
 
-  model::BertForPreTraining bert(ToBertOptions(config.model));
-  RETURN_IF_ERROR(model::LoadSafetensors(*bert, args.Get("weights")));
   ASSIGN_OR_RETURN(auto communicator, distributed::Communicator::Create(distributed::Environment{}, "gloo"));
   data::LoaderOptions options;
   options.rows_per_batch = batch_rows;
