@@ -120,6 +120,12 @@ std::string ResumeCommand(const Args& args) {
 absl::Status RunTrain(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args));
   auto log = logging::Get("train");
+  if (config.model.ablation != "none" && config.mlperf.division == "closed") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.ablation ", config.model.ablation,
+        " trains a model that is not BERT, which a closed-division MLPerf run may not; for an "
+        "experiment set mlperf.division: open"));
+  }
   ASSIGN_OR_RETURN(distributed::Environment environment, DistributedEnvironment(config));
   ASSIGN_OR_RETURN(std::string backend,
                    distributed::ResolveBackend(config.dist.backend, /*model_on_cuda=*/false));

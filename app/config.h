@@ -144,6 +144,7 @@ struct ModelConfig {
   std::string mlm_loss = "per_token";
   std::string precision = "fp32";
   std::string attention = "blocked";
+  std::string ablation = "none";
 
   template <class V>
   void Visit(V& v) {
@@ -172,6 +173,11 @@ struct ModelConfig {
                          " (dense: block-diagonal mask; blocked: each sequence within its own "
                          "block; the same results)"),
             config::OneOf(model::AttentionKindNames()));
+    v.Field("ablation", &ablation,
+            absl::StrCat(Choices(model::AblationNames()),
+                         ": leave out one of packing's model changes (experiments only; not "
+                         "BERT, so refused with mlperf.division closed)"),
+            config::OneOf(model::AblationNames()));
     v.Field("precision", &precision,
             absl::StrCat(Choices(model::PrecisionNames()),
                          " (autocast; fp16 on CUDA only; auto: bf16 where the CPU computes "

@@ -17,7 +17,8 @@ model::BertOptions ToBertOptions(const ModelConfig& c) {
       .attention_dropout(c.attention_dropout)
       .initializer_range(c.initializer_range)
       // The config accepts only the names the model knows.
-      .attention(*model::ParseAttentionKind(c.attention));
+      .attention(*model::ParseAttentionKind(c.attention))
+      .ablation(*model::ParseAblation(c.ablation));
 }
 
 absl::StatusOr<optim::OptimizerHyperparameters> AdjustedOptimizer(const OptimConfig& c,

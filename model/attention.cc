@@ -21,6 +21,19 @@ absl::StatusOr<AttentionKind> ParseAttentionKind(const std::string& name) {
                                                  absl::StrJoin(AttentionKindNames(), ", ")));
 }
 
+std::vector<std::string> AblationNames() {
+  return {"none", "no_block_mask", "no_position_reset"};
+}
+
+absl::StatusOr<Ablation> ParseAblation(const std::string& name) {
+  if (name == "none") return Ablation::kNone;
+  if (name == "no_block_mask") return Ablation::kNoBlockMask;
+  if (name == "no_position_reset") return Ablation::kNoPositionReset;
+  return absl::InvalidArgumentError(absl::StrCat("model.ablation '", name,
+                                                 "' is not one of: none, no_block_mask, "
+                                                 "no_position_reset"));
+}
+
 at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype) {
   auto same = sequence_ids.unsqueeze(2) == sequence_ids.unsqueeze(1);  // [B,S,S]
   auto mask = at::zeros(same.sizes(), sequence_ids.options().dtype(dtype));

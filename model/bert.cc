@@ -161,7 +161,11 @@ void BertModelImpl::reset() {
 }
 
 at::Tensor BertModelImpl::forward(const data::PackedBatch& batch, const AttentionLayout& layout) {
-  return encoder(embeddings(batch.input_ids, batch.position_ids, batch.token_type_ids), layout);
+  at::Tensor positions = batch.position_ids;
+  if (options.ablation() == Ablation::kNoPositionReset) {
+    positions = at::arange(batch.input_ids.size(1), positions.options()).expand_as(positions);
+  }
+  return encoder(embeddings(batch.input_ids, positions, batch.token_type_ids), layout);
 }
 
 BertPredictionTransformImpl::BertPredictionTransformImpl(const BertOptions& options)
@@ -235,10 +239,13 @@ PretrainingLogits BertForPreTrainingImpl::forward(const data::PackedBatch& batch
   AttentionLayout layout;
   if (attention_mask.defined()) {
     layout.mask = attention_mask;
-  } else if (options.attention() == AttentionKind::kBlocked) {
-    layout = BlockedLayout(batch.sequence_ids, dtype);
   } else {
-    layout = DenseLayout(batch.sequence_ids, dtype);
+    // Without the block mask, a row's real tokens are one "sequence".
+    const at::Tensor ids = options.ablation() == Ablation::kNoBlockMask
+                               ? batch.sequence_ids.gt(0).to(batch.sequence_ids.scalar_type())
+                               : batch.sequence_ids;
+    layout = options.attention() == AttentionKind::kBlocked ? BlockedLayout(ids, dtype)
+                                                            : DenseLayout(ids, dtype);
   }
   at::Tensor hidden = bert(batch, layout);  // [B,S,H]
   const int64_t S = hidden.size(1), H = options.hidden_size();

@@ -13,8 +13,10 @@
 #include <torch/nn/pimpl.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "data/batch.h"
 #include "data/instance.h"
 #include "model/attention.h"
@@ -47,6 +49,9 @@ struct BertOptions {
   /// How attention skips other sequences of a row: mask them (dense) or
   /// never compute them (blocked); the results are the same.
   TORCH_ARG(AttentionKind, attention) = AttentionKind::kDense;
+  /// The paper's ablations (its Figure 4), for experiments only: what
+  /// packing without one of its two model changes does.
+  TORCH_ARG(Ablation, ablation) = Ablation::kNone;
 };
 
 // OK iff data within `limits` fits a model of `options`: token ids below

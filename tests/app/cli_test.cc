@@ -216,6 +216,15 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
   fs::remove_all(dir);
 }
 
+TEST(CliTest, AblationsAreRefusedInClosedDivisionRuns) {
+  Result r = RunBinary("train --set model.ablation=no_position_reset");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "packed-bert train: error: model.ablation no_position_reset trains a model that is not "
+            "BERT, which a closed-division MLPerf run may not; for an experiment set "
+            "mlperf.division: open\n");
+}
+
 TEST(CliTest, TokenizeGivesTheStandardIds) {
   if (!std::filesystem::exists(SharedData("bert-base-uncased-vocab.txt"))) {
     GTEST_SKIP() << "needs the shared data folder";

@@ -182,6 +182,35 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<1>(info.param) == AttentionKind::kDense ? "_dense" : "_blocked");
     });
 
+// The ablations leave out one of packing's model changes: then a packed
+// sequence no longer gets the logits it gets alone.
+TEST(AblationTest, EachAblationBreaksTheEquivalence) {
+  for (Ablation ablation : {Ablation::kNoBlockMask, Ablation::kNoPositionReset}) {
+    torch::manual_seed(9);
+    BertForPreTraining model(TinyOptions());
+    BertForPreTraining ablated(TinyOptions().ablation(ablation));
+    {
+      torch::NoGradGuard no_grad;
+      auto from = model->named_parameters();
+      for (auto& p : ablated->named_parameters()) p.value().copy_(from[p.key()]);
+    }
+    auto instances = RandomInstances(12, 6, 30, 97, 300);
+    auto alone_rows = PackInOrder(instances, 1, kMaxLen);
+    auto packed_rows = PackInOrder(instances, 4, kMaxLen);
+    PerSequence a = Split(model(Batch(alone_rows, 1)), alone_rows);
+    PerSequence same = Split(ablated(Batch(alone_rows, 1)), alone_rows);
+    PerSequence p = Split(ablated(Batch(packed_rows, 4)), packed_rows);
+    double worst = 0;
+    for (size_t i = 0; i < instances.size(); ++i) {
+      // A sequence alone in its row, or the first of a packed row, is not
+      // affected: positions start at 0 and there is nothing else to attend.
+      EXPECT_LE(MaxAbsDiff(a.mlm[i], same.mlm[i]), 1e-5) << "alone, sequence " << i;
+      worst = std::max(worst, MaxAbsDiff(a.mlm[i], p.mlm[i]));
+    }
+    EXPECT_GT(worst, 1e-3) << "ablation " << static_cast<int>(ablation) << " changed nothing";
+  }
+}
+
 TEST(BatchTest, PositionIdsRestartInEverySequence) {
   data::Instance a{{1, 2}, {0, 0}, {}, {}, 0};
   data::Instance b{{1, 7, 2}, {0, 1, 1}, {1}, {9}, 1};
