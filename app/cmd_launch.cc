@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "app/commands.h"
 #include "app/runtime.h"
 #include "common/logging.h"
@@ -70,6 +72,22 @@ std::string Describe(int status) {
 }
 
 bool Failed(int status) { return WIFSIGNALED(status) || WEXITSTATUS(status) != 0; }
+
+// An executable file: `name` itself if it has a slash, else on PATH, as
+// execvp looks for it.
+bool IsProgram(const std::string& name) {
+  auto runnable = [](const std::string& path) {
+    struct stat info;
+    return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+           ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) return runnable(name);
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+    if (runnable(absl::StrCat(dir.empty() ? "." : dir, "/", name))) return true;
+  }
+  return false;
+}
 
 struct LaunchOptions {
   int nproc = 1, nnodes = 1, node_rank = 0, master_port = 29500, max_restarts = 0;
@@ -218,7 +236,14 @@ absl::Status RunLaunch(const Args& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("--node-rank ", node_rank, " is not below --nnodes ", nnodes));
   }
-  if (port > 65535) return absl::InvalidArgumentError(absl::StrCat("--master-port ", port));
+  if (port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--master-port ", port, ": not a port (1..65535)"));
+  }
+  if (nproc > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nproc-per-node ", nproc, ": at most 1024 workers on one node"));
+  }
   o.nproc = static_cast<int>(nproc);
   o.nnodes = static_cast<int>(nnodes);
   o.node_rank = static_cast<int>(node_rank);
@@ -237,6 +262,11 @@ absl::Status RunLaunch(const Args& args) {
     char self[4096];
     ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n > 0) o.command[0] = std::string(self, static_cast<size_t>(n));
+  }
+  if (!IsProgram(o.command[0])) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", o.command[0], "' is not a program that can be run (not found on PATH, "
+        "a folder, or not executable)"));
   }
   logging::Init(spdlog::level::info, 0);
   auto log = logging::Get("launch");

@@ -5,44 +5,40 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace pbert::distributed {
 namespace {
 
 using Getter = std::function<const char*(const char*)>;
 
-// The variable's integer value; nullopt when unset or empty.
-absl::StatusOr<std::optional<int>> Integer(const Getter& get, const char* name) {
+// The variable's integer value into `out`; left empty when unset or empty.
+absl::Status ReadInt(const Getter& get, const char* name, std::optional<int>* out) {
   const char* value = get(name);
-  if (value == nullptr || *value == '\0') return std::optional<int>();
-  int out;
-  if (!absl::SimpleAtoi(value, &out)) {
+  if (value == nullptr || *value == '\0') return absl::OkStatus();
+  int parsed;
+  if (!absl::SimpleAtoi(value, &parsed)) {
     return absl::InvalidArgumentError(
         absl::StrCat("environment variable ", name, "='", value, "' is not an integer"));
   }
-  return std::optional<int>(out);
+  *out = parsed;
+  return absl::OkStatus();
 }
 
-// Rank and size of one launcher: both or neither.
-struct Pair {
-  std::optional<int> rank, size;
+// The variables of one launcher, innermost first.
+struct Launcher {
+  const char* source;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;
 };
-
-absl::StatusOr<Pair> ReadPair(const Getter& get, const char* rank_name, const char* size_name) {
-  Pair p;
-  auto rank = Integer(get, rank_name);
-  if (!rank.ok()) return rank.status();
-  auto size = Integer(get, size_name);
-  if (!size.ok()) return size.status();
-  p.rank = *rank;
-  p.size = *size;
-  if (p.rank.has_value() != p.size.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        p.rank ? rank_name : size_name, " is set but ", p.rank ? size_name : rank_name,
-        " is not; a launcher sets both (or unset both for a single process)"));
-  }
-  return p;
-}
+constexpr Launcher kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+};
 
 }  // namespace
 
@@ -88,104 +84,81 @@ absl::StatusOr<Environment> EnvironmentFrom(const Getter& get_or_null,
   Environment env;
   if (!defaults.master_addr.empty()) env.master_addr = defaults.master_addr;
   env.master_port = defaults.master_port;
-  auto value_or = [](const std::optional<int>& v, int fallback) { return v ? *v : fallback; };
 
-  auto torchrun = ReadPair(get, "RANK", "WORLD_SIZE");
-  if (!torchrun.ok()) return torchrun.status();
-  auto mpi = ReadPair(get, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
-  if (!mpi.ok()) return mpi.status();
-  auto slurm = ReadPair(get, "SLURM_PROCID", "SLURM_NTASKS");
-  if (!slurm.ok()) return slurm.status();
-
-  const char* rank_name = "RANK";
-  const char* size_name = "WORLD_SIZE";
-  const char* local_rank_name = "LOCAL_RANK";
-  const char* local_size_name = "LOCAL_WORLD_SIZE";
-  std::optional<int> local_rank, local_size, node_rank;
-  if (torchrun->rank) {
-    env.source = "torchrun";
-    env.rank = *torchrun->rank;
-    env.world_size = *torchrun->size;
-    auto lr = Integer(get, "LOCAL_RANK");
-    auto ls = Integer(get, "LOCAL_WORLD_SIZE");
-    auto gr = Integer(get, "GROUP_RANK");
-    auto rc = Integer(get, "TORCHELASTIC_RESTART_COUNT");
-    auto mr = Integer(get, "TORCHELASTIC_MAX_RESTARTS");
-    for (const auto* s : {&lr, &ls, &gr, &rc, &mr}) {
-      if (!s->ok()) return s->status();
+  // The innermost launcher whose rank and size are set; each sets both.
+  const Launcher* launcher = nullptr;
+  std::optional<int> rank, size;
+  for (const Launcher& l : kLaunchers) {
+    std::optional<int> r, n;
+    RETURN_IF_ERROR(ReadInt(get, l.rank, &r));
+    RETURN_IF_ERROR(ReadInt(get, l.size, &n));
+    if (r.has_value() != n.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r ? l.rank : l.size, " is set but ", r ? l.size : l.rank,
+          " is not; a launcher sets both (or unset both for a single process)"));
     }
-    local_rank = *lr;
-    local_size = *ls;
-    node_rank = *gr;
-    env.restart_count = value_or(*rc, 0);
-    env.max_restarts = value_or(*mr, 0);
+    if (r && launcher == nullptr) {
+      launcher = &l;
+      rank = r;
+      size = n;
+    }
+  }
+  std::optional<int> local_rank, local_size, node_rank, port;
+  if (launcher != nullptr) {
+    env.source = launcher->source;
+    env.rank = *rank;
+    env.world_size = *size;
+    RETURN_IF_ERROR(ReadInt(get, launcher->local_rank, &local_rank));
+    RETURN_IF_ERROR(ReadInt(get, launcher->local_size, &local_size));
+  }
+  if (env.source == "torchrun") {
+    std::optional<int> restarts, max_restarts;
+    RETURN_IF_ERROR(ReadInt(get, "GROUP_RANK", &node_rank));
+    RETURN_IF_ERROR(ReadInt(get, "TORCHELASTIC_RESTART_COUNT", &restarts));
+    RETURN_IF_ERROR(ReadInt(get, "TORCHELASTIC_MAX_RESTARTS", &max_restarts));
+    env.restart_count = restarts.value_or(0);
+    env.max_restarts = max_restarts.value_or(0);
     if (const char* id = get("TORCHELASTIC_RUN_ID"); id != nullptr) env.run_id = id;
     if (env.run_id.rfind("packed-bert", 0) == 0) env.source = "packed-bert launch";
     const char* agent = get("TORCHELASTIC_USE_AGENT_STORE");
     env.use_agent_store = agent != nullptr && std::string(agent) == "True";
-  } else if (mpi->rank) {
-    env.source = "Open MPI";
-    rank_name = "OMPI_COMM_WORLD_RANK";
-    size_name = "OMPI_COMM_WORLD_SIZE";
-    env.rank = *mpi->rank;
-    env.world_size = *mpi->size;
-    local_rank_name = "OMPI_COMM_WORLD_LOCAL_RANK";
-    local_size_name = "OMPI_COMM_WORLD_LOCAL_SIZE";
-    auto lr = Integer(get, local_rank_name);
-    auto ls = Integer(get, local_size_name);
-    if (!lr.ok()) return lr.status();
-    if (!ls.ok()) return ls.status();
-    local_rank = *lr;
-    local_size = *ls;
-  } else if (slurm->rank) {
-    env.source = "Slurm";
-    rank_name = "SLURM_PROCID";
-    size_name = "SLURM_NTASKS";
-    env.rank = *slurm->rank;
-    env.world_size = *slurm->size;
-    local_rank_name = "SLURM_LOCALID";
-    local_size_name = "SLURM_NTASKS_PER_NODE";
-    auto lr = Integer(get, "SLURM_LOCALID");
-    auto ls = Integer(get, "SLURM_NTASKS_PER_NODE");
-    auto nodes = Integer(get, "SLURM_NNODES");
-    auto node = Integer(get, "SLURM_NODEID");
-    for (const auto* s : {&lr, &ls, &nodes, &node}) {
-      if (!s->ok()) return s->status();
-    }
-    local_rank = *lr;
-    local_size = *ls;
+  } else if (env.source == "Slurm") {
+    std::optional<int> nodes;
+    RETURN_IF_ERROR(ReadInt(get, "SLURM_NNODES", &nodes));
+    RETURN_IF_ERROR(ReadInt(get, "SLURM_NODEID", &node_rank));
     // Without SLURM_NTASKS_PER_NODE: tasks spread evenly over the nodes.
-    if (!local_size && *nodes && **nodes > 0 && env.world_size % **nodes == 0) {
-      local_size = env.world_size / **nodes;
+    if (!local_size && nodes && *nodes > 0 && env.world_size % *nodes == 0) {
+      local_size = env.world_size / *nodes;
     }
-    node_rank = *node;
-    if (const char* nodes_list = get("SLURM_JOB_NODELIST");
-        defaults.master_addr.empty() && nodes_list != nullptr && *nodes_list != '\0') {
-      env.master_addr = FirstSlurmHost(nodes_list);
+    if (const char* nodelist = get("SLURM_JOB_NODELIST");
+        defaults.master_addr.empty() && nodelist != nullptr && *nodelist != '\0') {
+      env.master_addr = FirstSlurmHost(nodelist);
     }
   }
 
-  env.local_rank = value_or(local_rank, env.source == "single process" ? 0 : env.rank);
-  env.local_world_size = value_or(local_size, env.source == "single process" ? 1 : env.world_size);
+  // A launcher that leaves the local pair open: one node.
+  env.local_rank = local_rank.value_or(env.rank);
+  env.local_world_size = local_size.value_or(env.world_size);
   if (const char* addr = get("MASTER_ADDR"); addr != nullptr && *addr != '\0') {
     env.master_addr = addr;
   }
-  auto port = Integer(get, "MASTER_PORT");
-  if (!port.ok()) return port.status();
-  if (*port) env.master_port = **port;
+  RETURN_IF_ERROR(ReadInt(get, "MASTER_PORT", &port));
+  env.master_port = port.value_or(env.master_port);
 
+  const Launcher& names = launcher != nullptr ? *launcher : kLaunchers[0];
   if (env.world_size < 1 || env.rank < 0 || env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(rank_name, "=", env.rank, " and ", size_name,
+    return absl::InvalidArgumentError(absl::StrCat(names.rank, "=", env.rank, " and ", names.size,
                                                    "=", env.world_size, " do not fit: need 0 <= ",
-                                                   rank_name, " < ", size_name));
+                                                   names.rank, " < ", names.size));
   }
   if (env.local_world_size < 1 || env.local_rank < 0 ||
       env.local_rank >= env.local_world_size || env.local_world_size > env.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        local_rank_name, "=", env.local_rank, " and ", local_size_name, "=", env.local_world_size,
-        " do not fit: need 0 <= local rank < local size <= world size ", env.world_size));
+        names.local_rank, "=", env.local_rank, " and ", names.local_size, "=",
+        env.local_world_size, " do not fit: need 0 <= local rank < local size <= world size ",
+        env.world_size));
   }
-  env.node_rank = value_or(node_rank, env.rank / env.local_world_size);
+  env.node_rank = node_rank.value_or(env.rank / env.local_world_size);
   if (env.master_port < 1 || env.master_port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("MASTER_PORT=", env.master_port, " is not a port (1..65535)"));

@@ -225,6 +225,22 @@ TEST(CliTest, AblationsAreRefusedInClosedDivisionRuns) {
             "mlperf.division: open\n");
 }
 
+TEST(CliTest, LaunchRefusesWhatItCannotStart) {
+  Result r = RunBinary("launch --nproc-per-node 2 -- no-such-program-here");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "packed-bert launch: error: 'no-such-program-here' is not a program that can be run "
+            "(not found on PATH, a folder, or not executable)\n");
+  r = RunBinary("launch --nproc-per-node 2");
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunBinary("launch --nproc-per-node 0 -- true");
+  EXPECT_EQ(r.err, "packed-bert launch: error: --nproc-per-node 0: must be 1 or more\n");
+  r = RunBinary("launch --nnodes 2 --node-rank 2 -- true");
+  EXPECT_EQ(r.err, "packed-bert launch: error: --node-rank 2 is not below --nnodes 2\n");
+  r = RunBinary("launch --nproc-per-node 2 -- true");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(CliTest, TokenizeGivesTheStandardIds) {
   if (!std::filesystem::exists(SharedData("bert-base-uncased-vocab.txt"))) {
     GTEST_SKIP() << "needs the shared data folder";

@@ -278,7 +278,6 @@ TEST_F(TrainTest, LaunchAndTorchrunRunsGiveCompliantMllogs) {
   EXPECT_NE(launched.out.find("[rank 0] status            success"), std::string::npos)
       << launched.out;
   EXPECT_EQ(CheckerProblems(root_ + "/launched/mllog.txt"), OnlyTheUnreachableTarget());
-  EXPECT_FALSE(fs::exists(root_ + "/launched/mllog.txt.1")) << "only rank 0 writes";
 
   if (std::system("/usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null") != 0) {
     GTEST_SKIP() << "torchrun part skipped: needs python3-torch (apt-get install python3-torch)";
