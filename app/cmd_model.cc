@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/options.h"
@@ -13,10 +14,46 @@
 namespace pbert::app {
 namespace {
 
-absl::Status RunModel(const Args& args) {
-  if (args.positional().size() != 1 || args.positional()[0] != "init") {
-    return absl::InvalidArgumentError("expected 'model init'; see 'packed-bert model --help'");
+// model convert IN OUT: any weight format to Hugging Face safetensors.
+absl::Status Convert(const Args& args) {
+  const std::string in = args.positional()[1], out = args.positional()[2];
+  RETURN_IF_ERROR(RefuseToOverwrite(args, out));
+  auto log = logging::Get("model");
+  ASSIGN_OR_RETURN(model::Weights weights, model::ReadWeights(in));
+  if (!weights.unknown.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        in, ": tensors with names no BERT mapping knows (they would be lost): ",
+        absl::StrJoin(weights.unknown, ", "), "; docs/formats.md lists the names read"));
   }
+  std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                 {"converted_from", weights.format}};
+  if (args.Has("config")) {
+    // Through the model: a file that does not fit the config is refused.
+    ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}));
+    model::BertForPreTraining bert(ToBertOptions(config.model));
+    RETURN_IF_ERROR(model::LoadWeights(*bert, in));
+    metadata["packed_bert_config"] = config::Dump(config);
+    RETURN_IF_ERROR(model::SaveSafetensors(*bert, out, metadata));
+  } else {
+    RETURN_IF_ERROR(model::SaveSafetensors(weights.tensors, out, metadata));
+  }
+  int64_t parameters = 0;
+  for (const auto& [name, t] : weights.tensors) parameters += t.numel();
+  log->info("{} ({}): {} tensors, {} parameters, {} skipped (optimizer state, counters, tied "
+            "copies), written to {}",
+            in, weights.format, weights.tensors.size(), parameters, weights.skipped.size(), out);
+  std::cout << out << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunModel(const Args& args) {
+  const auto& words = args.positional();
+  if (words.size() == 3 && words[0] == "convert") return Convert(args);
+  if (words.size() != 1 || words[0] != "init") {
+    return absl::InvalidArgumentError(
+        "expected 'model init' or 'model convert IN OUT'; see 'packed-bert model --help'");
+  }
+  if (!args.Has("out")) return absl::InvalidArgumentError("model init needs --out FILE");
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"seed", "run.seed"}}));
   RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
@@ -37,14 +74,21 @@ absl::Status RunModel(const Args& args) {
 Command ModelCommand() {
   Command command;
   command.name = "model";
-  command.summary = "create model weights";
-  command.usage = "model init --config FILE [--seed N] --out W.safetensors";
+  command.summary = "create or convert model weights";
+  command.usage =
+      "model init --config FILE [--seed N] --out W.safetensors\n"
+      "       model convert IN OUT.safetensors [--config FILE]";
   command.details =
-      "Writes a freshly initialised BertForPreTraining (normal(0, initializer_range) weights,\n"
-      "zero biases, LayerNorm 1/0) as safetensors with Hugging Face parameter names; the\n"
-      "effective config is kept in the file's metadata.";
+      "init writes a freshly initialised BertForPreTraining (normal(0, initializer_range)\n"
+      "weights, zero biases, LayerNorm 1/0) as safetensors with Hugging Face parameter names;\n"
+      "the effective config is kept in the file's metadata.\n"
+      "convert reads weights in any format train.init_checkpoint and score --weights accept\n"
+      "(safetensors; a torch.save state dict, bare or under 'model', with Hugging Face or\n"
+      "NVIDIA names; a TensorFlow checkpoint PREFIX or PREFIX.index) and writes them as\n"
+      "Hugging Face safetensors, skipping optimizer state; with --config it also checks that\n"
+      "they fit that model.";
   command.flags = {
-      {"out", "FILE", "where to write the weights (.safetensors)", false, true},
+      {"out", "FILE", "init: where to write the weights (.safetensors)"},
       {"seed", "N", "initialisation seed (run.seed)"},
       OverwriteFlag(),
   };

@@ -36,7 +36,7 @@ absl::Status RunScore(const Args& args) {
 
   // The weights first: a wrong file is found before the data is read.
   model::BertForPreTraining bert(ToBertOptions(config.model));
-  RETURN_IF_ERROR(model::LoadSafetensors(*bert, args.Get("weights")));
+  RETURN_IF_ERROR(model::LoadWeights(*bert, args.Get("weights")));
 
   const std::string path = args.Get("data");
   ASSIGN_OR_RETURN(std::shared_ptr<data::SequenceSource> source,

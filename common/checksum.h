@@ -29,4 +29,15 @@ class ChecksumStream {
   std::unique_ptr<State> state_;
 };
 
+// CRC-32C (Castagnoli), as TensorFlow's checkpoints and LevelDB tables store
+// it; `crc` continues an earlier value (0 to start).
+uint32_t Crc32c(absl::Span<const uint8_t> data, uint32_t crc = 0);
+
+// CRC-32 (IEEE 802.3), as zip archives store it.
+uint32_t Crc32(absl::Span<const uint8_t> data, uint32_t crc = 0);
+
+// The masked form those formats store ("a CRC of data that contains CRCs is
+// weak", LevelDB's crc32c.h): rotate right by 15, add a constant.
+inline uint32_t MaskCrc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+
 }  // namespace pbert

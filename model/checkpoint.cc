@@ -10,7 +10,11 @@
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 #include "common/mmap_file.h"
+#include "common/logging.h"
 #include "common/status.h"
+#include "model/tf_bundle.h"
+#include "model/torch_save.h"
+#include "model/weight_names.h"
 #include "nlohmann/json.hpp"
 
 namespace pbert::model {
@@ -45,32 +49,22 @@ std::string ShapeText(at::IntArrayRef shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
-// Hugging Face spellings that name one of our parameters differently.
-std::string CanonicalName(const std::string& name) {
-  std::string out = name;
-  if (absl::EndsWith(out, "LayerNorm.gamma")) out.replace(out.size() - 5, 5, "weight");
-  if (absl::EndsWith(out, "LayerNorm.beta")) out.replace(out.size() - 4, 4, "bias");
-  if (out == "cls.predictions.decoder.bias") out = "cls.predictions.bias";
-  return out;
-}
-
-bool IsTiedOrBuffer(const std::string& name) {
-  return name == "cls.predictions.decoder.weight" || name == "bert.embeddings.position_ids";
-}
-
 }  // namespace
 
-absl::Status SaveSafetensors(const torch::nn::Module& module, const std::string& path,
-                             const std::map<std::string, std::string>& metadata) {
+namespace {
+
+absl::Status WriteSafetensors(const std::vector<std::pair<std::string, at::Tensor>>& named,
+                              const std::string& path,
+                              const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header;
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<at::Tensor> tensors;
   uint64_t offset = 0;
-  for (const auto& item : module.named_parameters()) {
-    at::Tensor t = item.value().detach().to(torch::kCPU).contiguous();
+  for (const auto& [name, value] : named) {
+    at::Tensor t = value.detach().to(torch::kCPU).contiguous();
     ASSIGN_OR_RETURN(const char* dtype, NameOf(t.scalar_type()));
     uint64_t bytes = t.numel() * t.element_size();
-    header[item.key()] = {
+    header[name] = {
         {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     tensors.push_back(t);
@@ -87,6 +81,21 @@ absl::Status SaveSafetensors(const torch::nn::Module& module, const std::string&
                                   static_cast<size_t>(t.numel() * t.element_size())}));
   }
   return writer.Commit();
+}
+
+}  // namespace
+
+absl::Status SaveSafetensors(const torch::nn::Module& module, const std::string& path,
+                             const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+  return WriteSafetensors(named, path, metadata);
+}
+
+absl::Status SaveSafetensors(const std::map<std::string, at::Tensor>& tensors,
+                             const std::string& path,
+                             const std::map<std::string, std::string>& metadata) {
+  return WriteSafetensors({tensors.begin(), tensors.end()}, path, metadata);
 }
 
 absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensors(const std::string& path) {
@@ -132,16 +141,68 @@ absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensors(const std::str
   return out;
 }
 
-absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path) {
-  ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(path));
+std::vector<std::string> WeightFormatNames() { return {"safetensors", "torch", "tensorflow"}; }
+
+absl::StatusOr<Weights> ReadWeights(const std::string& path) {
+  Weights out;
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  std::function<MappedName(const std::string&)> map_name = MapTorchName;
+  if (IsTensorBundle(path)) {
+    out.format = "tensorflow";
+    ASSIGN_OR_RETURN(named, ReadTensorBundle(path));
+    map_name = MapTensorFlowName;
+  } else {
+    RETURN_IF_ERROR(CheckReadableFile(path, "weights file"));
+    ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+    auto bytes = file.bytes();
+    if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) {
+      out.format = "torch";
+      ASSIGN_OR_RETURN(TorchSaveTensors saved, ReadTorchSave(path));
+      named = std::move(saved.tensors);
+      out.skipped = std::move(saved.skipped);
+    } else if (bytes.size() >= 2 && bytes[0] == 0x80 && bytes[1] <= 5) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is a pickle file (torch.save before PyTorch 1.6, or _use_new_zipfile_"
+                "serialization=False); re-save it with a recent torch.save"));
+    } else {
+      out.format = "safetensors";
+      ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(path));
+      named.assign(tensors.begin(), tensors.end());
+    }
+  }
+  for (auto& [name, tensor] : named) {
+    MappedName mapped = map_name(name);
+    if (mapped.fate == NameFate::kSkipped) {
+      out.skipped.push_back(name);
+    } else if (mapped.fate == NameFate::kUnknown) {
+      out.unknown.push_back(name);
+    } else {
+      at::Tensor value = mapped.transpose && tensor.dim() == 2 ? tensor.t().contiguous() : tensor;
+      auto [it, added] = out.tensors.emplace(mapped.name, value);
+      if (added) continue;
+      // Hugging Face state dicts hold the tied MLM bias twice, equal.
+      if (!it->second.sizes().equals(value.sizes()) || !torch::equal(it->second, value)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": two different tensors are both read as '", mapped.name, "'"));
+      }
+      out.skipped.push_back(name);
+    }
+  }
+  return out;
+}
+
+absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
+  ASSIGN_OR_RETURN(Weights weights, ReadWeights(path));
+  if (!weights.skipped.empty()) {
+    logging::Get("model")->debug("{}: skipped {}", path, absl::StrJoin(weights.skipped, ", "));
+  }
   auto params = module.named_parameters();
   std::map<std::string, at::Tensor> found;
-  std::vector<std::string> unexpected, misshaped, missing;
-  for (const auto& [name, tensor] : tensors) {
-    std::string canonical = CanonicalName(name);
-    const at::Tensor* target = params.find(canonical);
+  std::vector<std::string> unexpected = weights.unknown, misshaped, missing;
+  for (const auto& [name, tensor] : weights.tensors) {
+    const at::Tensor* target = params.find(name);
     if (target == nullptr) {
-      if (!IsTiedOrBuffer(name)) unexpected.push_back(name);
+      unexpected.push_back(name);
       continue;
     }
     if (!target->sizes().equals(tensor.sizes())) {
@@ -149,7 +210,7 @@ absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path)
                                        ShapeText(target->sizes()), ")"));
       continue;
     }
-    found[canonical] = tensor;
+    found[name] = tensor;
   }
   for (const auto& item : params) {
     if (found.count(item.key()) == 0 &&

@@ -1,5 +1,7 @@
 // Model weights as safetensors files with Hugging Face BertForPreTraining
-// names, so weights move both ways. Layout: docs/formats.md.
+// names, so weights move both ways; and the checkpoints other BERT trainers
+// write (PyTorch's torch.save, TensorFlow's tensor bundles), read into the
+// same names. Layouts: docs/formats.md.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -7,6 +9,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -18,14 +21,34 @@ namespace pbert::model {
 absl::Status SaveSafetensors(const torch::nn::Module& module, const std::string& path,
                              const std::map<std::string, std::string>& metadata = {});
 
+// Writes `tensors` under their names, in name order.
+absl::Status SaveSafetensors(const std::map<std::string, at::Tensor>& tensors,
+                             const std::string& path,
+                             const std::map<std::string, std::string>& metadata = {});
+
 // Reads a safetensors file into name -> tensor (CPU, the file's dtype).
 absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensors(const std::string& path);
 
-// Copies the tensors of `path` into the parameters of `module`, converting
-// dtypes. Accepts Hugging Face's spellings: tied "cls.predictions.decoder.*"
-// copies, the "bert.embeddings.position_ids" buffer, and old "gamma"/"beta"
-// LayerNorm names. Fails, changing nothing, with one message listing every
-// missing, unexpected and mis-shaped tensor.
-absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path);
+// The weight file formats, told apart by their contents: "safetensors",
+// "torch" (torch.save zip archives: a state dict, bare or under "model") and
+// "tensorflow" (a tensor bundle, named by its prefix or its .index file).
+std::vector<std::string> WeightFormatNames();
+
+struct Weights {
+  std::string format;                         // one of WeightFormatNames()
+  std::map<std::string, at::Tensor> tensors;  // by our (Hugging Face) names
+  std::vector<std::string> skipped;  // optimizer slots, counters, tied copies, non-tensors
+  std::vector<std::string> unknown;  // names no mapping knows
+};
+
+// Reads any weight format into our names (model/weight_names.h), TensorFlow
+// kernels transposed. Two tensors that map to one name are an error.
+absl::StatusOr<Weights> ReadWeights(const std::string& path);
+
+// Copies the tensors of `path` (any format) into the parameters of `module`,
+// converting dtypes; skipped names are listed at debug level. Fails,
+// changing nothing, with one message listing every missing, unexpected and
+// mis-shaped tensor.
+absl::Status LoadWeights(torch::nn::Module& module, const std::string& path);
 
 }  // namespace pbert::model

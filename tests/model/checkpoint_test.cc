@@ -46,7 +46,7 @@ TEST(CheckpointTest, RoundTripIsBitIdentical) {
   BertForPreTraining b(testing::TinyOptions());
   std::string first = Temp("a.safetensors"), second = Temp("b.safetensors");
   ASSERT_TRUE(SaveSafetensors(*a, first, {{"format", "pt"}}).ok());
-  ASSERT_TRUE(LoadSafetensors(*b, first).ok());
+  ASSERT_TRUE(LoadWeights(*b, first).ok());
   auto pa = a->named_parameters(), pb = b->named_parameters();
   for (size_t i = 0; i < pa.size(); ++i) {
     EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
@@ -110,7 +110,7 @@ TEST(CheckpointTest, HuggingFaceSpellingsAreAccepted) {
   }
   torch::manual_seed(5);
   BertForPreTraining target(testing::TinyOptions());
-  auto status = LoadSafetensors(*target, path);
+  auto status = LoadWeights(*target, path);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_TRUE(torch::equal(target->cls->predictions->bias, source->cls->predictions->bias));
   EXPECT_TRUE(torch::equal(target->bert->embeddings->LayerNorm->weight,
@@ -124,7 +124,7 @@ TEST(CheckpointTest, MismatchListsEveryProblemAndChangesNothing) {
   ASSERT_TRUE(SaveSafetensors(*small, path).ok());
   BertForPreTraining target(testing::TinyOptions());
   auto before = target->bert->embeddings->word_embeddings->weight.clone();
-  auto status = LoadSafetensors(*target, path);
+  auto status = LoadWeights(*target, path);
   ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   std::string message(status.message());
   EXPECT_NE(message.find("missing: bert.encoder.layer.1.attention.self.query.weight"),

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Writes PyTorch checkpoints with python3-torch's torch.save, for the tests
+of model/torch_save.cc: the state_dict() of real nn.Module trees in the two
+layouts users bring, and files that must be refused.
+
+Usage: write_torch_checkpoints.py DIR VOCAB HIDDEN LAYERS INTERMEDIATE MAXPOS
+Writes in DIR:
+  hf.pt         model.state_dict() of a Hugging Face-layout BertForPreTraining
+                (tied decoder weight and bias, the position_ids buffer)
+  nvidia.pt     {'model': state_dict(), 'optimizer': ..., 'epoch': ...} of
+                NVIDIA's MLPerf layout (dense_act layers), one tensor stored
+                transposed (strided), as their run_pretraining.py saves it
+  legacy.pt     the same state dict in the pre-1.6 (non-zip) format
+  no_tensors.pt a dict without tensors
+  expected.json + expected.f32: every parameter under Hugging Face names, raw
+"""
+import copy
+import json
+import sys
+
+import torch
+from torch import nn
+
+
+def linear(i, o):
+    return nn.Linear(i, o)
+
+
+def build(vocab, hidden, layers, inter, max_pos, dense="dense"):
+    def with_dense(module, i, o):
+        setattr(module, dense, linear(i, o))
+        return module
+
+    root = nn.Module()
+    bert = root.bert = nn.Module()
+    emb = bert.embeddings = nn.Module()
+    emb.word_embeddings = nn.Embedding(vocab, hidden)
+    emb.position_embeddings = nn.Embedding(max_pos, hidden)
+    emb.token_type_embeddings = nn.Embedding(2, hidden)
+    emb.LayerNorm = nn.LayerNorm(hidden)
+    emb.register_buffer("position_ids", torch.arange(max_pos).unsqueeze(0))
+    bert.encoder = nn.Module()
+    bert.encoder.layer = nn.ModuleList()
+    for _ in range(layers):
+        layer = nn.Module()
+        layer.attention = nn.Module()
+        layer.attention.self = nn.Module()
+        for part in ("query", "key", "value"):
+            setattr(layer.attention.self, part, linear(hidden, hidden))
+        layer.attention.output = nn.Module()
+        layer.attention.output.dense = linear(hidden, hidden)
+        layer.attention.output.LayerNorm = nn.LayerNorm(hidden)
+        layer.intermediate = with_dense(nn.Module(), hidden, inter)
+        layer.output = nn.Module()
+        layer.output.dense = linear(inter, hidden)
+        layer.output.LayerNorm = nn.LayerNorm(hidden)
+        bert.encoder.layer.append(layer)
+    bert.pooler = with_dense(nn.Module(), hidden, hidden)
+    cls = root.cls = nn.Module()
+    cls.predictions = nn.Module()
+    cls.predictions.transform = with_dense(nn.Module(), hidden, hidden)
+    cls.predictions.transform.LayerNorm = nn.LayerNorm(hidden)
+    cls.predictions.decoder = nn.Linear(hidden, vocab)
+    cls.predictions.bias = nn.Parameter(torch.zeros(vocab))
+    # Tied as Hugging Face ties them: the decoder shares both tensors.
+    cls.predictions.decoder.weight = emb.word_embeddings.weight
+    cls.predictions.decoder.bias = cls.predictions.bias
+    cls.seq_relationship = linear(hidden, 2)
+    return root
+
+
+def main():
+    out = sys.argv[1]
+    vocab, hidden, layers, inter, max_pos = map(int, sys.argv[2:7])
+    torch.manual_seed(11)
+    hf = build(vocab, hidden, layers, inter, max_pos)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_()  # LayerNorms and biases too, so a mix-up shows
+    nvidia = build(vocab, hidden, layers, inter, max_pos, dense="dense_act")
+    hf_state = hf.state_dict()
+    nvidia.load_state_dict({k: v for k, v in hf_state.items()}, strict=False)
+    with torch.no_grad():
+        for (name, p) in nvidia.named_parameters():
+            p.copy_(hf_state[name.replace(".dense_act.", ".dense.")])
+
+    torch.save(hf.state_dict(), f"{out}/hf.pt")
+    state = nvidia.state_dict()
+    key = "bert.encoder.layer.0.attention.self.query.weight"
+    state[key] = state[key].t().contiguous().t()  # same values, column-major storage
+    assert not state[key].is_contiguous()
+    # Optimizer state beside the model, as run_pretraining.py saves it (of a
+    # copy: a step would move the weights the state dict shares).
+    trained = copy.deepcopy(nvidia)
+    optimizer = torch.optim.Adam(trained.parameters())
+    sum(p.sum() for p in trained.parameters()).backward()
+    optimizer.step()
+    torch.save({"model": state, "optimizer": optimizer.state_dict(), "epoch": 2,
+                "files": ["part-00000-of-00500.hdf5"], "data_loader": None},
+               f"{out}/nvidia.pt")
+    torch.save(hf.state_dict(), f"{out}/legacy.pt", _use_new_zipfile_serialization=False)
+    torch.save({"epoch": 1, "files": ["a"]}, f"{out}/no_tensors.pt")
+
+    names = [n for n, _ in hf.named_parameters()]  # tied ones once
+    with open(f"{out}/expected.json", "w") as f:
+        json.dump([[n, list(hf_state[n].shape)] for n in names], f)
+    with open(f"{out}/expected.f32", "wb") as f:
+        for n in names:
+            f.write(hf_state[n].contiguous().numpy().astype("<f4").tobytes())
+
+
+if __name__ == "__main__":
+    main()
