@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/runtime.h"
@@ -37,6 +38,7 @@ absl::Status RunPrepare(const Args& args) {
                    LoadConfig(args, {{"vocab", "prepare.vocab"},
                                      {"out", "data.store"},
                                      {"input-format", "prepare.input_format"},
+                                     {"pick", "prepare.pick"},
                                      {"max-len", "data.max_seq_len"}}));
   const PrepareConfig& p = config.prepare;
   data::PrepareOptions o;
@@ -54,6 +56,7 @@ absl::Status RunPrepare(const Args& args) {
   o.instances.whole_word_mask = p.whole_word_mask;
   o.instances.seed = static_cast<uint64_t>(config.run.seed);
   o.records_per_shard = static_cast<uint64_t>(p.records_per_shard);
+  o.pick = static_cast<uint64_t>(p.pick);
   o.threads = config.run.threads > 0 ? static_cast<int>(config.run.threads) : AvailableCpus();
   o.output = config.data.store;
   o.overwrite = args.Has("overwrite");
@@ -97,6 +100,13 @@ absl::Status RunPrepare(const Args& args) {
       100.0 * s.random_next / std::max<uint64_t>(1, s.instances),
       100.0 * h.counts[h.max_len()] / std::max<uint64_t>(1, s.instances), h.max_len(),
       h.TheoreticalSpeedup(), HistogramBars(h, 16), o.output);
+  if (s.kept_rows > 0) {
+    absl::StrAppendFormat(&report,
+                          "packed rows %d kept (packing factor %.4f) in %s/%s: set "
+                          "data.pack_index to it to train on them, or leave it empty to re-pack\n",
+                          s.kept_rows, static_cast<double>(s.instances) / s.kept_rows, o.output,
+                          data::kKeptPackIndex);
+  }
   std::cout << report;
   return absl::OkStatus();
 }
@@ -106,18 +116,24 @@ absl::Status RunPrepare(const Args& args) {
 Command PrepareCommand() {
   Command command;
   command.name = "prepare";
-  command.summary = "turn raw text or MLPerf HDF5 into an instance store";
+  command.summary = "turn raw text or MLPerf/NVIDIA HDF5 into an instance store";
   command.usage = "prepare --vocab V.txt --out STORE [--input-format F] [FILE ...]";
   command.details =
       "Reads WikiExtractor output, plain text (one sentence per line, blank lines between\n"
-      "documents) or MLPerf HDF5, makes BERT pretraining instances as create_pretraining_data.py\n"
-      "does (prepare.* keys), and writes them to a new instance store folder.";
+      "documents) or HDF5 (MLPerf fixed-width, NVIDIA variable-length or NVIDIA packed, told\n"
+      "apart by their datasets), makes BERT pretraining instances as create_pretraining_data.py\n"
+      "does (prepare.* keys), and writes them to a new instance store folder. NVIDIA's packed\n"
+      "rows are kept as the store's packs.pbpack. --pick 10000 makes the MLPerf eval set from\n"
+      "MLPerf's eval HDF5 as pick_eval_samples.py does: sequence floor(i * total / 10000) for\n"
+      "i = 0..9999, over the inputs in the order given.";
   command.flags = {
       {"vocab", "FILE", "BERT vocab.txt (prepare.vocab)"},
       {"out", "DIR", "the store folder to create (data.store); must not exist"},
       OverwriteFlag(),
-      {"input-format", "F", "auto, wiki, text or hdf5 (prepare.input_format)"},
+      {"input-format", "F",
+       absl::StrCat(absl::StrJoin(data::InputFormatNames(), ", "), " (prepare.input_format)")},
       {"max-len", "S", "tokens per instance (data.max_seq_len)"},
+      {"pick", "N", "keep N sequences evenly spaced, as MLPerf picks its eval set (prepare.pick)"},
   };
   for (Flag f : ConfigFlags()) command.flags.push_back(f);
   command.run = RunPrepare;

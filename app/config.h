@@ -90,10 +90,11 @@ struct PrepareConfig {
   int64_t max_predictions_per_seq = 20;
   bool whole_word_mask = false;
   int64_t records_per_shard = 1 << 18;
+  int64_t pick = 0;
 
   template <class V>
   void Visit(V& v) {
-    v.Field("inputs", &inputs, "input files: WikiExtractor output, plain text or MLPerf HDF5");
+    v.Field("inputs", &inputs, "input files: WikiExtractor output, plain text or MLPerf/NVIDIA HDF5");
     v.Field("input_format", &input_format, Choices(data::InputFormatNames()),
             config::OneOf(data::InputFormatNames()));
     v.Field("vocab", &vocab, "BERT vocab.txt");
@@ -112,6 +113,10 @@ struct PrepareConfig {
     v.Field("whole_word_mask", &whole_word_mask, "mask all pieces of a word together");
     v.Field("records_per_shard", &records_per_shard, "instances per store shard file",
             config::AtLeast<int64_t>(1));
+    v.Field("pick", &pick,
+            "keep this many sequences, evenly spaced as MLPerf's pick_eval_samples.py picks the "
+            "eval set (10000); 0 keeps all",
+            config::AtLeast<int64_t>(0));
   }
   absl::Status Validate() const { return absl::OkStatus(); }
 };

@@ -2,7 +2,9 @@
 
 #include <H5Cpp.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -21,10 +23,30 @@ absl::Status Hdf5Error(const std::string& path, const H5::Exception& e) {
       absl::StrCat(path, ": HDF5 error in ", e.getFuncName(), ": ", e.getDetailMsg()));
 }
 
+// The datasets of the variable-length layouts (plus packed_input_len and
+// packed_masked_lm_len when packed).
+constexpr const char* kVariable[] = {"input_ids", "segment_ids", "masked_lm_positions",
+                                     "masked_lm_ids", "next_sentence_labels"};
+
 }  // namespace
+
+const char* Hdf5LayoutName(Hdf5Layout layout) {
+  switch (layout) {
+    case Hdf5Layout::kFixed:
+      return "MLPerf fixed-width";
+    case Hdf5Layout::kVariable:
+      return "NVIDIA variable-length";
+    case Hdf5Layout::kPacked:
+      return "NVIDIA packed";
+  }
+  return "?";
+}
 
 struct Hdf5Reader::Impl {
   H5::H5File file;
+  // Variable-length layouts: every sequence, and the first of each row.
+  std::vector<Instance> sequences;
+  std::vector<int64_t> row_first;
 };
 
 Hdf5Reader::Hdf5Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -65,6 +87,14 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
       space.getSimpleExtentDims(dims.data());
       return dims;
     };
+    H5::H5File& file = reader->impl_->file;
+    if (file.nameExists("input_ids") &&
+        file.openDataSet("input_ids").getTypeClass() == H5T_VLEN) {
+      reader->layout_ = file.nameExists("packed_input_len") ? Hdf5Layout::kPacked
+                                                            : Hdf5Layout::kVariable;
+      RETURN_IF_ERROR(reader->ReadVariable());
+      return reader;
+    }
     ASSIGN_OR_RETURN(auto labels, dims_of(kLabels, 1));
     reader->rows_ = static_cast<int64_t>(labels[0]);
     // All [N,width] datasets of a group share one width: max_len for the
@@ -88,11 +118,159 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
   }
 }
 
-absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t count) {
+absl::Status Hdf5Reader::ReadVariable() {
+  H5::H5File& file = impl_->file;
+  const bool packed = layout_ == Hdf5Layout::kPacked;
+  std::vector<const char*> names(std::begin(kVariable), std::end(kVariable));
+  if (packed) {
+    names.push_back("packed_input_len");
+    names.push_back("packed_masked_lm_len");
+  }
+  // Each dataset as rows of integers: vlen rows, or one value per row
+  // (NVIDIA's variable-length files keep next_sentence_labels scalar).
+  std::map<std::string, std::vector<std::vector<int32_t>>> rows;
+  for (const char* name : names) {
+    if (!file.nameExists(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": no dataset '", name, "'; an ", Hdf5LayoutName(layout_), " file has ",
+          packed ? "input_ids, segment_ids, masked_lm_positions, masked_lm_ids, "
+                   "next_sentence_labels, packed_input_len and packed_masked_lm_len"
+                 : "input_ids, segment_ids, masked_lm_positions, masked_lm_ids and "
+                   "next_sentence_labels"));
+    }
+    H5::DataSet set = file.openDataSet(name);
+    H5::DataSpace space = set.getSpace();
+    if (space.getSimpleExtentNdims() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": dataset '", name, "' is not one row per entry (rank ",
+                       space.getSimpleExtentNdims(), ")"));
+    }
+    hsize_t n = 0;
+    space.getSimpleExtentDims(&n);
+    if (rows.empty()) rows_ = static_cast<int64_t>(n);
+    if (static_cast<int64_t>(n) != rows_) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": dataset '", name, "' has ", n,
+                                                     " rows, input_ids ", rows_));
+    }
+    auto& out = rows[name];
+    out.resize(n);
+    if (set.getTypeClass() == H5T_VLEN) {
+      if (set.getVarLenType().getSuper().getClass() != H5T_INTEGER) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path_, ": dataset '", name, "' holds variable-length rows of non-integers"));
+      }
+      H5::VarLenType memory(H5::PredType::NATIVE_INT32);
+      std::vector<hvl_t> buffer(n);
+      if (n > 0) set.read(buffer.data(), memory);
+      for (hsize_t r = 0; r < n; ++r) {
+        const int32_t* v = static_cast<const int32_t*>(buffer[r].p);
+        out[r].assign(v, v + buffer[r].len);
+      }
+      if (n > 0) H5Dvlen_reclaim(memory.getId(), space.getId(), H5P_DEFAULT, buffer.data());
+    } else if (set.getTypeClass() == H5T_INTEGER && !packed) {
+      std::vector<int32_t> values(n);
+      if (n > 0) set.read(values.data(), H5::PredType::NATIVE_INT32);
+      for (hsize_t r = 0; r < n; ++r) out[r] = {values[r]};
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": dataset '", name, "' does not hold ",
+          packed ? "variable-length integer rows" : "integers or variable-length integer rows"));
+    }
+  }
+
+  std::vector<Instance>& sequences = impl_->sequences;
+  impl_->row_first.assign(1, 0);
+  for (int64_t r = 0; r < rows_; ++r) {
+    auto bad = [&](const std::string& what) {
+      return absl::DataLossError(absl::StrCat(path_, ": row ", r, ": ", what,
+                                              "; the file is damaged or not ",
+                                              Hdf5LayoutName(layout_), " BERT data"));
+    };
+    const auto& ids = rows["input_ids"][r];
+    const auto& segments = rows["segment_ids"][r];
+    const auto& positions = rows["masked_lm_positions"][r];
+    const auto& masked = rows["masked_lm_ids"][r];
+    const auto& labels = rows["next_sentence_labels"][r];
+    if (ids.size() != segments.size()) {
+      return bad(absl::StrCat(ids.size(), " input_ids but ", segments.size(), " segment_ids"));
+    }
+    if (positions.size() != masked.size()) {
+      return bad(absl::StrCat(positions.size(), " masked_lm_positions but ", masked.size(),
+                              " masked_lm_ids"));
+    }
+    // Each sequence's tokens and masked slots within the row.
+    std::vector<int32_t> lengths = {static_cast<int32_t>(ids.size())};
+    std::vector<int32_t> slots = {static_cast<int32_t>(positions.size())};
+    if (packed) {
+      lengths = rows["packed_input_len"][r];
+      slots = rows["packed_masked_lm_len"][r];
+      int64_t tokens = 0, predictions = 0;
+      for (int32_t l : lengths) tokens += l;
+      for (int32_t s : slots) predictions += s;
+      if (lengths.empty() || lengths.size() != slots.size() ||
+          std::find_if(lengths.begin(), lengths.end(), [](int32_t l) { return l < 1; }) !=
+              lengths.end() ||
+          std::find_if(slots.begin(), slots.end(), [](int32_t s) { return s < 0; }) !=
+              slots.end()) {
+        return bad("packed_input_len and packed_masked_lm_len do not describe its sequences");
+      }
+      if (tokens != static_cast<int64_t>(ids.size()) ||
+          predictions != static_cast<int64_t>(positions.size())) {
+        return bad(absl::StrCat("its sequences' lengths sum to ", tokens, " tokens and ",
+                                predictions, " masked slots, the row holds ", ids.size(), " and ",
+                                positions.size()));
+      }
+    }
+    if (labels.size() != lengths.size()) {
+      return bad(absl::StrCat(labels.size(), " next_sentence_labels for ", lengths.size(),
+                              " sequence(s)"));
+    }
+    int32_t offset = 0, slot = 0;
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      Instance in;
+      in.input_ids.assign(ids.begin() + offset, ids.begin() + offset + lengths[k]);
+      in.segment_ids.assign(segments.begin() + offset, segments.begin() + offset + lengths[k]);
+      for (int32_t s = slot; s < slot + slots[k]; ++s) {
+        const int32_t local = positions[s] - offset;  // packed positions count from the row
+        if (!packed && positions[s] == 0) continue;   // padding, as in fixed-width files
+        if (local < 1 || local >= lengths[k]) {
+          return bad(absl::StrCat("sequence ", k, " masks position ", positions[s],
+                                  ", outside its tokens [", offset + 1, ", ", offset + lengths[k],
+                                  ")"));
+        }
+        in.masked_positions.push_back(local);
+        in.masked_ids.push_back(masked[s]);
+      }
+      in.next_sentence_label = labels[k];
+      max_predictions_ = std::max<int>(max_predictions_, in.masked_positions.size());
+      sequences.push_back(std::move(in));
+      offset += lengths[k];
+      slot += slots[k];
+    }
+    max_len_ = std::max<int>(max_len_, offset);
+    impl_->row_first.push_back(sequences.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t count,
+                                                       std::vector<int>* depths) {
   if (begin < 0 || count < 0 || begin + count > rows_) {
     return absl::OutOfRangeError(absl::StrCat(path_, ": rows [", begin, ", ", begin + count,
                                               ") outside the file's ", rows_));
   }
+  if (depths != nullptr) depths->clear();
+  if (layout_ != Hdf5Layout::kFixed) {
+    const auto& first = impl_->row_first;
+    if (depths != nullptr) {
+      for (int64_t r = begin; r < begin + count; ++r) {
+        depths->push_back(static_cast<int>(first[r + 1] - first[r]));
+      }
+    }
+    return std::vector<Instance>(impl_->sequences.begin() + first[begin],
+                                 impl_->sequences.begin() + first[begin + count]);
+  }
+  if (depths != nullptr) depths->assign(count, 1);
   try {
     auto read = [&](const char* name, int width) {
       H5::DataSet set = impl_->file.openDataSet(name);

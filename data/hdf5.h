@@ -1,7 +1,14 @@
-// The MLPerf/NVIDIA BERT HDF5 format: one file of fixed-width datasets
-// input_ids, input_mask, segment_ids [N,S], masked_lm_positions,
-// masked_lm_ids [N,P] and next_sentence_labels [N], zero-padded. Existing
-// MLPerf data is read as it is; our instances can be written back to it.
+// BERT pretraining data in HDF5, in the three layouts MLPerf users have
+// (docs/formats.md):
+//  - MLPerf (fixed width): input_ids, input_mask, segment_ids [N,S],
+//    masked_lm_positions, masked_lm_ids [N,P], next_sentence_labels [N],
+//    zero-padded; our instances can be written back to it.
+//  - NVIDIA variable-length: the same without input_mask, each row a
+//    variable-length array (HDF5 vlen) holding only the used entries.
+//  - NVIDIA packed: vlen rows of several sequences each, with per-sequence
+//    packed_input_len and packed_masked_lm_len, masked_lm_positions offset
+//    into the row and one next_sentence_labels entry per sequence.
+// Every row is checked as it is read; errors name the file and the row.
 #pragma once
 
 #include <cstdint>
@@ -14,27 +21,42 @@
 
 namespace pbert::data {
 
+enum class Hdf5Layout { kFixed, kVariable, kPacked };
+
+// "MLPerf fixed-width", "NVIDIA variable-length", "NVIDIA packed".
+const char* Hdf5LayoutName(Hdf5Layout layout);
+
 class Hdf5Reader {
  public:
-  // Opens `path` and checks that the six datasets exist with matching shapes.
+  // Opens `path`, tells its layout from its datasets and checks that they
+  // exist with matching shapes. The variable-length layouts are read (and
+  // every row checked) here, whole: NVIDIA's shards are small.
   static absl::StatusOr<std::unique_ptr<Hdf5Reader>> Open(const std::string& path);
   ~Hdf5Reader();
 
+  Hdf5Layout layout() const { return layout_; }
+  // Rows in the file (packed rows hold several sequences).
   int64_t size() const { return rows_; }
+  // The widest row in tokens, and the most masked slots of one sequence.
   int max_len() const { return max_len_; }
   int max_predictions() const { return max_predictions_; }
 
-  // Reads instances [begin, begin + count), dropping the padding: a row's
-  // length is the sum of its input_mask, its masked slots those with a
-  // non-zero position.
-  absl::StatusOr<std::vector<Instance>> Read(int64_t begin, int64_t count);
+  // The sequences of rows [begin, begin + count), row after row, without
+  // padding (fixed width: a row's length is the sum of its input_mask, its
+  // masked slots those with a non-zero position). `depths`, if given,
+  // receives each row's number of sequences.
+  absl::StatusOr<std::vector<Instance>> Read(int64_t begin, int64_t count,
+                                             std::vector<int>* depths = nullptr);
 
  private:
   struct Impl;
   explicit Hdf5Reader(std::unique_ptr<Impl> impl);
 
+  absl::Status ReadVariable();
+
   std::unique_ptr<Impl> impl_;
   std::string path_;
+  Hdf5Layout layout_ = Hdf5Layout::kFixed;
   int64_t rows_ = 0;
   int max_len_ = 0;
   int max_predictions_ = 0;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "data/hdf5.h"
+#include "data/packing/pack_index.h"
 #include "data/store.h"
 #include "data/tokenizer.h"
 
@@ -24,33 +25,85 @@ void Count(const Instance& in, PrepareSummary* summary) {
 absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
                         const PrepareProgress& progress, PrepareSummary* summary) {
   std::unique_ptr<StoreWriter> writer;
+  std::vector<std::vector<uint32_t>> rows;  // every row's sequence ids
+  std::vector<uint16_t> lengths;
+  std::vector<Instance> picked_from;  // with o.pick: every sequence, in input order
+  bool packed = false;
   for (const std::string& path : o.inputs) {
     ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
+    packed |= reader->layout() == Hdf5Layout::kPacked;
     if (reader->max_len() > o.instances.max_seq_len) {
       return absl::InvalidArgumentError(absl::StrCat(path, " holds rows of ", reader->max_len(),
                                                      " tokens; raise data.max_seq_len to ",
                                                      reader->max_len()));
     }
     if (writer == nullptr) {
+      // NVIDIA's variable-length files have no fixed slot count: MLPerf's 76
+      // at 512 (or the first file's widest, if wider) bounds the store.
+      const int predictions =
+          reader->layout() == Hdf5Layout::kFixed
+              ? reader->max_predictions()
+              : std::max(reader->max_predictions(), o.instances.max_predictions_per_seq);
       StoreInfo info{static_cast<uint32_t>(vocabulary.size()), vocabulary.checksum(),
                      static_cast<uint32_t>(o.instances.max_seq_len),
-                     static_cast<uint32_t>(reader->max_predictions()), "MLPerf HDF5"};
+                     static_cast<uint32_t>(predictions),
+                     absl::StrCat(Hdf5LayoutName(reader->layout()), " HDF5")};
       ASSIGN_OR_RETURN(writer, StoreWriter::Create(o.output, info, o.records_per_shard, o.overwrite));
     }
     constexpr int64_t kChunk = 8192;
     for (int64_t begin = 0; begin < reader->size(); begin += kChunk) {
-      ASSIGN_OR_RETURN(auto chunk, reader->Read(begin, std::min(kChunk, reader->size() - begin)));
-      for (const Instance& in : chunk) {
-        RETURN_IF_ERROR(Annotate(writer->Add(in), path));
-        Count(in, summary);
+      std::vector<int> depths;
+      ASSIGN_OR_RETURN(auto chunk,
+                       reader->Read(begin, std::min(kChunk, reader->size() - begin), &depths));
+      if (o.pick > 0) {  // picked from all inputs at the end
+        for (Instance& in : chunk) picked_from.push_back(std::move(in));
+        if (progress) progress("import", depths.size(), reader->size());
+        continue;
       }
-      if (progress) progress("import", chunk.size(), reader->size());
+      size_t next = 0;
+      for (int depth : depths) {
+        std::vector<uint32_t>& row = rows.emplace_back();
+        for (int k = 0; k < depth; ++k, ++next) {
+          row.push_back(static_cast<uint32_t>(lengths.size()));
+          lengths.push_back(static_cast<uint16_t>(chunk[next].length()));
+          RETURN_IF_ERROR(Annotate(writer->Add(chunk[next]), path));
+          Count(chunk[next], summary);
+        }
+      }
+      if (progress) progress("import", depths.size(), reader->size());
     }
+  }
+  if (o.pick > 0) {
+    ASSIGN_OR_RETURN(std::vector<uint64_t> picks, PickEvenly(picked_from.size(), o.pick));
+    for (uint64_t i : picks) {
+      RETURN_IF_ERROR(writer->Add(picked_from[i]));
+      Count(picked_from[i], summary);
+    }
+    return writer->Finish();  // a pick of sequences keeps no rows
+  }
+  if (packed) {
+    // Their packing, kept: train reads it with data.pack_index, or re-packs.
+    ASSIGN_OR_RETURN(PackIndex index,
+                     PackIndexFromRows(o.instances.max_seq_len, rows, lengths));
+    RETURN_IF_ERROR(
+        index.Write(absl::StrCat(writer->staging_dir(), "/", kKeptPackIndex), "nvidia-packed"));
+    summary->kept_rows = index.rows();
   }
   return writer->Finish();
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<uint64_t>> PickEvenly(uint64_t total, uint64_t n) {
+  if (n > total) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot pick ", n, " sequences from ", total, "; lower prepare.pick or add inputs"));
+  }
+  const double ratio = static_cast<double>(total) / static_cast<double>(n);
+  std::vector<uint64_t> out(n);
+  for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<uint64_t>(static_cast<double>(i) * ratio);
+  return out;
+}
 
 std::vector<std::string> InputFormatNames() { return {"auto", "wiki", "text", "hdf5"}; }
 
@@ -114,6 +167,13 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   if (instances.empty()) {
     return absl::InvalidArgumentError(
         "the inputs made no instances: documents need sentences with tokens");
+  }
+  if (o.pick > 0) {
+    ASSIGN_OR_RETURN(std::vector<uint64_t> picks, PickEvenly(instances.size(), o.pick));
+    std::vector<Instance> kept;
+    kept.reserve(picks.size());
+    for (uint64_t i : picks) kept.push_back(std::move(instances[i]));
+    instances = std::move(kept);
   }
   StoreInfo info{static_cast<uint32_t>(vocabulary->size()), vocabulary->checksum(),
                  static_cast<uint32_t>(o.instances.max_seq_len),

@@ -83,13 +83,15 @@ absl::StatusOr<std::shared_ptr<SequenceSource>> OpenSequences(const std::string&
         std::make_shared<PrefixSource>(shared, static_cast<uint64_t>(limit)));
   }
   ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
-  const int64_t n = limit < 0 ? reader->size() : std::min<int64_t>(limit, reader->size());
+  // Rows until `limit` sequences (a packed row holds several).
+  const uint64_t wanted = limit < 0 ? UINT64_MAX : static_cast<uint64_t>(limit);
   std::vector<Instance> instances;
-  instances.reserve(n);
   constexpr int64_t kChunk = 4096;
-  for (int64_t begin = 0; begin < n; begin += kChunk) {
-    ASSIGN_OR_RETURN(auto chunk, reader->Read(begin, std::min(kChunk, n - begin)));
-    for (auto& in : chunk) instances.push_back(std::move(in));
+  for (int64_t begin = 0; begin < reader->size() && instances.size() < wanted; begin += kChunk) {
+    ASSIGN_OR_RETURN(auto chunk, reader->Read(begin, std::min(kChunk, reader->size() - begin)));
+    for (auto& in : chunk) {
+      if (instances.size() < wanted) instances.push_back(std::move(in));
+    }
   }
   InstanceLimits limits{vocab_size, static_cast<uint32_t>(reader->max_len()),
                         static_cast<uint32_t>(reader->max_predictions())};

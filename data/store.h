@@ -45,6 +45,9 @@ class StoreWriter {
   absl::Status Add(const Instance& instance);
   absl::Status Finish();
   uint64_t records() const { return records_; }
+  // The folder being written: files put here before Finish() become part
+  // of the store (and vanish with it if it fails).
+  const std::string& staging_dir() const { return temp_dir_; }
 
  private:
   StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -241,6 +242,41 @@ absl::StatusOr<PackIndex> AssignSequences(const PackingPlan& plan,
     }
   }
   return PackIndex(plan, std::move(ids));
+}
+
+absl::StatusOr<PackIndex> PackIndexFromRows(int max_len,
+                                            const std::vector<std::vector<uint32_t>>& rows,
+                                            absl::Span<const uint16_t> lengths) {
+  // Rows grouped by strategy, in the order StrategyCounter gives plans
+  // (lexicographic by lengths, longest first within a row).
+  std::map<std::vector<int>, std::vector<uint32_t>> members;
+  std::map<std::vector<int>, uint64_t> counts;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::vector<uint32_t> row = rows[r];
+    for (uint32_t id : row) {
+      if (id >= lengths.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("row ", r, " names sequence ", id, " of ", lengths.size()));
+      }
+    }
+    std::stable_sort(row.begin(), row.end(),
+                     [&](uint32_t a, uint32_t b) { return lengths[a] > lengths[b]; });
+    std::vector<int> shape;
+    for (uint32_t id : row) shape.push_back(lengths[id]);
+    auto& ids = members[shape];
+    ids.insert(ids.end(), row.begin(), row.end());
+    counts[shape] += 1;
+  }
+  PackingPlan plan;
+  plan.max_len = max_len;
+  std::vector<uint32_t> ids;
+  for (auto& [shape, row_ids] : members) {
+    plan.strategies.push_back({shape, counts[shape]});
+    ids.insert(ids.end(), row_ids.begin(), row_ids.end());
+  }
+  PackIndex index(std::move(plan), std::move(ids));
+  RETURN_IF_ERROR(index.Verify(lengths));
+  return index;
 }
 
 }  // namespace pbert::data

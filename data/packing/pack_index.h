@@ -52,6 +52,13 @@ class PackIndex {
   std::vector<uint64_t> id_start_;
 };
 
+// The pack index of rows made elsewhere (NVIDIA's packed HDF5): `rows` lists
+// each row's sequence ids; `lengths[i]` is sequence i's length. Fails unless
+// every sequence is in exactly one row and every row fits `max_len`.
+absl::StatusOr<PackIndex> PackIndexFromRows(int max_len,
+                                            const std::vector<std::vector<uint32_t>>& rows,
+                                            absl::Span<const uint16_t> lengths);
+
 // Assigns real sequences to the rows of `plan`: the sequences of each length
 // are shuffled with `seed`, then dealt to rows in plan order. O(n) time;
 // memory 4 bytes per sequence beyond the index itself. `lengths[i]` is the

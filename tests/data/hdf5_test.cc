@@ -6,9 +6,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "common/atomic_file.h"
+#include "data/packing/pack_index.h"
+#include "data/prepare.h"
 #include "data/source.h"
+#include "data/store.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/data/random_instances.h"
@@ -96,6 +100,138 @@ TEST_F(H5pyFilesTest, BadFilesAreOneErrorNamingTheFileAndTheFault) {
         << name << ": " << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
   }
+}
+
+// The sequences of `source` against the writer's, in `order`.
+void ExpectSequences(const SequenceSource& source, const nlohmann::json& sequences,
+                     const std::vector<int>& order) {
+  ASSERT_EQ(source.size(), order.size()) << source.name();
+  for (size_t i = 0; i < order.size(); ++i) {
+    Instance in;
+    ASSERT_TRUE(source.Read(i, &in).ok()) << source.name() << " " << i;
+    const auto& want = sequences[order[i]];
+    EXPECT_EQ(in.input_ids, want["input_ids"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(in.segment_ids, want["segment_ids"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(in.masked_positions, want["masked_positions"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(in.masked_ids, want["masked_ids"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(in.next_sentence_label, want["next_sentence_label"].get<int>()) << i;
+  }
+}
+
+TEST_F(H5pyFilesTest, NvidiaVariableLengthReadsAsWritten) {
+  const std::string path = *dir_ + "/nvidia-varlength.hdf5";
+  auto reader = Hdf5Reader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->layout(), Hdf5Layout::kVariable);
+  auto source = OpenSequences(path, expected_["vocab_size"].get<uint32_t>());
+  ASSERT_TRUE(source.ok()) << source.status();
+  std::vector<int> order(expected_["sequences"].size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  ExpectSequences(**source, expected_["sequences"], order);
+}
+
+// A vocabulary of `size` words with BERT's special tokens where BERT has them.
+std::string WriteVocab(const std::string& path, int size) {
+  std::ofstream vocab(path);
+  for (int i = 0; i < size; ++i) {
+    vocab << (i == 0     ? "[PAD]"
+              : i == 100 ? "[UNK]"
+              : i == 101 ? "[CLS]"
+              : i == 102 ? "[SEP]"
+              : i == 103 ? "[MASK]"
+                         : "w" + std::to_string(i))
+          << "\n";
+  }
+  return path;
+}
+
+TEST_F(H5pyFilesTest, NvidiaPackedRowsAreKept) {
+  const std::string path = *dir_ + "/nvidia-packed.hdf5";
+  const auto& rows = expected_["packed_rows"];
+  std::vector<int> order, depths;
+  for (const auto& row : rows) {
+    depths.push_back(static_cast<int>(row.size()));
+    for (int s : row) order.push_back(s);
+  }
+  auto reader = Hdf5Reader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->layout(), Hdf5Layout::kPacked);
+  EXPECT_EQ((*reader)->size(), static_cast<int64_t>(rows.size()));
+  EXPECT_LE((*reader)->max_len(), expected_["packed_len"].get<int>());
+  std::vector<int> read_depths;
+  ASSERT_TRUE((*reader)->Read(0, (*reader)->size(), &read_depths).ok());
+  EXPECT_EQ(read_depths, depths);
+  // Their positions count from the row; ours from the sequence.
+  auto source = OpenSequences(path, expected_["vocab_size"].get<uint32_t>());
+  ASSERT_TRUE(source.ok()) << source.status();
+  ExpectSequences(**source, expected_["sequences"], order);
+
+  // prepare keeps their rows as the store's pack index.
+  PrepareOptions o;
+  o.inputs = {path};
+  o.input_format = "hdf5";
+  o.vocab = WriteVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
+  o.instances.max_seq_len = expected_["packed_len"].get<int>();
+  o.output = *dir_ + "/packed-store";
+  o.overwrite = true;
+  auto summary = Prepare(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->kept_rows, rows.size());
+  auto store = InstanceStore::Open(o.output);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto index = PackIndex::Read(o.output + "/" + kKeptPackIndex);
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_TRUE(index->Verify(store->Lengths()).ok());
+  ASSERT_EQ(index->rows(), rows.size());
+  // Store sequence i is the writer's order[i]; each row of the index holds
+  // the sequences of one of the writer's rows.
+  std::multiset<std::set<int>> want, got;
+  for (const auto& row : rows) want.insert(row.get<std::set<int>>());
+  for (uint64_t r = 0; r < index->rows(); ++r) {
+    std::set<int> members;
+    for (uint32_t id : index->Row(r)) members.insert(order[id]);
+    got.insert(members);
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(H5pyFilesTest, BadPackedFilesAreOneErrorNamingTheFileAndTheFault) {
+  ASSERT_EQ(expected_["bad_packed"].size(), 3u);
+  for (const auto& [name, must_name] : expected_["bad_packed"].items()) {
+    const std::string path = *dir_ + "/bad-packed-" + name + ".hdf5";
+    absl::Status status = OpenSequences(path, expected_["vocab_size"].get<uint32_t>()).status();
+    ASSERT_FALSE(status.ok()) << name << " was accepted";
+    const std::string message(status.message());
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(must_name.get<std::string>()), std::string::npos)
+        << name << ": " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  }
+}
+
+TEST_F(H5pyFilesTest, PickMatchesMlperfsPickEvalSamples) {
+  // pick_eval_samples.py's selection (pick_ratio = num_examples / n;
+  // idx = int(i * pick_ratio)), as the writer computes it in Python.
+  const std::string path = *dir_ + "/nvidia-gzip.hdf5";
+  const uint64_t total = expected_["sequences"].size(), n = 7;
+  PrepareOptions o;
+  o.inputs = {path};
+  o.input_format = "hdf5";
+  o.vocab = WriteVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
+  o.instances.max_seq_len = 32;
+  o.output = *dir_ + "/picked-store";
+  o.overwrite = true;
+  o.pick = n;
+  auto summary = Prepare(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  auto store = InstanceStore::Open(o.output);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::vector<int> order = expected_["picked_7"].get<std::vector<int>>();
+  EXPECT_EQ(order, (std::vector<int>{0, 5, 11, 17, 22, 28, 34}));
+  ASSERT_EQ(total, 40u);
+  ExpectSequences(*store, expected_["sequences"], order);
+  o.pick = total + 1;
+  EXPECT_FALSE(Prepare(o).ok());
 }
 
 TEST(Hdf5Test, WriteThenReadGivesTheSameInstances) {

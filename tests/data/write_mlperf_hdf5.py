@@ -9,6 +9,15 @@ per variant, the sequences as the MLPerf rules read them (a row's tokens are
 those under input_mask; its masked slots those with a non-zero position),
 derived here from the arrays, independently of packed-bert. And bad files,
 OUT_DIR/bad-<case>.hdf5, with what must be named in the error.
+
+The same sequences also go to NVIDIA's two variable-length layouts, as their
+MLPerf scripts write them (HDF5 vlen rows holding only the used entries):
+nvidia-varlength.hdf5 (one sequence per row, next_sentence_labels scalar, as
+convert_fixed2variable.py) and nvidia-packed.hdf5 (up to 3 sequences per row
+of at most PACKED_LEN tokens, masked_lm_positions offset into the row,
+per-sequence packed_input_len, packed_masked_lm_len and next_sentence_labels,
+as their packed-data generator); expected.json names each packed row's
+sequences. Bad packed files: OUT_DIR/bad-packed-<case>.hdf5.
 """
 import json
 import os
@@ -84,6 +93,86 @@ def write(path, rows, dtypes, options):
             f.create_dataset(name, data=array.astype(dtypes[name]), **options)
 
 
+PACKED_LEN = 64
+
+
+def variable_rows(rows, r):
+    """Sequence r's used entries, as NVIDIA's variable-length files keep them."""
+    length = int(rows["input_mask"][r].sum())
+    used = int((rows["masked_lm_positions"][r] != 0).sum())
+    return (rows["input_ids"][r, :length], rows["segment_ids"][r, :length],
+            rows["masked_lm_positions"][r, :used], rows["masked_lm_ids"][r, :used],
+            int(rows["next_sentence_labels"][r]))
+
+
+def write_varlength(path, rows):
+    vlen = {k: h5py.vlen_dtype(np.dtype(t)) for k, t in
+            dict(input_ids="int16", segment_ids="int8", masked_lm_positions="int16",
+                 masked_lm_ids="int16").items()}
+    with h5py.File(path, "w") as f:
+        sets = {k: f.create_dataset(k, (N,), dtype=t) for k, t in vlen.items()}
+        labels = np.zeros(N, np.int8)
+        for r in range(N):
+            ids, segments, positions, masked, label = variable_rows(rows, r)
+            sets["input_ids"][r] = ids.astype(np.int16)
+            sets["segment_ids"][r] = segments.astype(np.int8)
+            sets["masked_lm_positions"][r] = positions.astype(np.int16)
+            sets["masked_lm_ids"][r] = masked.astype(np.int16)
+            labels[r] = label
+        f.create_dataset("next_sentence_labels", data=labels)
+
+
+def packed_assignment(rows, rng):
+    """Rows of up to 3 sequences and PACKED_LEN tokens, first fit in a
+    shuffled order (any assignment will do: the reader must keep it)."""
+    order = rng.permutation(N).tolist()
+    packs = []
+    for r in order:
+        length = int(rows["input_mask"][r].sum())
+        for pack in packs:
+            used = sum(int(rows["input_mask"][s].sum()) for s in pack)
+            if len(pack) < 3 and used + length <= PACKED_LEN:
+                pack.append(r)
+                break
+        else:
+            packs.append([r])
+    return packs
+
+
+def packed_arrays(rows, packs):
+    out = {k: [] for k in ("input_ids", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+                           "next_sentence_labels", "packed_input_len", "packed_masked_lm_len")}
+    for pack in packs:
+        row = {k: [] for k in out}
+        offset = 0
+        for r in pack:
+            ids, segments, positions, masked, label = variable_rows(rows, r)
+            row["input_ids"] += ids.tolist()
+            row["segment_ids"] += segments.tolist()
+            row["masked_lm_positions"] += (positions + offset).tolist()
+            row["masked_lm_ids"] += masked.tolist()
+            row["next_sentence_labels"].append(label)
+            row["packed_input_len"].append(len(ids))
+            row["packed_masked_lm_len"].append(len(positions))
+            offset += len(ids)
+        for k in out:
+            out[k].append(row[k])
+    return out
+
+
+PACKED_TYPES = dict(input_ids="int16", segment_ids="int8", masked_lm_positions="int16",
+                    masked_lm_ids="int16", next_sentence_labels="int8", packed_input_len="int16",
+                    packed_masked_lm_len="int16")
+
+
+def write_packed(path, arrays):
+    with h5py.File(path, "w") as f:
+        for k, t in PACKED_TYPES.items():
+            d = f.create_dataset(k, (len(arrays[k]),), dtype=h5py.vlen_dtype(np.dtype(t)))
+            for i, row in enumerate(arrays[k]):
+                d[i] = np.array(row, dtype=t)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -115,9 +204,40 @@ def main():
                  (7, 0), int(b["input_mask"][7].sum())))
     bad_file("segment-two", "segment",
              lambda b, d: b["segment_ids"].__setitem__((9, 1), 2))
+    write_varlength(os.path.join(out, "nvidia-varlength.hdf5"), rows)
+    packs = packed_assignment(rows, rng)
+    arrays = packed_arrays(rows, packs)
+    write_packed(os.path.join(out, "nvidia-packed.hdf5"), arrays)
+    bad_packed = {}
+
+    def bad_packed_file(case, must_name, change):
+        broken = {k: [list(row) for row in v] for k, v in arrays.items()}
+        change(broken)
+        write_packed(os.path.join(out, f"bad-packed-{case}.hdf5"), broken)
+        bad_packed[case] = must_name
+
+    multi = next(i for i, p in enumerate(packs) if len(p) > 1)
+    bad_packed_file("lengths-sum", f"row {multi}",
+                    lambda b: b["packed_input_len"][multi].__setitem__(0, b["packed_input_len"][multi][0] + 1))
+    bad_packed_file("labels-count", "next_sentence_labels",
+                    lambda b: b["next_sentence_labels"][multi].append(0))
+    # The second sequence's first masked slot moved onto its [CLS]: a
+    # position outside that sequence's tokens.
+    def onto_cls(b):
+        first_len = b["packed_input_len"][multi][0]
+        slot = b["packed_masked_lm_len"][multi][0]
+        if b["packed_masked_lm_len"][multi][1] == 0:
+            b["packed_masked_lm_len"][multi][1] = 1
+            b["packed_masked_lm_len"][multi][0] -= 1
+            slot -= 1
+        b["masked_lm_positions"][multi][slot] = first_len
+    bad_packed_file("position-outside", "masks position", onto_cls)
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(dict(sequences=expected(rows), variants=list(VARIANTS), bad=bad,
-                       vocab_size=VOCAB), f)
+                       vocab_size=VOCAB, packed_rows=packs, packed_len=PACKED_LEN,
+                       bad_packed=bad_packed,
+                       # pick_eval_samples.py's selection of 7: its own arithmetic.
+                       picked_7=[int(i * (N / 7)) for i in range(7)]), f)
 
 
 if __name__ == "__main__":
