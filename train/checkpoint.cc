@@ -154,7 +154,7 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
 
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
                                    optim::Lamb& optimizer) {
-  RETURN_IF_ERROR(model::LoadSafetensors(model, dir + "/model.safetensors"));
+  RETURN_IF_ERROR(model::LoadWeights(model, dir + "/model.safetensors"));
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(dir + "/optimizer.pt");

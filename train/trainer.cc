@@ -225,7 +225,7 @@ absl::Status Loop::Init() {
   torch::manual_seed(o_.seed);
   model_ = model::BertForPreTraining(o_.model);
   if (!o_.init_checkpoint.empty() && o_.resume.empty()) {
-    RETURN_IF_ERROR(Annotate(model::LoadSafetensors(*model_, o_.init_checkpoint),
+    RETURN_IF_ERROR(Annotate(model::LoadWeights(*model_, o_.init_checkpoint),
                              "train.init_checkpoint"));
   }
   optimizer_ = std::make_unique<optim::Lamb>(

@@ -35,14 +35,14 @@ TEST(CliTest, HelpListsCommands) {
             "packed-bert: BERT pretraining on packed sequences\n\n"
             "usage: packed-bert <command> [flags]\n\n"
             "commands:\n"
-            "  prepare        turn raw text or MLPerf HDF5 into an instance store\n"
+            "  prepare        turn raw text or MLPerf/NVIDIA HDF5 into an instance store\n"
             "  tokenize       print the WordPiece ids of text lines\n"
             "  verify         check an instance store or a pack index\n"
             "  export         write an instance store as MLPerf HDF5\n"
             "  pack           decide which sequences share a row, and report how well\n"
             "  train          pretrain BERT on packed data with the MLPerf evaluation loop\n"
             "  score          evaluate weights on MLPerf HDF5 data or a store, packed or not\n"
-            "  model          create model weights\n"
+            "  model          create or convert model weights\n"
             "  launch         start the workers of a data-parallel run on this node\n"
             "  mlperf-summary time to train and the MLPerf score of finished runs\n"
             "  plot           draw learning curves and throughput of training runs as SVG\n"
@@ -351,6 +351,83 @@ TEST(CliTest, ExitCodesFollowTheStatus) {
   EXPECT_EQ(ExitCodeFor(absl::InternalError("x")), 1);
   EXPECT_EQ(ExitCodeFor(absl::ResourceExhaustedError("x")), 1);
   EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0);
+}
+
+
+// The path of docs/mlperf.md on files other tools wrote: NVIDIA packed and
+// MLPerf HDF5 from h5py, a TensorFlow phase-1 checkpoint from the
+// independent bundle writer; prepare (their packing kept), pick the eval set,
+// convert the checkpoint, train from it, score with it.
+TEST(CliTest, MlperfPathOnFilesOtherToolsWrote) {
+  if (std::system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "needs python3-h5py (apt-get install python3-h5py)";
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_mlperf";
+  fs::remove_all(dir);
+  const std::string tests = std::string(PBERT_SOURCE_DIR) + "/tests/";
+  const std::string h5 = (dir / "h5").string(), ckpt = (dir / "phase1" / "model.ckpt-28252");
+  fs::create_directories(dir / "phase1");
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + tests + "data/write_mlperf_hdf5.py " + h5).c_str()),
+            0);
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + tests + "model/write_tf_bundle.py " + ckpt + " " +
+                         (dir / "phase1" / "expected").string() + " 30522 32 2 64 64")
+                            .c_str()),
+            0);
+  const auto expected = nlohmann::json::parse(testing::ReadText(h5 + "/expected.json"));
+  std::string vocab_text;
+  for (int i = 0; i < 30522; ++i) {
+    vocab_text += (i == 0     ? "[PAD]"
+                   : i == 100 ? "[UNK]"
+                   : i == 101 ? "[CLS]"
+                   : i == 102 ? "[SEP]"
+                   : i == 103 ? "[MASK]"
+                              : "w" + std::to_string(i)) +
+                  "\n";
+  }
+  const std::string vocab = testing::WriteFile((dir / "vocab.txt").string(), vocab_text);
+  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+                            "/configs/bert-tiny.yaml --set model.hidden_size=32"
+                            " --set model.intermediate_size=64 --set data.max_seq_len=64"
+                            " --set model.max_position_embeddings=64 --log-level warn";
+  const std::string train_store = (dir / "train").string(), eval_store = (dir / "eval").string();
+
+  Result r = RunBinary("prepare --input-format hdf5 --max-len 64 --vocab " + vocab + " --out " +
+                       train_store + " --log-level warn " + h5 + "/nvidia-packed.hdf5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("packed rows " + std::to_string(expected["packed_rows"].size()) + " kept"),
+            std::string::npos)
+      << r.out;
+  r = RunBinary("prepare --input-format hdf5 --max-len 64 --pick 20 --vocab " + vocab + " --out " +
+                eval_store + " --log-level warn " + h5 + "/nvidia-gzip.hdf5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("instances   20\n"), std::string::npos) << r.out;
+
+  const std::string converted = (dir / "phase1.safetensors").string();
+  r = RunBinary("model convert " + ckpt + " " + converted + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // The bundle and its conversion score alike: the same weights.
+  Result from_bundle = RunBinary("score" + model + " --weights " + ckpt + ".index --data " + h5 +
+                                 "/nvidia-varlength.hdf5");
+  Result from_converted = RunBinary("score" + model + " --weights " + converted + " --data " + h5 +
+                                    "/nvidia-varlength.hdf5");
+  ASSERT_EQ(from_bundle.exit_code, 0) << from_bundle.err;
+  ASSERT_EQ(from_converted.exit_code, 0) << from_converted.err;
+  auto a = nlohmann::json::parse(from_bundle.out), b = nlohmann::json::parse(from_converted.out);
+  EXPECT_EQ(a["sequences"], 40);
+  EXPECT_EQ(a["mlm_loss_per_token"], b["mlm_loss_per_token"]);
+  EXPECT_EQ(a["nsp_accuracy"], b["nsp_accuracy"]);
+
+  const std::string run = (dir / "run").string();
+  r = RunBinary("train" + model + " --set data.store=" + train_store + " --set data.pack_index=" +
+                train_store + "/packs.pbpack --set data.eval=" + eval_store +
+                " --set train.init_checkpoint=" + ckpt +
+                " --set train.max_samples=40 --set train.micro_batch_rows=4"
+                " --set train.eval_every_samples=20 --set run.output_dir=" + run);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string mllog = testing::ReadText(run + "/mllog.txt");
+  EXPECT_NE(mllog.find("\"key\":\"eval_accuracy\""), std::string::npos) << mllog;
 }
 
 }  // namespace

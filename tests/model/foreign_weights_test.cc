@@ -5,6 +5,8 @@
 // with one line naming the file and the tensor.
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -43,8 +45,13 @@ bool HasPython(const std::string& module) {
   return known[module] = fs::exists("/usr/bin/python3") && std::system(command.c_str()) == 0;
 }
 
+// ctest runs each test in its own process, side by side: one folder each.
+std::string DirFor(const std::string& name) {
+  return fs::temp_directory_path() / absl::StrCat("pbert_foreign_", name, "_", ::getpid());
+}
+
 std::string FreshDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("pbert_foreign_" + name);
+  const std::string dir = DirFor(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -111,6 +118,7 @@ class TorchSaveTest : public ::testing::Test {
     }();
     dir_ = dir;
   }
+  static void TearDownTestSuite() { fs::remove_all(DirFor("torch")); }
   std::string dir_;
 };
 
@@ -154,6 +162,7 @@ class TensorBundleTest : public ::testing::Test {
     if (!HasPython("numpy")) GTEST_SKIP() << "needs python3-numpy for the bundle writer";
     dir_ = FreshDir("bundle");
   }
+  void TearDown() override { fs::remove_all(DirFor("bundle")); }
   // Writes the bundle of `test_case`; returns its prefix.
   std::string Write(const std::string& test_case) {
     std::string prefix = absl::StrCat(dir_, "/", test_case, "/model.ckpt-28252");
