@@ -341,10 +341,14 @@ class Unpickler {
     const int64_t offset = args[1]->i;
     int64_t last = offset;  // the last element the tensor reaches
     bool empty = false;
+    bool overflow = false;
     for (size_t d = 0; d < sizes.size(); ++d) {
       if (sizes[d] == 0) empty = true;
-      last += (sizes[d] - 1) * strides[d];
+      int64_t reach = 0;
+      overflow |= __builtin_mul_overflow(std::max<int64_t>(sizes[d] - 1, 0), strides[d], &reach) ||
+                  __builtin_add_overflow(last, reach, &last);
     }
+    if (overflow && !empty) return absl::DataLossError("a tensor's size and stride overflow");
     Ref v = Make(Value::Kind::kTensor);
     if (empty) {
       v->tensor = torch::empty(sizes, torch::TensorOptions().dtype(storage.scalar_type()));

@@ -13,9 +13,12 @@ Usage: write_tf_bundle.py PREFIX EXPECTED VOCAB HIDDEN LAYERS INTERMEDIATE MAXPO
 Writes the bundle at PREFIX, and EXPECTED.json + EXPECTED.f32: the values
 our model should hold after loading it, under Hugging Face names, in the
 PyTorch layout ([out, in] weights), as raw float32. CASE: good (default),
-unknown_dtype, missing, wrong_shape.
+unknown_dtype, missing, wrong_shape, or fuzz: then PREFIX-NNN for 200
+bundles whose index blocks are mutated (flipped bits, cuts, inserted bytes)
+before their CRCs are computed, so that the mutation reaches the parser.
 """
 import json
+import random
 import struct
 import sys
 
@@ -119,11 +122,28 @@ class BlockBuilder:
         return not self.buffer
 
 
-def write_table(path, items, block_size=512):
+def mutate(data, rng):
+    data = bytearray(data)
+    if not data:
+        return bytes(data)
+    kind = rng.randrange(3)
+    if kind == 0:
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    elif kind == 1:
+        data = data[:rng.randrange(len(data))]
+    else:
+        data.insert(rng.randrange(len(data)), rng.randrange(256))
+    return bytes(data)
+
+
+def write_table(path, items, block_size=512, change=None):
     out = bytearray()
     index = BlockBuilder(restart_interval=1)
 
     def emit(block):
+        if change is not None:
+            block = change(block)
         handle = varint(len(out)) + varint(len(block))
         trailer_type = b"\x00"
         out.extend(block + trailer_type + struct.pack("<I", mask(crc32c(block + trailer_type))))
@@ -220,6 +240,15 @@ def main():
         items.append((name.encode(),
                       entry_proto(dtype, value.shape, len(data), len(raw), crc32c(raw))))
         data += raw
+    if case == "fuzz":
+        rng = random.Random(9)
+        for k in range(200):
+            with open(f"{prefix}-{k:03d}.data-00000-of-00001", "wb") as f:
+                f.write(data)
+            # One block in three changed (the index block among them).
+            write_table(f"{prefix}-{k:03d}.index", items,
+                        change=lambda b: mutate(b, rng) if rng.random() < 0.34 else b)
+        return
     with open(prefix + ".data-00000-of-00001", "wb") as f:
         f.write(data)
     write_table(prefix + ".index", items)

@@ -13,9 +13,15 @@ Writes in DIR:
   legacy.pt     the same state dict in the pre-1.6 (non-zip) format
   no_tensors.pt a dict without tensors
   expected.json + expected.f32: every parameter under Hugging Face names, raw
+  fuzz/NNN.pt   hf.pt with its data.pkl mutated (flipped bits, cut, spliced),
+                re-zipped with valid CRCs so that the mutation reaches the
+                unpickler: the reader must refuse or read each, never crash
 """
 import copy
 import json
+import os
+import random
+import zipfile
 import sys
 
 import torch
@@ -69,6 +75,34 @@ def build(vocab, hidden, layers, inter, max_pos, dense="dense"):
     return root
 
 
+def mutate(data, rng):
+    data = bytearray(data)
+    kind = rng.randrange(4)
+    if kind == 0:  # flip a few bits
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    elif kind == 1:  # cut
+        data = data[:rng.randrange(len(data))]
+    elif kind == 2:  # a random byte (often an opcode) somewhere
+        data.insert(rng.randrange(len(data)), rng.randrange(256))
+    else:  # repeat a slice (memo keys, marks, nested containers)
+        a = rng.randrange(len(data))
+        b = min(len(data), a + rng.randint(1, 16))
+        data[a:a] = data[a:b]
+    return bytes(data)
+
+
+def write_fuzz(source, folder, count):
+    os.makedirs(folder, exist_ok=True)
+    rng = random.Random(5)
+    with zipfile.ZipFile(source) as z:
+        records = [(info.filename, z.read(info.filename)) for info in z.infolist()]
+    for k in range(count):
+        with zipfile.ZipFile(f"{folder}/{k:03d}.pt", "w", zipfile.ZIP_STORED) as z:
+            for name, data in records:
+                z.writestr(name, mutate(data, rng) if name.endswith("/data.pkl") else data)
+
+
 def main():
     out = sys.argv[1]
     vocab, hidden, layers, inter, max_pos = map(int, sys.argv[2:7])
@@ -100,6 +134,8 @@ def main():
                f"{out}/nvidia.pt")
     torch.save(hf.state_dict(), f"{out}/legacy.pt", _use_new_zipfile_serialization=False)
     torch.save({"epoch": 1, "files": ["a"]}, f"{out}/no_tensors.pt")
+
+    write_fuzz(f"{out}/hf.pt", f"{out}/fuzz", 300)
 
     names = [n for n, _ in hf.named_parameters()]  # tied ones once
     with open(f"{out}/expected.json", "w") as f:
