@@ -11,7 +11,17 @@ namespace pbert::data {
 absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instance*>>& rows,
                                       const BatchShape& shape) {
   const int64_t B = static_cast<int64_t>(rows.size());
-  const int64_t S = shape.max_len;
+  int64_t S = shape.max_len;
+  if (shape.fit_width) {
+    int64_t longest = 1;
+    for (const auto& row : rows) {
+      int64_t tokens = 0;
+      for (const Instance* instance : row) tokens += instance->length();
+      longest = std::max(longest, tokens);
+    }
+    S = std::min<int64_t>(S, (longest + 7) / 8 * 8);
+    S = std::max(S, longest);  // a max_len that is no multiple of 8
+  }
   const int64_t D = shape.max_depth;
   int64_t M = shape.max_predictions;
   int64_t needed = 1;

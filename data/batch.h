@@ -33,6 +33,9 @@ struct BatchShape {
   int max_len = 512;        // S
   int max_depth = 8;        // D: sequence slots per row
   int max_predictions = 0;  // M: MLM slots per row; 0 = the most any row needs
+  // Dynamic padding: S is the longest row of the micro-batch rounded up to
+  // a multiple of 8 (at most max_len), as Hugging Face's collators pad.
+  bool fit_width = false;
 };
 
 // Lays out `rows` (each a list of instances sharing a row) as a packed

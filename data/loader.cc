@@ -81,6 +81,27 @@ uint64_t Loader::RowAt(uint64_t row) {
     std::iota(fresh->begin(), fresh->end(), 0u);
     Rng rng(options_.seed, epoch);
     rng.Shuffle(*fresh);
+    if (options_.group_by_length) {
+      std::vector<uint32_t> tokens(n, 0);
+      for (uint64_t row = 0; row < n; ++row) {
+        for (uint32_t id : index_->Row(row)) tokens[row] += source_->Length(id);
+      }
+      std::stable_sort(fresh->begin(), fresh->end(),
+                       [&](uint32_t a, uint32_t b) { return tokens[a] < tokens[b]; });
+      // Micro-batches of B rows of like length, in a shuffled order.
+      const uint64_t B = static_cast<uint64_t>(options_.rows_per_batch);
+      std::vector<uint64_t> chunks((n + B - 1) / B);
+      std::iota(chunks.begin(), chunks.end(), uint64_t{0});
+      rng.Shuffle(chunks);
+      std::vector<uint32_t> grouped;
+      grouped.reserve(n);
+      for (uint64_t c : chunks) {
+        for (uint64_t i = c * B; i < std::min<uint64_t>(n, (c + 1) * B); ++i) {
+          grouped.push_back((*fresh)[i]);
+        }
+      }
+      *fresh = std::move(grouped);
+    }
     std::lock_guard<std::mutex> lock(order_mu_);
     order = orders_.emplace(epoch, std::move(fresh)).first->second;
     // Workers are at most a few steps apart: older epochs are done with.

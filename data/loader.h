@@ -34,6 +34,11 @@ struct LoaderOptions {
   int rank = 0;
   int world_size = 1;
   bool shuffle = true;  // a seeded shuffle of the rows per epoch; off: index order
+  // Uniform-length ("smart") batching, with shuffle: each epoch's shuffled
+  // rows are sorted by tokens (stably), cut into micro-batches of
+  // rows_per_batch, and the micro-batches shuffled. Pair with
+  // shape.fit_width, so that short batches are short.
+  bool group_by_length = false;
   uint64_t seed = 0;
   // Stop after one pass over the rows (eval, score); the last step may be
   // short, and a rank may get fewer micro-batches or none.
