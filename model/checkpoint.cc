@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -143,7 +144,13 @@ absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensors(const std::str
 
 std::vector<std::string> WeightFormatNames() { return {"safetensors", "torch", "tensorflow"}; }
 
-absl::StatusOr<Weights> ReadWeights(const std::string& path) {
+absl::StatusOr<Weights> ReadWeights(const std::string& given) {
+  // A checkpoint folder of ours stands for its weights.
+  std::error_code error;
+  const std::string path = std::filesystem::is_directory(given, error) &&
+                                   std::filesystem::is_regular_file(given + "/model.safetensors")
+                               ? given + "/model.safetensors"
+                               : given;
   Weights out;
   std::vector<std::pair<std::string, at::Tensor>> named;
   std::function<MappedName(const std::string&)> map_name = MapTorchName;

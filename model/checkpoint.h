@@ -42,7 +42,9 @@ struct Weights {
 };
 
 // Reads any weight format into our names (model/weight_names.h), TensorFlow
-// kernels transposed. Two tensors that map to one name are an error.
+// kernels transposed; a checkpoint folder of `train` stands for its
+// model.safetensors. Two different tensors that map to one name are an
+// error.
 absl::StatusOr<Weights> ReadWeights(const std::string& path);
 
 // Copies the tensors of `path` (any format) into the parameters of `module`,

@@ -26,8 +26,8 @@ uint64_t Le(Bytes b, size_t at, int n) {
 }
 
 // The records of a zip archive as torch.save writes them: stored, not
-// compressed, each checked against its CRC-32 when read (LibTorch's own
-// reader skips that check). Zip64 sizes and offsets are followed.
+// compressed, each checked against its CRC-32 when read. Zip64 sizes and
+// offsets are followed.
 class ZipArchive {
  public:
   static absl::StatusOr<ZipArchive> Open(Bytes file) {

@@ -161,5 +161,49 @@ TEST(LoaderTest, RefusesAnIndexOfOtherDataAndADamagedRecord) {
             "bad.hdf5: sequence 1: a token id outside the vocabulary of 100");
 }
 
+TEST(LoaderTest, DynamicWidthAndUniformLengthBatches) {
+  // One sequence per row: smart batching's setting.
+  Fixture f = Make("none");
+  LoaderOptions o = Options(8, 1, 0, 1);
+  o.shape = {64, 1, 0, /*fit_width=*/true};
+  o.group_by_length = true;
+  o.single_pass = false;
+  auto loader = Loader::Create(f.source, f.index, o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const int64_t batches = (203 + 7) / 8;  // one epoch of micro-batches
+  std::multiset<int64_t> widths;
+  int64_t spread_sum = 0, padded = 0, slots = 0;
+  std::set<int64_t> served;
+  for (int64_t s = 0; s < batches; ++s) {
+    auto step = (*loader)->Next();
+    ASSERT_TRUE(step.ok()) << step.status();
+    const PackedBatch& b = step->batches[0];
+    auto sid = b.sequence_ids.accessor<int64_t, 2>();
+    int64_t shortest = 64, longest = 0;
+    for (int64_t r = 0; r < b.rows(); ++r) {
+      int64_t length = 0;
+      for (int64_t j = 0; j < b.input_ids.size(1); ++j) length += sid[r][j] > 0;
+      shortest = std::min(shortest, length);
+      longest = std::max(longest, length);
+    }
+    // The batch is as wide as its longest row, rounded up to 8.
+    EXPECT_EQ(b.input_ids.size(1), (longest + 7) / 8 * 8);
+    widths.insert(b.input_ids.size(1));
+    spread_sum += longest - shortest;
+    padded += b.input_ids.numel() - step->tokens;
+    const auto fingerprints = Fingerprints(*step);
+    served.insert(fingerprints[0].begin(), fingerprints[0].end());
+    slots += b.input_ids.numel();
+  }
+  // Sorted into batches of like length: lengths 4..40 spread over 26
+  // batches leave ~1.4 tokens between a batch's shortest and longest row
+  // (a random batch: ~30), and batches of every width occur.
+  EXPECT_LT(static_cast<double>(spread_sum) / batches, 4.0);
+  EXPECT_GE(widths.count(8) + widths.count(16), 1u);
+  EXPECT_GE(widths.count(40), 1u);
+  EXPECT_LT(static_cast<double>(padded) / slots, 0.25);
+  EXPECT_EQ(served.size(), 203u) << "every sequence once an epoch";
+}
+
 }  // namespace
 }  // namespace pbert::data

@@ -55,6 +55,18 @@ TEST(CheckpointTest, RoundTripIsBitIdentical) {
   EXPECT_EQ(*ReadFile(first), *ReadFile(second));
 }
 
+TEST(CheckpointTest, ACheckpointFolderStandsForItsWeights) {
+  torch::manual_seed(3);
+  BertForPreTraining a(testing::TinyOptions());
+  const std::string dir = Temp("step-00000010");
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(SaveSafetensors(*a, dir + "/model.safetensors").ok());
+  BertForPreTraining b(testing::TinyOptions());
+  ASSERT_TRUE(LoadWeights(*b, dir).ok());
+  EXPECT_TRUE(torch::equal(a->named_parameters()[0].value(), b->named_parameters()[0].value()));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CheckpointTest, AnIndependentReaderAgrees) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3";
   BertForPreTraining model(testing::TinyOptions());
