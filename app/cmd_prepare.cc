@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -73,7 +74,10 @@ absl::Status RunPrepare(const Args& args) {
       for (auto& [name, other] : bars) {
         if (other) other->Finish();
       }
-      const char* unit = stage == "read" ? "files" : stage == "tokenize" ? "B" : "instances";
+      const char* unit = stage == "read"                     ? "files"
+                         : stage == "tokenize"               ? "B"
+                         : absl::StartsWith(stage, "import") ? "rows"
+                                                             : "instances";
       bar = std::make_unique<Progress>(stage, total, unit);
     }
     bar->Add(done);

@@ -14,6 +14,11 @@
 namespace pbert::data {
 namespace {
 
+// One progress bar per imported file, counting its rows.
+std::string ImportStage(const std::string& path) {
+  return "import " + std::filesystem::path(path).filename().string();
+}
+
 void Count(const Instance& in, PrepareSummary* summary) {
   summary->instances += 1;
   summary->tokens += in.length();
@@ -57,7 +62,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
                        reader->Read(begin, std::min(kChunk, reader->size() - begin), &depths));
       if (o.pick > 0) {  // picked from all inputs at the end
         for (Instance& in : chunk) picked_from.push_back(std::move(in));
-        if (progress) progress("import", depths.size(), reader->size());
+        if (progress) progress(ImportStage(path), depths.size(), reader->size());
         continue;
       }
       size_t next = 0;
@@ -70,7 +75,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
           Count(chunk[next], summary);
         }
       }
-      if (progress) progress("import", depths.size(), reader->size());
+      if (progress) progress(ImportStage(path), depths.size(), reader->size());
     }
   }
   if (o.pick > 0) {
