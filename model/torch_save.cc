@@ -234,6 +234,18 @@ class Unpickler {
     return s;
   }
   void Push(Ref v) { stack_.push_back(std::move(v)); }
+  // A string or bytes object after its `width`-byte length.
+  absl::Status PushText(int width) {
+    ASSIGN_OR_RETURN(uint64_t n, Little(width));
+    ASSIGN_OR_RETURN(std::string s, Text(n));
+    Push(String(std::move(s)));
+    return absl::OkStatus();
+  }
+  absl::Status PushUnsigned(int width) {
+    ASSIGN_OR_RETURN(uint64_t v, Little(width));
+    Push(Int(static_cast<int64_t>(v)));
+    return absl::OkStatus();
+  }
   absl::StatusOr<Ref> Pop() {
     if (stack_.size() <= Floor()) return absl::DataLossError("pop from an empty stack");
     Ref v = stack_.back();
@@ -408,16 +420,10 @@ class Unpickler {
         Push(v);
         return absl::OkStatus();
       }
-      case 'K': {  // BININT1
-        ASSIGN_OR_RETURN(uint64_t v, Little(1));
-        Push(Int(static_cast<int64_t>(v)));
-        return absl::OkStatus();
-      }
-      case 'M': {  // BININT2
-        ASSIGN_OR_RETURN(uint64_t v, Little(2));
-        Push(Int(static_cast<int64_t>(v)));
-        return absl::OkStatus();
-      }
+      case 'K':  // BININT1
+        return PushUnsigned(1);
+      case 'M':  // BININT2
+        return PushUnsigned(2);
       case 'J': {  // BININT: signed 32-bit
         ASSIGN_OR_RETURN(uint64_t v, Little(4));
         Push(Int(static_cast<int32_t>(static_cast<uint32_t>(v))));
@@ -441,29 +447,17 @@ class Unpickler {
         Push(v);
         return absl::OkStatus();
       }
-      case 'X':    // BINUNICODE
-      case 'B':    // BINBYTES
-      case 'T': {  // BINSTRING
-        ASSIGN_OR_RETURN(uint64_t n, Little(4));
-        ASSIGN_OR_RETURN(std::string s, Text(n));
-        Push(String(std::move(s)));
-        return absl::OkStatus();
-      }
-      case 0x8c:   // SHORT_BINUNICODE
-      case 'C':    // SHORT_BINBYTES
-      case 'U': {  // SHORT_BINSTRING
-        ASSIGN_OR_RETURN(uint64_t n, Little(1));
-        ASSIGN_OR_RETURN(std::string s, Text(n));
-        Push(String(std::move(s)));
-        return absl::OkStatus();
-      }
-      case 0x8d:    // BINUNICODE8
-      case 0x8e: {  // BINBYTES8
-        ASSIGN_OR_RETURN(uint64_t n, Little(8));
-        ASSIGN_OR_RETURN(std::string s, Text(n));
-        Push(String(std::move(s)));
-        return absl::OkStatus();
-      }
+      case 'X':  // BINUNICODE
+      case 'B':  // BINBYTES
+      case 'T':  // BINSTRING
+        return PushText(4);
+      case 0x8c:  // SHORT_BINUNICODE
+      case 'C':   // SHORT_BINBYTES
+      case 'U':   // SHORT_BINSTRING
+        return PushText(1);
+      case 0x8d:  // BINUNICODE8
+      case 0x8e:  // BINBYTES8
+        return PushText(8);
       case ')':
         Push(Tuple({}));
         return absl::OkStatus();

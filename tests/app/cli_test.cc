@@ -187,18 +187,7 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
   const std::string data = (dir / "d.hdf5").string(), store = (dir / "store").string();
   ASSERT_TRUE(
       data::WriteHdf5(data, pbert::testing::RandomInstances(30, 5, 40, 500, 4), 64, 40).ok());
-  {
-    std::ofstream vocab(dir / "vocab.txt");  // BERT's special tokens where BERT has them
-    for (int i = 0; i < 500; ++i) {
-      vocab << (i == 0     ? "[PAD]"
-                : i == 100 ? "[UNK]"
-                : i == 101 ? "[CLS]"
-                : i == 102 ? "[SEP]"
-                : i == 103 ? "[MASK]"
-                           : "w" + std::to_string(i))
-            << "\n";
-    }
-  }
+  pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
   Result prepared = RunBinary("prepare --input-format hdf5 --vocab " + (dir / "vocab.txt").string() +
                               " --out " + store + " --log-level warn " + data);
   ASSERT_EQ(prepared.exit_code, 0) << prepared.err;
@@ -375,17 +364,7 @@ TEST(CliTest, MlperfPathOnFilesOtherToolsWrote) {
                             .c_str()),
             0);
   const auto expected = nlohmann::json::parse(testing::ReadText(h5 + "/expected.json"));
-  std::string vocab_text;
-  for (int i = 0; i < 30522; ++i) {
-    vocab_text += (i == 0     ? "[PAD]"
-                   : i == 100 ? "[UNK]"
-                   : i == 101 ? "[CLS]"
-                   : i == 102 ? "[SEP]"
-                   : i == 103 ? "[MASK]"
-                              : "w" + std::to_string(i)) +
-                  "\n";
-  }
-  const std::string vocab = testing::WriteFile((dir / "vocab.txt").string(), vocab_text);
+  const std::string vocab = pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 30522);
   const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
                             "/configs/bert-tiny.yaml --set model.hidden_size=32"
                             " --set model.intermediate_size=64 --set data.max_seq_len=64"

@@ -35,6 +35,28 @@ std::vector<Instance> Instances(int n, int max_len, int max_predictions) {
   return out;
 }
 
+std::vector<int> InOrder(size_t n) {
+  std::vector<int> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int>(i);
+  return order;
+}
+
+// The sequences of `source` against the writer's, in `order`.
+void ExpectSequences(const SequenceSource& source, const nlohmann::json& sequences,
+                     const std::vector<int>& order) {
+  ASSERT_EQ(source.size(), order.size()) << source.name();
+  for (size_t i = 0; i < order.size(); ++i) {
+    Instance in;
+    ASSERT_TRUE(source.Read(i, &in).ok()) << source.name() << " " << i;
+    const auto& want = sequences[order[i]];
+    EXPECT_EQ(in.input_ids, want["input_ids"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(in.segment_ids, want["segment_ids"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(in.masked_positions, want["masked_positions"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(in.masked_ids, want["masked_ids"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(in.next_sentence_label, want["next_sentence_label"].get<int>()) << i;
+  }
+}
+
 // Files written by h5py (python3-h5py), in the dtypes and layouts MLPerf
 // BERT files come in, read against what the writer says they hold; and bad
 // files, each refused with one error naming what is wrong.
@@ -59,6 +81,20 @@ class H5pyFilesTest : public ::testing::Test {
     std::ifstream in(*dir_ + "/expected.json");
     expected_ = nlohmann::json::parse(in);
   }
+  // Each file <dir>PREFIX<case>.hdf5 of `cases` ({case: what the error
+  // must name}) is refused with one line naming the file and that.
+  void ExpectEachRefused(const nlohmann::json& cases, const std::string& prefix) {
+    for (const auto& [name, must_name] : cases.items()) {
+      const std::string path = *dir_ + prefix + name + ".hdf5";
+      absl::Status status = OpenSequences(path, expected_["vocab_size"].get<uint32_t>()).status();
+      ASSERT_FALSE(status.ok()) << name << " was accepted";
+      const std::string message(status.message());
+      EXPECT_NE(message.find(path), std::string::npos) << message;
+      EXPECT_NE(message.find(must_name.get<std::string>()), std::string::npos)
+          << name << ": " << message;
+      EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+    }
+  }
   static std::string* dir_;
   static bool available_, ok_;
   nlohmann::json expected_;
@@ -74,48 +110,13 @@ TEST_F(H5pyFilesTest, EveryDtypeAndLayoutReadsAsWritten) {
     const std::string path = *dir_ + "/" + variant.get<std::string>() + ".hdf5";
     auto source = OpenSequences(path, expected_["vocab_size"].get<uint32_t>());
     ASSERT_TRUE(source.ok()) << source.status();
-    ASSERT_EQ((*source)->size(), sequences.size()) << path;
-    for (size_t i = 0; i < sequences.size(); ++i) {
-      Instance in;
-      ASSERT_TRUE((*source)->Read(i, &in).ok()) << path << " row " << i;
-      const auto& want = sequences[i];
-      EXPECT_EQ(in.input_ids, want["input_ids"].get<std::vector<int32_t>>()) << path << " " << i;
-      EXPECT_EQ(in.segment_ids, want["segment_ids"].get<std::vector<int32_t>>()) << path;
-      EXPECT_EQ(in.masked_positions, want["masked_positions"].get<std::vector<int32_t>>()) << path;
-      EXPECT_EQ(in.masked_ids, want["masked_ids"].get<std::vector<int32_t>>()) << path;
-      EXPECT_EQ(in.next_sentence_label, want["next_sentence_label"].get<int>()) << path;
-    }
+    ExpectSequences(**source, sequences, InOrder(sequences.size()));
   }
 }
 
 TEST_F(H5pyFilesTest, BadFilesAreOneErrorNamingTheFileAndTheFault) {
   ASSERT_EQ(expected_["bad"].size(), 7u);
-  for (const auto& [name, must_name] : expected_["bad"].items()) {
-    const std::string path = *dir_ + "/bad-" + name + ".hdf5";
-    absl::Status status = OpenSequences(path, expected_["vocab_size"].get<uint32_t>()).status();
-    ASSERT_FALSE(status.ok()) << name << " was accepted";
-    const std::string message(status.message());
-    EXPECT_NE(message.find(path), std::string::npos) << message;
-    EXPECT_NE(message.find(must_name.get<std::string>()), std::string::npos)
-        << name << ": " << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
-  }
-}
-
-// The sequences of `source` against the writer's, in `order`.
-void ExpectSequences(const SequenceSource& source, const nlohmann::json& sequences,
-                     const std::vector<int>& order) {
-  ASSERT_EQ(source.size(), order.size()) << source.name();
-  for (size_t i = 0; i < order.size(); ++i) {
-    Instance in;
-    ASSERT_TRUE(source.Read(i, &in).ok()) << source.name() << " " << i;
-    const auto& want = sequences[order[i]];
-    EXPECT_EQ(in.input_ids, want["input_ids"].get<std::vector<int32_t>>()) << i;
-    EXPECT_EQ(in.segment_ids, want["segment_ids"].get<std::vector<int32_t>>()) << i;
-    EXPECT_EQ(in.masked_positions, want["masked_positions"].get<std::vector<int32_t>>()) << i;
-    EXPECT_EQ(in.masked_ids, want["masked_ids"].get<std::vector<int32_t>>()) << i;
-    EXPECT_EQ(in.next_sentence_label, want["next_sentence_label"].get<int>()) << i;
-  }
+  ExpectEachRefused(expected_["bad"], "/bad-");
 }
 
 TEST_F(H5pyFilesTest, NvidiaVariableLengthReadsAsWritten) {
@@ -125,24 +126,7 @@ TEST_F(H5pyFilesTest, NvidiaVariableLengthReadsAsWritten) {
   EXPECT_EQ((*reader)->layout(), Hdf5Layout::kVariable);
   auto source = OpenSequences(path, expected_["vocab_size"].get<uint32_t>());
   ASSERT_TRUE(source.ok()) << source.status();
-  std::vector<int> order(expected_["sequences"].size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  ExpectSequences(**source, expected_["sequences"], order);
-}
-
-// A vocabulary of `size` words with BERT's special tokens where BERT has them.
-std::string WriteVocab(const std::string& path, int size) {
-  std::ofstream vocab(path);
-  for (int i = 0; i < size; ++i) {
-    vocab << (i == 0     ? "[PAD]"
-              : i == 100 ? "[UNK]"
-              : i == 101 ? "[CLS]"
-              : i == 102 ? "[SEP]"
-              : i == 103 ? "[MASK]"
-                         : "w" + std::to_string(i))
-          << "\n";
-  }
-  return path;
+  ExpectSequences(**source, expected_["sequences"], InOrder(expected_["sequences"].size()));
 }
 
 TEST_F(H5pyFilesTest, NvidiaPackedRowsAreKept) {
@@ -170,7 +154,7 @@ TEST_F(H5pyFilesTest, NvidiaPackedRowsAreKept) {
   PrepareOptions o;
   o.inputs = {path};
   o.input_format = "hdf5";
-  o.vocab = WriteVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
+  o.vocab = testing::WriteTestVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
   o.instances.max_seq_len = expected_["packed_len"].get<int>();
   o.output = *dir_ + "/packed-store";
   o.overwrite = true;
@@ -197,16 +181,7 @@ TEST_F(H5pyFilesTest, NvidiaPackedRowsAreKept) {
 
 TEST_F(H5pyFilesTest, BadPackedFilesAreOneErrorNamingTheFileAndTheFault) {
   ASSERT_EQ(expected_["bad_packed"].size(), 3u);
-  for (const auto& [name, must_name] : expected_["bad_packed"].items()) {
-    const std::string path = *dir_ + "/bad-packed-" + name + ".hdf5";
-    absl::Status status = OpenSequences(path, expected_["vocab_size"].get<uint32_t>()).status();
-    ASSERT_FALSE(status.ok()) << name << " was accepted";
-    const std::string message(status.message());
-    EXPECT_NE(message.find(path), std::string::npos) << message;
-    EXPECT_NE(message.find(must_name.get<std::string>()), std::string::npos)
-        << name << ": " << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
-  }
+  ExpectEachRefused(expected_["bad_packed"], "/bad-packed-");
 }
 
 TEST_F(H5pyFilesTest, PickMatchesMlperfsPickEvalSamples) {
@@ -217,7 +192,7 @@ TEST_F(H5pyFilesTest, PickMatchesMlperfsPickEvalSamples) {
   PrepareOptions o;
   o.inputs = {path};
   o.input_format = "hdf5";
-  o.vocab = WriteVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
+  o.vocab = testing::WriteTestVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
   o.instances.max_seq_len = 32;
   o.output = *dir_ + "/picked-store";
   o.overwrite = true;

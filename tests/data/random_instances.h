@@ -3,7 +3,9 @@
 // their comparison.
 #pragma once
 
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "data/instance.h"
@@ -39,6 +41,23 @@ inline void ExpectSameInstance(const data::Instance& a, const data::Instance& b)
   ASSERT_EQ(a.masked_positions, b.masked_positions);
   ASSERT_EQ(a.masked_ids, b.masked_ids);
   ASSERT_EQ(a.next_sentence_label, b.next_sentence_label);
+}
+
+// Writes a vocabulary of `size` words with BERT's special tokens where BERT
+// has them ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103); returns
+// `path`.
+inline std::string WriteTestVocab(const std::string& path, int size) {
+  std::ofstream vocab(path);
+  for (int i = 0; i < size; ++i) {
+    vocab << (i == 0     ? "[PAD]"
+              : i == 100 ? "[UNK]"
+              : i == 101 ? "[CLS]"
+              : i == 102 ? "[SEP]"
+              : i == 103 ? "[MASK]"
+                         : "w" + std::to_string(i))
+          << "\n";
+  }
+  return path;
 }
 
 }  // namespace pbert::testing
