@@ -129,11 +129,56 @@ std::string OneChart(const Chart& chart, double ox, double oy) {
     absl::StrAppendFormat(&svg,
                           "<polyline points='%s' fill='none' stroke='%s' stroke-width='1.6'/>\n",
                           line, color);
+  }
+  // The legend goes in the corner of the plot that the lines and bands cross
+  // least (top left on a tie), so that it hides as little data as possible.
+  size_t longest = 0;
+  for (const ChartSeries& s : chart.series) longest = std::max(longest, s.name.size());
+  const double lw = 30 + 5.6 * static_cast<double>(longest);
+  const double lh = 8 + 13.0 * static_cast<double>(chart.series.size());
+  double best_x = kLeft + 4, best_y = kTop + 2;
+  size_t best_hits = std::numeric_limits<size_t>::max();
+  for (int corner = 0; corner < 4; ++corner) {
+    const double bx = corner % 2 == 0 ? kLeft + 4 : kLeft + pw - 4 - lw;
+    const double by = corner < 2 ? kTop + 2 : kTop + ph - 2 - lh;
+    size_t hits = 0;
+    // Points along each segment of the lines and band edges, in pixels.
+    auto count = [&](double xa, double ya, double xb, double yb) {
+      if (!std::isfinite(xa) || !std::isfinite(ya) || !std::isfinite(xb) || !std::isfinite(yb)) {
+        return;
+      }
+      for (int j = 0; j <= 8; ++j) {
+        const double px = X(xa + (xb - xa) * j / 8), py = Y(ya + (yb - ya) * j / 8);
+        if (px >= bx && px <= bx + lw && py >= by && py <= by + lh) ++hits;
+      }
+    };
+    for (const ChartSeries& s : chart.series) {
+      const bool band = s.low.size() == s.points.size() && s.high.size() == s.points.size();
+      for (size_t i = 0; i < s.points.size(); ++i) {
+        const size_t h = i == 0 ? 0 : i - 1;
+        const auto [xa, ya] = s.points[h];
+        const auto [xb, yb] = s.points[i];
+        count(xa, ya, xb, yb);
+        if (band) {
+          count(xa, s.low[h], xb, s.low[i]);
+          count(xa, s.high[h], xb, s.high[i]);
+        }
+      }
+    }
+    if (hits < best_hits) {
+      best_hits = hits;
+      best_x = bx;
+      best_y = by;
+    }
+  }
+  for (size_t k = 0; k < chart.series.size(); ++k) {
+    const char* color = kColors[k % (sizeof(kColors) / sizeof(kColors[0]))];
+    const double row = best_y + 4 + 13.0 * static_cast<double>(k);
     absl::StrAppendFormat(&svg,
-                          "<rect x='%.0f' y='%d' width='10' height='3' fill='%s'/>"
-                          "<text x='%.0f' y='%d' font-size='10'>%s</text>\n",
-                          kLeft + 8.0, kTop + 10 + 13 * static_cast<int>(k), color, kLeft + 22.0,
-                          kTop + 14 + 13 * static_cast<int>(k), Escape(s.name));
+                          "<rect x='%.0f' y='%.0f' width='10' height='3' fill='%s'/>"
+                          "<text x='%.0f' y='%.0f' font-size='10'>%s</text>\n",
+                          best_x + 4, row + 6, color, best_x + 18, row + 10,
+                          Escape(chart.series[k].name));
   }
   svg += "</g>\n";
   return svg;
