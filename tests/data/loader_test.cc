@@ -197,8 +197,8 @@ TEST(LoaderTest, DynamicWidthAndUniformLengthBatches) {
   }
   // Sorted into batches of like length: 203 lengths of 4..40 in 26
   // batches leave a few tokens between a batch's shortest and longest row
-  // (eight random lengths of 4..40 span about 28 on average), and both narrow and
-  // full-width batches occur.
+  // (eight random lengths of 4..40 span about 28 on average), and both
+  // narrow and full-width batches occur.
   EXPECT_LT(static_cast<double>(spread_sum) / batches, 4.0);
   EXPECT_GE(widths.count(8) + widths.count(16), 1u);
   EXPECT_GE(widths.count(40), 1u);
