@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(environment.master_port);
     options.timeout = timeout;
+    torch_compat::UseClassicTcpStore(options);
     c10::intrusive_ptr<c10d::Store> store;
     if (environment.use_agent_store) {
       // torchrun's agent hosts the store; each restart of the workers keeps
@@ -63,9 +64,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 #endif
     }
   } catch (const std::exception& e) {
+    // LibTorch appends its C++ stack to the message: the first line says what.
+    const std::string what = e.what();
     return absl::UnavailableError(absl::StrCat(
         "cannot join the process group at ", environment.master_addr, ":", environment.master_port,
-        " as rank ", environment.rank, " of ", environment.world_size, ": ", e.what()));
+        " as rank ", environment.rank, " of ", environment.world_size, ": ",
+        what.substr(0, what.find('\n'))));
   }
   return communicator;
 }

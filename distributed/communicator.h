@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/torch_compat.h"
 #include "distributed/environment.h"
 
 namespace c10d {
-class ProcessGroup;
 class Store;
 }
 
@@ -58,7 +58,7 @@ class Communicator {
 
   Environment environment_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<torch_compat::CollectiveBackend> group_;
 };
 
 }  // namespace pbert::distributed

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/torch_compat.h"
 #include "model/dropout.h"
 
 namespace pbert::model {
@@ -94,7 +95,7 @@ at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   auto attend = [&](const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh,
                     const at::Tensor& mask) {
     if (dropout_p == 0.0 || !qh.device().is_cpu()) {
-      return std::get<0>(at::_scaled_dot_product_attention(qh, kh, vh, mask, dropout_p));
+      return torch_compat::ScaledDotProductAttention(qh, kh, vh, mask, dropout_p);
     }
     at::Tensor scores = at::matmul(qh.mul(1.0 / std::sqrt(static_cast<double>(d))),
                                    kh.transpose(-2, -1));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/platform.h"
+#include "common/torch_compat.h"
 
 namespace pbert::model {
 
@@ -42,22 +43,13 @@ absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceTyp
       absl::StrCat("model.precision '", name, "' is not one of: auto, fp32, bf16, fp16"));
 }
 
-AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) {
+AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) : device_(device) {
   if (precision == Precision::kFp32) return;
   active_ = true;
-  cuda_ = device == c10::DeviceType::CUDA;
-  const auto dtype = precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
-  if (cuda_) {
-    was_enabled_ = at::autocast::is_enabled();
-    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(dtype);
-    at::autocast::set_enabled(true);
-  } else {
-    was_enabled_ = at::autocast::is_cpu_enabled();
-    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_autocast_cpu_dtype(dtype);
-    at::autocast::set_cpu_enabled(true);
-  }
+  was_enabled_ = torch_compat::AutocastEnabled(device_);
+  previous_dtype_ = torch_compat::AutocastDtype(device_);
+  torch_compat::SetAutocastDtype(device_, precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf);
+  torch_compat::SetAutocastEnabled(device_, true);
   at::autocast::increment_nesting();
 }
 
@@ -66,13 +58,8 @@ AutocastGuard::~AutocastGuard() {
   // Casts are cached while autocast is on; leaving the outermost region
   // must drop them or they would outlive the weights they were made from.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (cuda_) {
-    at::autocast::set_enabled(was_enabled_);
-    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
-  } else {
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
-  }
+  torch_compat::SetAutocastEnabled(device_, was_enabled_);
+  torch_compat::SetAutocastDtype(device_, previous_dtype_);
 }
 
 bool LossScaler::Unscale(const std::vector<at::Tensor>& parameters) const {

@@ -39,8 +39,8 @@ class AutocastGuard {
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
  private:
+  c10::DeviceType device_;
   bool active_ = false;
-  bool cuda_ = false;
   bool was_enabled_ = false;
   c10::ScalarType previous_dtype_ = c10::ScalarType::Undefined;
 };

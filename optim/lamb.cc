@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/torch_compat.h"
+
 namespace pbert::optim {
 
 LambOptions::LambOptions(double lr) : lr_(lr) {}
@@ -149,7 +151,7 @@ torch::Tensor Lamb::step(LossClosure closure) {
       if (!p.grad().defined()) continue;
       const torch::Tensor& grad = p.grad();
       TORCH_CHECK(!grad.is_sparse(), "Lamb does not support sparse gradients");
-      auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      auto key = torch_compat::OptimizerStateKey(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto state = std::make_unique<LambParamState>();

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/append_log.h"
@@ -44,7 +45,15 @@ std::string CpuRngState() {
 }
 
 absl::Status RestoreCpuRng(const std::string& hex) {
-  std::string bytes = absl::HexStringToBytes(hex);
+  // absl::HexStringToBytes changed its signature after Debian 12's Abseil.
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    int byte = 0;
+    if (!absl::SimpleHexAtoi(hex.substr(i, 2), &byte)) {
+      return absl::DataLossError("the checkpoint's random generator state is not hexadecimal");
+    }
+    bytes.push_back(static_cast<char>(byte));
+  }
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   at::Tensor current = generator.get_state();

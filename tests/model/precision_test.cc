@@ -1,8 +1,8 @@
 #include "model/precision.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "common/torch_compat.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "tests/model/fixtures.h"
@@ -29,10 +29,10 @@ TEST(PrecisionTest, Bf16AutocastOnCpuKeepsFp32WeightsAndCloseLogits) {
   PretrainingLogits mixed;
   {
     AutocastGuard guard(Precision::kBf16, c10::DeviceType::CPU);
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(torch_compat::AutocastEnabled(c10::DeviceType::CPU));
     mixed = model(batch);
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(torch_compat::AutocastEnabled(c10::DeviceType::CPU));
   EXPECT_EQ(mixed.mlm.scalar_type(), at::kBFloat16);  // computed in bf16
   for (const auto& p : model->parameters()) EXPECT_EQ(p.scalar_type(), at::kFloat);
   double error = (mixed.mlm.to(at::kFloat) - reference.mlm).abs().max().item<double>();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "common/torch_compat.h"
 #include "gtest/gtest.h"
 #include "optim/packing_adjustment.h"
 #include "tests/optim/lamb_golden.h"
@@ -128,9 +129,9 @@ TEST(LambTest, PackingBetaIdentity) {
   twice->step();
   twice->step();
   auto& s_once = static_cast<LambParamState&>(
-      *once->state().at(c10::guts::to_string(w_once.unsafeGetTensorImpl())));
+      *once->state().at(torch_compat::OptimizerStateKey(w_once)));
   auto& s_twice = static_cast<LambParamState&>(
-      *twice->state().at(c10::guts::to_string(w_twice.unsafeGetTensorImpl())));
+      *twice->state().at(torch_compat::OptimizerStateKey(w_twice)));
   EXPECT_TRUE(torch::allclose(s_once.exp_avg(), s_twice.exp_avg(), 0, 1e-15));
   EXPECT_TRUE(torch::allclose(s_once.exp_avg_sq(), s_twice.exp_avg_sq(), 0, 1e-15));
   // And AdjustForPacking gives those betas for p = 2.

@@ -1,0 +1,80 @@
+// The names of an enum's values, listed once by the library that owns the
+// enum; parsing, printing, config fields and help texts all read that list.
+//
+//   enum class AttentionKind { kDense, kBlocked };
+//   inline constexpr Choice<AttentionKind> kAttentionKinds[] = {
+//       {"dense", AttentionKind::kDense}, {"blocked", AttentionKind::kBlocked}};
+//   constexpr ChoiceList<AttentionKind> ChoicesOf(AttentionKind) { return kAttentionKinds; }
+//
+// ChoicesOf is found by argument-dependent lookup, so it is declared in the
+// enum's own namespace. Config fields of such an enum (common/config.h)
+// then read, check, dump and document themselves.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+
+namespace pbert {
+
+template <class E>
+struct Choice {
+  std::string_view name;
+  E value;
+};
+
+template <class E>
+using ChoiceList = absl::Span<const Choice<E>>;
+
+// True for enums whose library lists their names with ChoicesOf.
+template <class E, class = void>
+struct HasChoices : std::false_type {};
+template <class E>
+struct HasChoices<E, std::void_t<decltype(ChoicesOf(E{}))>> : std::true_type {};
+
+template <class E>
+ChoiceList<E> Choices() {
+  return ChoicesOf(E{});
+}
+
+template <class E>
+std::vector<std::string> ChoiceNames() {
+  std::vector<std::string> names;
+  for (const Choice<E>& c : Choices<E>()) names.emplace_back(c.name);
+  return names;
+}
+
+// "a, b or c".
+std::string JoinChoices(const std::vector<std::string>& names);
+
+// "a, b or c; did you mean 'b'?" when `given` is close to one of them.
+std::string ChoicesHint(const std::vector<std::string>& names, std::string_view given);
+
+// The name at most two edits from `given` (the nearest), "" if none is.
+std::string Closest(const std::vector<std::string>& names, std::string_view given);
+
+template <class E>
+std::string_view NameOf(E value) {
+  for (const Choice<E>& c : Choices<E>()) {
+    if (c.value == value) return c.name;
+  }
+  return "?";
+}
+
+// The value named `name`; the error says what `what` accepts, e.g.
+// "model.attention 'dens' is not one of: dense or blocked; did you mean 'dense'?".
+template <class E>
+absl::StatusOr<E> ParseChoice(std::string_view name, std::string_view what) {
+  for (const Choice<E>& c : Choices<E>()) {
+    if (c.name == name) return c.value;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, " '", name, "' is not one of: ",
+                                                 ChoicesHint(ChoiceNames<E>(), name)));
+}
+
+}  // namespace pbert
