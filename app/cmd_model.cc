@@ -9,7 +9,8 @@
 #include "app/options.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "model/checkpoint.h"
+#include "formats/safetensors.h"
+#include "model/weights.h"
 
 namespace pbert::app {
 namespace {
@@ -25,23 +26,24 @@ absl::Status Convert(const Args& args) {
         in, ": tensors with names no BERT mapping knows (they would be lost): ",
         absl::StrJoin(weights.unknown, ", "), "; docs/formats.md lists the names read"));
   }
-  std::map<std::string, std::string> metadata = {{"format", "pt"},
-                                                 {"converted_from", weights.format}};
+  std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"converted_from", std::string(NameOf(weights.format))}};
   if (args.Has("config")) {
     // Through the model: a file that does not fit the config is refused.
     ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}));
     model::BertForPreTraining bert(ToBertOptions(config.model));
     RETURN_IF_ERROR(model::LoadWeights(*bert, in));
     metadata["packed_bert_config"] = config::Dump(config);
-    RETURN_IF_ERROR(model::SaveSafetensors(*bert, out, metadata));
+    RETURN_IF_ERROR(model::SaveWeights(*bert, out, metadata));
   } else {
-    RETURN_IF_ERROR(model::SaveSafetensors(weights.tensors, out, metadata));
+    RETURN_IF_ERROR(formats::WriteSafetensors(
+        formats::NamedTensors(weights.tensors.begin(), weights.tensors.end()), out, metadata));
   }
   int64_t parameters = 0;
   for (const auto& [name, t] : weights.tensors) parameters += t.numel();
   log->info("{} ({}): {} tensors, {} parameters, {} skipped (optimizer state, counters, tied "
             "copies), written to {}",
-            in, weights.format, weights.tensors.size(), parameters, weights.skipped.size(), out);
+            in, NameOf(weights.format), weights.tensors.size(), parameters, weights.skipped.size(), out);
   std::cout << out << "\n";
   return absl::OkStatus();
 }
@@ -61,7 +63,7 @@ absl::Status RunModel(const Args& args) {
   int64_t parameters = 0;
   for (const auto& p : bert->parameters()) parameters += p.numel();
   const std::string out = args.Get("out");
-  RETURN_IF_ERROR(model::SaveSafetensors(
+  RETURN_IF_ERROR(model::SaveWeights(
       *bert, out, {{"format", "pt"}, {"packed_bert_config", config::Dump(config)}}));
   logging::Get("model")->info("{} parameters, seed {}, written to {}", parameters, config.run.seed,
                               out);

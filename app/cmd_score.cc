@@ -13,7 +13,7 @@
 #include "data/packing/report.h"
 #include "data/source.h"
 #include "distributed/communicator.h"
-#include "model/checkpoint.h"
+#include "model/weights.h"
 #include "nlohmann/json.hpp"
 #include "train/evaluator.h"
 

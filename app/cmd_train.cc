@@ -20,7 +20,7 @@
 #include "data/source.h"
 #include "data/store.h"
 #include "distributed/communicator.h"
-#include "train/checkpoint.h"
+#include "train/checkpointer.h"
 #include "train/trainer.h"
 
 namespace pbert::app {

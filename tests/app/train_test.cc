@@ -10,7 +10,8 @@
 #include "absl/strings/str_split.h"
 #include "data/store.h"
 #include "gtest/gtest.h"
-#include "model/checkpoint.h"
+#include "formats/safetensors.h"
+#include "model/weights.h"
 #include "nlohmann/json.hpp"
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
@@ -80,10 +81,11 @@ train:
   }
 
   std::map<std::string, at::Tensor> Weights(const std::string& run, int step) const {
-    auto w = model::ReadSafetensors(
+    auto w = formats::ReadSafetensors(
         absl::StrFormat("%s/%s/checkpoints/step-%08d/model.safetensors", root_, run, step));
     EXPECT_TRUE(w.ok()) << w.status();
-    return w.ok() ? *w : std::map<std::string, at::Tensor>{};
+    return w.ok() ? std::map<std::string, at::Tensor>(w->begin(), w->end())
+                  : std::map<std::string, at::Tensor>{};
   }
 
   void ExpectSameWeights(const std::string& a, const std::string& b, int step) const {

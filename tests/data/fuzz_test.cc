@@ -11,7 +11,8 @@
 #include "data/packing/report.h"
 #include "data/store.h"
 #include "gtest/gtest.h"
-#include "model/checkpoint.h"
+#include "formats/safetensors.h"
+#include "model/weights.h"
 #include "tests/data/random_instances.h"
 
 namespace pbert {
@@ -152,12 +153,12 @@ TEST_F(FuzzTest, SafetensorsNeverCrashTheirReader) {
   torch::manual_seed(1);
   torch::nn::Linear module(4, 3);
   const std::string path = root_ + "/w.safetensors";
-  ASSERT_TRUE(model::SaveSafetensors(*module, path, {{"format", "pt"}}).ok());
+  ASSERT_TRUE(model::SaveWeights(*module, path, {{"format", "pt"}}).ok());
   const std::string bytes = *ReadFile(path);
   std::mt19937_64 rng(13);
   for (int round = 0; round < kRounds; ++round) {
     ASSERT_TRUE(WriteFileAtomically(path, Mutate(bytes, rng)).ok());
-    (void)model::ReadSafetensors(path);
+    (void)formats::ReadSafetensors(path);
     (void)model::LoadWeights(*module, path);
   }
 }

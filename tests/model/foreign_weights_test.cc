@@ -16,7 +16,8 @@
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
-#include "model/checkpoint.h"
+#include "formats/safetensors.h"
+#include "model/weights.h"
 #include "model/weight_names.h"
 #include "nlohmann/json.hpp"
 #include "tests/model/fixtures.h"
@@ -135,8 +136,11 @@ TEST_F(TorchSaveTest, NvidiaCheckpointLoadsExactly) {
 TEST_F(TorchSaveTest, ConvertWritesTheSameWeightsAsSafetensors) {
   auto weights = ReadWeights(dir_ + "/nvidia.pt");
   ASSERT_TRUE(weights.ok()) << weights.status();
-  EXPECT_EQ(weights->format, "torch");
-  ASSERT_TRUE(SaveSafetensors(weights->tensors, dir_ + "/converted.safetensors").ok());
+  EXPECT_EQ(weights->format, formats::TensorFormat::kTorchSave);
+  ASSERT_TRUE(formats::WriteSafetensors(
+                  formats::NamedTensors(weights->tensors.begin(), weights->tensors.end()),
+                  dir_ + "/converted.safetensors")
+                  .ok());
   ExpectLoadsExactly(dir_ + "/converted.safetensors", dir_ + "/expected");
 }
 
@@ -200,7 +204,7 @@ TEST_F(TensorBundleTest, LoadsExactlyWithKernelsTransposed) {
   ExpectLoadsExactly(prefix + ".data-00000-of-00001", dir_ + "/good/expected");
   auto weights = ReadWeights(prefix);
   ASSERT_TRUE(weights.ok()) << weights.status();
-  EXPECT_EQ(weights->format, "tensorflow");
+  EXPECT_EQ(weights->format, formats::TensorFormat::kTensorBundle);
   // 46 parameters, two LAMB moments each, and global_step: skipped.
   EXPECT_EQ(weights->tensors.size(), 46u);
   EXPECT_EQ(weights->skipped.size(), 2u * 46 + 1);

@@ -1,6 +1,7 @@
-#include "model/tf_bundle.h"
+#include "formats/tensor_bundle.h"
 
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <cstring>
 #include <filesystem>
@@ -15,7 +16,7 @@
 #include "common/mmap_file.h"
 #include "common/status.h"
 
-namespace pbert::model {
+namespace pbert::formats {
 namespace {
 
 using Bytes = absl::Span<const uint8_t>;
@@ -348,11 +349,11 @@ absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> ReadTensorBundle
     if (e.crc32c && MaskCrc32c(Crc32c(content)) != *e.crc32c) {
       return bad("its bytes fail their CRC-32C (the data file is damaged)");
     }
-    at::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(*type->type));
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(*type->type));
     if (bytes > 0) std::memcpy(t.data_ptr(), content.data(), bytes);
     out.emplace_back(name, std::move(t));
   }
   return out;
 }
 
-}  // namespace pbert::model
+}  // namespace pbert::formats

@@ -4,21 +4,19 @@
 // rebuilt from its storage record. Layout and limits: docs/formats.md.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "formats/named_tensors.h"
 
-namespace pbert::model {
+namespace pbert::formats {
 
 struct TorchSaveTensors {
   // The state dict's tensors by key, in the file's order: the top-level dict
   // if its values are tensors, else its "model" (or "state_dict") entry, as
   // NVIDIA's MLPerf checkpoints wrap it.
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  NamedTensors tensors;
   // Keys of that dict that hold something else (numbers, strings, ...).
   std::vector<std::string> skipped;
 };
@@ -29,4 +27,4 @@ struct TorchSaveTensors {
 // tensor, no dict of tensors.
 absl::StatusOr<TorchSaveTensors> ReadTorchSave(const std::string& path);
 
-}  // namespace pbert::model
+}  // namespace pbert::formats

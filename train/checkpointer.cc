@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "train/checkpointer.h"
 
 #include <torch/torch.h>
 
@@ -13,7 +13,7 @@
 #include "common/atomic_file.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "model/checkpoint.h"
+#include "model/weights.h"
 #include "train/fault.h"
 
 namespace pbert::train {
@@ -81,7 +81,7 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
     }
   } cleanup{temp};
 
-  RETURN_IF_ERROR(model::SaveSafetensors(model, temp + "/model.safetensors",
+  RETURN_IF_ERROR(model::SaveWeights(model, temp + "/model.safetensors",
                                          {{"format", "pt"}, {"step", std::to_string(step)}}));
   FaultPoint("checkpoint-write", step);
   std::ostringstream optimizer_bytes;

@@ -6,15 +6,13 @@
 // Layout and limits: docs/formats.md.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "formats/named_tensors.h"
 
-namespace pbert::model {
+namespace pbert::formats {
 
 // The checkpoint's prefix from a path naming it: "model.ckpt-28252",
 // "model.ckpt-28252.index" or one of its data files.
@@ -29,7 +27,6 @@ bool IsTensorBundle(const std::string& path);
 // unsupported dtype (strings, resources), sliced (partitioned) tensors, a
 // data range outside its shard, a shape that does not match the size, a
 // CRC-32C mismatch of the tensor's bytes, a big-endian bundle.
-absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> ReadTensorBundle(
-    const std::string& path);
+absl::StatusOr<NamedTensors> ReadTensorBundle(const std::string& path);
 
-}  // namespace pbert::model
+}  // namespace pbert::formats

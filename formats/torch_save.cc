@@ -1,6 +1,7 @@
-#include "model/torch_save.h"
+#include "formats/torch_save.h"
 
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <cstring>
 #include <map>
@@ -14,7 +15,7 @@
 #include "common/mmap_file.h"
 #include "common/status.h"
 
-namespace pbert::model {
+namespace pbert::formats {
 namespace {
 
 using Bytes = absl::Span<const uint8_t>;
@@ -334,7 +335,7 @@ class Unpickler {
                                               " bytes, its ", storage.i, " elements need ",
                                               storage.i * element));
     }
-    at::Tensor t = torch::empty({storage.i}, torch::TensorOptions().dtype(storage.dtype));
+    at::Tensor t = at::empty({storage.i}, at::TensorOptions().dtype(storage.dtype));
     if (size > 0) std::memcpy(t.data_ptr(), bytes.data(), size);
     storages_[storage.s] = t;
     return t;
@@ -363,7 +364,7 @@ class Unpickler {
     if (overflow && !empty) return absl::DataLossError("a tensor's size and stride overflow");
     Ref v = Make(Value::Kind::kTensor);
     if (empty) {
-      v->tensor = torch::empty(sizes, torch::TensorOptions().dtype(storage.scalar_type()));
+      v->tensor = at::empty(sizes, at::TensorOptions().dtype(storage.scalar_type()));
       return v;
     }
     if (last >= storage.numel()) {
@@ -668,4 +669,4 @@ absl::StatusOr<TorchSaveTensors> ReadTorchSave(const std::string& path) {
   }
 }
 
-}  // namespace pbert::model
+}  // namespace pbert::formats

@@ -1,0 +1,115 @@
+#include "model/weights.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "formats/safetensors.h"
+#include "model/weight_names.h"
+
+namespace pbert::model {
+namespace {
+
+std::string ShapeText(at::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+}  // namespace
+
+absl::StatusOr<Weights> ReadWeights(const std::string& given) {
+  // A checkpoint folder of ours stands for its weights.
+  std::error_code error;
+  const std::string path = std::filesystem::is_directory(given, error) &&
+                                   std::filesystem::is_regular_file(given + "/model.safetensors")
+                               ? given + "/model.safetensors"
+                               : given;
+  ASSIGN_OR_RETURN(formats::TensorFile file, formats::ReadTensorFile(path));
+  Weights out;
+  out.format = file.format;
+  out.skipped = std::move(file.skipped);
+  const std::function<MappedName(const std::string&)> map_name =
+      file.format == formats::TensorFormat::kTensorBundle ? MapTensorFlowName : MapTorchName;
+  for (auto& [name, tensor] : file.tensors) {
+    MappedName mapped = map_name(name);
+    if (mapped.fate == NameFate::kSkipped) {
+      out.skipped.push_back(name);
+    } else if (mapped.fate == NameFate::kUnknown) {
+      out.unknown.push_back(name);
+    } else {
+      at::Tensor value = mapped.transpose && tensor.dim() == 2 ? tensor.t().contiguous() : tensor;
+      auto [it, added] = out.tensors.emplace(mapped.name, value);
+      if (added) continue;
+      // Hugging Face state dicts hold the tied MLM bias twice, equal.
+      if (!it->second.sizes().equals(value.sizes()) || !at::equal(it->second, value)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": two different tensors are both read as '", mapped.name, "'"));
+      }
+      out.skipped.push_back(name);
+    }
+  }
+  return out;
+}
+
+absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
+  ASSIGN_OR_RETURN(Weights weights, ReadWeights(path));
+  if (!weights.skipped.empty()) {
+    logging::Get("model")->debug("{}: skipped {}", path, absl::StrJoin(weights.skipped, ", "));
+  }
+  auto params = module.named_parameters();
+  std::map<std::string, at::Tensor> found;
+  std::vector<std::string> unexpected = weights.unknown, misshaped, mistyped, missing;
+  for (const auto& [name, tensor] : weights.tensors) {
+    const at::Tensor* target = params.find(name);
+    if (target == nullptr) {
+      unexpected.push_back(name);
+    } else if (!target->sizes().equals(tensor.sizes())) {
+      misshaped.push_back(absl::StrCat(name, " (file ", ShapeText(tensor.sizes()), ", model ",
+                                       ShapeText(target->sizes()), ")"));
+    } else if (!at::isFloatingType(tensor.scalar_type())) {
+      // Integers relabelled as weights would load as nonsense numbers.
+      mistyped.push_back(absl::StrCat(name, " (", c10::toString(tensor.scalar_type()), ")"));
+    } else {
+      found[name] = tensor;
+    }
+  }
+  auto named_in = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::any_of(list.begin(), list.end(),
+                       [&](const std::string& m) { return absl::StartsWith(m, name + " "); });
+  };
+  for (const auto& item : params) {
+    if (found.count(item.key()) == 0 && !named_in(misshaped, item.key()) &&
+        !named_in(mistyped, item.key())) {
+      missing.push_back(item.key());
+    }
+  }
+  std::vector<std::string> parts;
+  for (const auto& [what, list] : {std::pair{"missing", &missing}, {"unexpected", &unexpected},
+                                   {"mis-shaped", &misshaped}, {"not floating-point", &mistyped}}) {
+    if (!list->empty()) parts.push_back(absl::StrCat(what, ": ", absl::StrJoin(*list, ", ")));
+  }
+  if (!parts.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " does not match the model config (",
+                                                   absl::StrJoin(parts, "; "),
+                                                   "); check the model section and the vocabulary"));
+  }
+  at::NoGradGuard no_grad;
+  for (auto& item : params) item.value().copy_(found.at(item.key()));
+  return absl::OkStatus();
+}
+
+absl::Status SaveWeights(const torch::nn::Module& module, const std::string& path,
+                         const std::map<std::string, std::string>& metadata) {
+  formats::NamedTensors named;
+  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+  return formats::WriteSafetensors(named, path, metadata);
+}
+
+}  // namespace pbert::model
