@@ -2,6 +2,7 @@
 
 #include "app/commands.h"
 #include "app/config.h"
+#include "common/config.h"
 #include "common/status.h"
 
 namespace pbert::app {

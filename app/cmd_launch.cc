@@ -268,7 +268,7 @@ absl::Status RunLaunch(const Args& args) {
         "'", o.command[0], "' is not a program that can be run (not found on PATH, "
         "a folder, or not executable)"));
   }
-  logging::Init(spdlog::level::info, 0);
+  logging::Init(logging::Level::kInfo, 0);
   auto log = logging::Get("launch");
   struct sigaction action = {};
   action.sa_handler = OnSignal;

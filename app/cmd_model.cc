@@ -6,10 +6,11 @@
 #include "absl/strings/str_join.h"
 #include "app/commands.h"
 #include "app/config.h"
-#include "app/options.h"
+#include "common/config.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "formats/safetensors.h"
+#include "model/bert.h"
 #include "model/weights.h"
 
 namespace pbert::app {
@@ -27,11 +28,11 @@ absl::Status Convert(const Args& args) {
         absl::StrJoin(weights.unknown, ", "), "; docs/formats.md lists the names read"));
   }
   std::map<std::string, std::string> metadata = {
-      {"format", "pt"}, {"converted_from", std::string(NameOf(weights.format))}};
+      {"format", "pt"}, {"converted_from", NameOf(weights.format)}};
   if (args.Has("config")) {
     // Through the model: a file that does not fit the config is refused.
     ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}));
-    model::BertForPreTraining bert(ToBertOptions(config.model));
+    model::BertForPreTraining bert(config.model.bert);
     RETURN_IF_ERROR(model::LoadWeights(*bert, in));
     metadata["packed_bert_config"] = config::Dump(config);
     RETURN_IF_ERROR(model::SaveWeights(*bert, out, metadata));
@@ -59,7 +60,7 @@ absl::Status RunModel(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"seed", "run.seed"}}));
   RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
-  model::BertForPreTraining bert(ToBertOptions(config.model));
+  model::BertForPreTraining bert(config.model.bert);
   int64_t parameters = 0;
   for (const auto& p : bert->parameters()) parameters += p.numel();
   const std::string out = args.Get("out");

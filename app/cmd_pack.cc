@@ -12,14 +12,71 @@
 #include "common/status.h"
 #include "data/histogram.h"
 #include "data/packing/algorithms.h"
-#include "data/packing/pack_index.h"
+#include "data/packing/pack.h"
 #include "data/packing/report.h"
 #include "data/store.h"
 #include "nlohmann/json.hpp"
-#include "optim/packing_adjustment.h"
 
 namespace pbert::app {
 namespace {
+
+// A failed pack leaves no empty run folder behind it: the folders it
+// creates are removed again, deepest first, if they are still empty.
+class CreatedFolders {
+ public:
+  explicit CreatedFolders(const std::string& dir) {
+    for (std::filesystem::path p = dir; !p.empty() && !std::filesystem::exists(p);
+         p = p.parent_path()) {
+      created_.push_back(p);
+    }
+  }
+  ~CreatedFolders() {
+    std::error_code ignored;
+    for (const auto& dir : created_) {
+      if (!kept_) std::filesystem::remove(dir, ignored);  // only if empty
+    }
+  }
+  void Keep() { kept_ = true; }
+
+ private:
+  std::vector<std::filesystem::path> created_;  // deepest first
+  bool kept_ = false;
+};
+
+// Where the pack index of a store goes: --out, data.pack_index or
+// RUN_DIR/pack.pbpack.
+std::string RowsPath(const Args& args, const ExperimentConfig& config) {
+  return args.Get("out", config.data.pack_index.empty() ? config.run.output_dir + "/pack.pbpack"
+                                                        : config.data.pack_index);
+}
+
+// Writes the store's rows as its pack index and RUN_DIR/pack.json; returns
+// what config.yaml records beyond the config.
+absl::StatusOr<std::string> WriteRows(const Args& args, const ExperimentConfig& config,
+                                      const data::PackedSequences& packed) {
+  CreatedFolders created(config.run.output_dir);
+  RETURN_IF_ERROR(CreateOutputDir(config));
+  const std::string out = RowsPath(args, config);
+  const data::PackingReport& r = packed.run.report;
+  RETURN_IF_ERROR(packed.index.Write(out, r.algorithm));
+  // The paper's optimizer adjustment for this packing factor; training
+  // applies it to the optim section, which keeps the unpacked values.
+  ASSIGN_OR_RETURN(optim::OptimConfig adjusted, config.optim.AdjustedFor(r.packing_factor));
+  const std::string effective = config.optim.DescribeAdjustment(adjusted, r.packing_factor);
+  auto log = logging::Get("pack");
+  log->info("{}", effective);
+  auto report = nlohmann::ordered_json::parse(data::ReportJson(r));
+  const auto [beta1, beta2] = adjusted.lamb.betas();
+  report["optimizer"] = {{"packing_adjustment", NameOf(config.optim.packing_adjustment)},
+                         {"beta1", beta1},
+                         {"beta2", beta2},
+                         {"accumulation_steps", adjusted.accumulation_steps}};
+  RETURN_IF_ERROR(
+      WriteFileAtomically(config.run.output_dir + "/pack.json", report.dump(2) + "\n"));
+  created.Keep();
+  log->info("pack index of {} rows written to {}", packed.index.rows(), out);
+  return effective;
+}
 
 absl::Status RunPack(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"histogram", "data.histogram"},
@@ -32,108 +89,66 @@ absl::Status RunPack(const Args& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("--format must be text or json, got '", format, "'"));
   }
-  const bool from_store = !config.data.store.empty() && config.data.histogram.empty();
-  if (!from_store && config.data.histogram.empty()) {
-    return absl::InvalidArgumentError(
-        "nothing to pack: give --store DIR (data.store) or --histogram FILE (data.histogram)");
+  const bool from_store = !config.data.store.empty();
+  if (from_store == !config.data.histogram.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        from_store ? "two things to pack" : "nothing to pack",
+        ": give --store DIR (data.store) or --histogram FILE (data.histogram)",
+        from_store ? ", not both" : ""));
   }
   std::optional<data::InstanceStore> store;
   data::LengthHistogram histogram;
-  std::string source;
   if (from_store) {
+    // Fail before the work, not after it.
+    RETURN_IF_ERROR(RefuseToOverwrite(args, RowsPath(args, config)));
     ASSIGN_OR_RETURN(store, data::InstanceStore::Open(config.data.store));
-    histogram = store->Histogram();
-    source = config.data.store;
+    if (store->info().max_len > config.data.max_seq_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          config.data.store, " holds sequences of up to ", store->info().max_len,
+          " tokens, longer than rows of data.max_seq_len ", config.data.max_seq_len,
+          " (--max-len): raise it"));
+    }
+    ASSIGN_OR_RETURN(histogram,
+                     data::HistogramOf(store->Lengths(), static_cast<int>(config.data.max_seq_len)));
   } else {
     ASSIGN_OR_RETURN(histogram, data::ReadHistogramFile(config.data.histogram,
                                                         static_cast<int>(config.data.max_seq_len)));
-    source = config.data.histogram;
   }
-  data::PackingOptions options;
-  options.max_len = histogram.max_len();
-  options.max_depth = static_cast<int>(config.packing.max_depth);
-  options.seed = static_cast<uint64_t>(config.run.seed);
-
-  std::vector<std::string> algorithms;
-  if (args.Has("compare")) {
-    for (const auto& a : data::PackingAlgorithms()) algorithms.push_back(a.name);
-  } else {
-    algorithms.push_back(config.packing.algorithm);
-  }
-  auto log = logging::Get("pack");
-  log->info("{}: {} sequences, {} tokens, max length {}, max depth {}", source,
-            histogram.sequences(), histogram.tokens(), options.max_len, options.max_depth);
+  const std::string source = from_store ? config.data.store : config.data.histogram;
+  const data::PackingOptions options = config.PackingOptions();
+  logging::Get("pack")->info("{}: {} sequences, {} tokens, max length {}, max depth {}", source,
+                             histogram.sequences(), histogram.tokens(), options.max_len,
+                             options.max_depth);
+  std::vector<std::string> algorithms = {config.packing.algorithm};
+  if (args.Has("compare")) algorithms = data::PackingAlgorithmNames();
   std::vector<data::PackingReport> reports;
+  std::optional<data::PackedSequences> rows;  // the store's, packed by the configured algorithm
   for (const std::string& name : algorithms) {
-    ASSIGN_OR_RETURN(data::PackingRun run, data::RunPacking(name, histogram, options));
-    log->info("{}: {} packs, efficiency {:.4f}%, in {:.3f} s", name, run.report.packs,
-              100.0 * run.report.efficiency, run.report.seconds);
+    data::PackingRun run;
+    if (store && name == config.packing.algorithm) {
+      ASSIGN_OR_RETURN(rows, data::PackLengths(name, store->Lengths(), options));
+      run = rows->run;
+    } else {
+      ASSIGN_OR_RETURN(run, data::RunPacking(name, histogram, options));
+    }
+    logging::Get("pack")->info("{}: {} packs, efficiency {:.4f}%, in {:.3f} s", name,
+                               run.report.packs, 100.0 * run.report.efficiency, run.report.seconds);
     if (format == "json") std::cout << data::ReportJson(run.report) << std::endl;
     reports.push_back(run.report);
-    // The configured algorithm's plan is the one plotted and written out;
-    // --compare only adds the others to the table.
-    if (name != config.packing.algorithm) continue;
-    std::string effective;  // what the run's config.yaml records beyond the config
-    if (args.Has("plot")) {
-      std::string title = absl::StrCat(source, ": ", name, ", max depth ", options.max_depth);
+    // The configured algorithm's plan is the one plotted; --compare only
+    // adds the others to the table.
+    if (name == config.packing.algorithm && args.Has("plot")) {
+      const std::string title = absl::StrCat(source, ": ", name, ", max depth ", options.max_depth);
       RETURN_IF_ERROR(
           WriteFileAtomically(args.Get("plot"), data::PackingSvg(histogram, run.plan, title)));
-      log->info("plot written to {}", args.Get("plot"));
+      logging::Get("pack")->info("plot written to {}", args.Get("plot"));
     }
-    if (store) {
-      // A failed pack leaves no empty run folder behind it: the folders it
-      // creates are removed again, deepest first, if they are still empty.
-      struct RemoveCreatedIfEmpty {
-        std::vector<std::filesystem::path> created;  // deepest first
-        bool done = false;
-        ~RemoveCreatedIfEmpty() {
-          std::error_code ignored;
-          for (const auto& dir : created) {
-            if (!done) std::filesystem::remove(dir, ignored);  // only if empty
-          }
-        }
-      } created;
-      for (std::filesystem::path dir = config.run.output_dir;
-           !dir.empty() && !std::filesystem::exists(dir); dir = dir.parent_path()) {
-        created.created.push_back(dir);
-      }
-      RETURN_IF_ERROR(CreateOutputDir(config));
-      std::string out = args.Get("out", config.data.pack_index.empty()
-                                            ? config.run.output_dir + "/pack.pbpack"
-                                            : config.data.pack_index);
-      RETURN_IF_ERROR(RefuseToOverwrite(args, out));
-      // Its rows become the pack index the loader reads.
-      ASSIGN_OR_RETURN(data::PackIndex index,
-                       data::AssignSequences(run.plan, store->Lengths(), options.seed));
-      RETURN_IF_ERROR(index.Write(out, name));
-      // The paper's optimizer adjustment for this packing factor; training
-      // applies it to the optim section, which keeps the unpacked values.
-      const OptimConfig& o = config.optim;
-      ASSIGN_OR_RETURN(optim::OptimizerHyperparameters adjusted,
-                       optim::AdjustForPacking(o.packing_adjustment, run.report.packing_factor,
-                                               {o.beta1, o.beta2, o.accumulation_steps}));
-      log->info(
-          "optimizer for packing factor {:.4f} ({}): beta1 {} -> {:.6f}, beta2 {} -> {:.6f}, "
-          "accumulation {} -> {}",
-          run.report.packing_factor, o.packing_adjustment, o.beta1, adjusted.beta1, o.beta2,
-          adjusted.beta2, o.accumulation_steps, adjusted.accumulation_steps);
-      auto report = nlohmann::ordered_json::parse(data::ReportJson(run.report));
-      report["optimizer"] = {{"packing_adjustment", o.packing_adjustment},
-                             {"beta1", adjusted.beta1},
-                             {"beta2", adjusted.beta2},
-                             {"accumulation_steps", adjusted.accumulation_steps}};
-      RETURN_IF_ERROR(
-          WriteFileAtomically(config.run.output_dir + "/pack.json", report.dump(2) + "\n"));
-      created.done = true;
-      log->info("pack index of {} rows written to {}", index.rows(), out);
-      effective = absl::StrFormat(
-          "optimizer after the packing adjustment (%s, packing factor %.6f): beta1 %.9g, "
-          "beta2 %.9g, accumulation_steps %d",
-          o.packing_adjustment, run.report.packing_factor, adjusted.beta1, adjusted.beta2,
-          adjusted.accumulation_steps);
-    }
-    if (args.Has("plot") || store) RETURN_IF_ERROR(WriteEffectiveConfig(config, effective));
   }
+  std::string effective;
+  if (rows) {
+    ASSIGN_OR_RETURN(effective, WriteRows(args, config, *rows));
+  }
+  if (args.Has("plot") || store) RETURN_IF_ERROR(WriteEffectiveConfig(config, effective));
   if (format == "text") std::cout << data::ReportTable(reports);
   return absl::OkStatus();
 }

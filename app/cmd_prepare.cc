@@ -41,23 +41,10 @@ absl::Status RunPrepare(const Args& args) {
                                      {"input-format", "prepare.input_format"},
                                      {"pick", "prepare.pick"},
                                      {"max-len", "data.max_seq_len"}}));
-  const PrepareConfig& p = config.prepare;
-  data::PrepareOptions o;
-  o.inputs = p.inputs;
+  data::PrepareOptions o = config.prepare;
   for (const std::string& input : args.positional()) o.inputs.push_back(input);
-  o.input_format = p.input_format;
-  o.vocab = p.vocab;
-  o.lower_case = p.lower_case;
-  o.max_chars_per_word = static_cast<int>(p.max_chars_per_word);
   o.instances.max_seq_len = static_cast<int>(config.data.max_seq_len);
-  o.instances.dupe_factor = static_cast<int>(p.dupe_factor);
-  o.instances.short_seq_prob = p.short_seq_prob;
-  o.instances.masked_lm_prob = p.masked_lm_prob;
-  o.instances.max_predictions_per_seq = static_cast<int>(p.max_predictions_per_seq);
-  o.instances.whole_word_mask = p.whole_word_mask;
   o.instances.seed = static_cast<uint64_t>(config.run.seed);
-  o.records_per_shard = static_cast<uint64_t>(p.records_per_shard);
-  o.pick = static_cast<uint64_t>(p.pick);
   o.threads = config.run.threads > 0 ? static_cast<int>(config.run.threads) : AvailableCpus();
   o.output = config.data.store;
   o.overwrite = args.Has("overwrite");
@@ -135,7 +122,7 @@ Command PrepareCommand() {
       {"out", "DIR", "the store folder to create (data.store); must not exist"},
       OverwriteFlag(),
       {"input-format", "F",
-       absl::StrCat(absl::StrJoin(data::InputFormatNames(), ", "), " (prepare.input_format)")},
+       absl::StrCat(JoinChoices(ChoiceNames<data::InputFormat>()), " (prepare.input_format)")},
       {"max-len", "S", "tokens per instance (data.max_seq_len)"},
       {"pick", "N", "keep N sequences evenly spaced, as MLPerf picks its eval set (prepare.pick)"},
   };

@@ -6,11 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
 #include "app/config.h"
-#include "app/options.h"
 #include "common/logging.h"
 #include "common/progress.h"
 #include "common/status.h"
-#include "data/packing/report.h"
+#include "data/packing/pack.h"
 #include "data/source.h"
 #include "distributed/communicator.h"
 #include "model/weights.h"
@@ -26,25 +25,27 @@ absl::Status RunScore(const Args& args) {
                    LoadConfig(args, {{"max-depth", "packing.max_depth"}}));
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 0));
   ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32, 1));
-  const int64_t max_depth = config.packing.max_depth;
+  const int max_depth = config.packing.options.max_depth;
   if (batch_rows < 1 || batch_rows > (1 << 20)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch-rows must be in [1, 1048576], got ", batch_rows));
   }
-  ASSIGN_OR_RETURN(train::StepOptions step, ToStepOptions(config));
+  ASSIGN_OR_RETURN(model::Precision precision,
+                   model::ResolvePrecision(config.model.precision, c10::DeviceType::CPU));
   auto start = std::chrono::steady_clock::now();
 
   // The weights first: a wrong file is found before the data is read.
-  model::BertForPreTraining bert(ToBertOptions(config.model));
+  model::BertForPreTraining bert(config.model.bert);
   RETURN_IF_ERROR(model::LoadWeights(*bert, args.Get("weights")));
 
   const std::string path = args.Get("data");
   ASSIGN_OR_RETURN(std::shared_ptr<data::SequenceSource> source,
-                   data::OpenSequences(path, static_cast<uint32_t>(config.model.vocab_size), limit));
-  RETURN_IF_ERROR(model::CheckDataFits(ToBertOptions(config.model), source->limits(), path));
+                   data::OpenSequences(path, static_cast<uint32_t>(config.model.bert.vocab_size()),
+                                       limit));
+  RETURN_IF_ERROR(model::CheckDataFits(config.model.bert, source->limits(), path));
   const int max_len = static_cast<int>(source->limits().max_len);
   const std::string algorithm = args.Get("pack", "none");
-  const int depth = algorithm == "none" ? 1 : static_cast<int>(max_depth);
+  const int depth = algorithm == "none" ? 1 : max_depth;
   ASSIGN_OR_RETURN(data::PackedSequences packed,
                    data::PackLengths(algorithm, source->Lengths(),
                                      {max_len, depth, static_cast<uint64_t>(config.run.seed)}));
@@ -53,11 +54,11 @@ absl::Status RunScore(const Args& args) {
                               packed.run.report.packing_factor);
   auto index = std::make_shared<data::PackIndex>(std::move(packed.index));
 
-  ASSIGN_OR_RETURN(auto communicator, distributed::Communicator::Create(distributed::Environment{}, "gloo"));
+  auto communicator = distributed::Communicator::Single();
   data::LoaderOptions options;
   options.rows_per_batch = batch_rows;
   options.shape = {max_len, depth, 0};
-  train::Evaluator evaluator(source, index, options, step.precision);
+  train::Evaluator evaluator(source, index, options, precision);
   Progress progress("score", index->rows(), "rows");
   ASSIGN_OR_RETURN(train::PretrainingMetrics m,
                    evaluator.Run(bert, *communicator, [&](uint64_t rows) { progress.Add(rows); }));
@@ -69,8 +70,8 @@ absl::Status RunScore(const Args& args) {
   out["masked_tokens"] = static_cast<int64_t>(m.mlm_tokens);
   out["mlm_accuracy"] = m.MlmAccuracy();
   out["mlm_loss_per_token"] = m.MlmLossPerToken();
-  out["mlm_loss"] = step.mlm_loss == model::MlmLossMode::kPerToken ? m.MlmLossPerToken()
-                                                                  : m.MlmLossPerSequence();
+  out["mlm_loss"] = config.model.mlm_loss == model::MlmLossMode::kPerToken ? m.MlmLossPerToken()
+                                                                          : m.MlmLossPerSequence();
   out["nsp_accuracy"] = m.NspAccuracy();
   out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << out.dump() << std::endl;

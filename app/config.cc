@@ -7,10 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "app/runtime.h"
 #include "common/atomic_file.h"
-#include "common/platform.h"
+#include "common/config.h"
 #include "common/logging.h"
+#include "common/platform.h"
 #include "common/status.h"
-#include "distributed/environment.h"
 
 namespace pbert::app {
 
@@ -26,10 +26,9 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   }
   ExperimentConfig config;
   RETURN_IF_ERROR(config::Load(args.Get("config"), overrides, &config));
-  ASSIGN_OR_RETURN(auto level, logging::ParseLevel(config.run.log_level));
   // Under torchrun only rank 0 logs below warnings.
-  ASSIGN_OR_RETURN(distributed::Environment environment, DistributedEnvironment(config));
-  logging::Init(level, environment.rank);
+  ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
+  logging::Init(config.run.log_level, environment.rank);
   const int cpus = AvailableCpus();
   if (config.run.threads > cpus) {
     // More threads than CPUs only makes the threads wait for each other.
@@ -48,11 +47,6 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
     logging::Get("run")->debug("{}", blas.note);
   }
   return config;
-}
-
-absl::StatusOr<distributed::Environment> DistributedEnvironment(const ExperimentConfig& config) {
-  return distributed::EnvironmentFrom(
-      nullptr, {config.dist.master_addr, static_cast<int>(config.dist.master_port)});
 }
 
 absl::Status CreateOutputDir(const ExperimentConfig& config) {

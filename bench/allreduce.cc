@@ -75,7 +75,8 @@ int Worker(int rounds) {
     std::fprintf(stderr, "%s\n", std::string(env.status().message()).c_str());
     return 2;
   }
-  auto comm = pbert::distributed::Communicator::Create(*env, "gloo", std::chrono::minutes(10));
+  auto comm = pbert::distributed::Communicator::Create(*env, pbert::distributed::Backend::kGloo,
+                                                        std::chrono::minutes(10));
   if (!comm.ok()) {
     std::fprintf(stderr, "%s\n", std::string(comm.status().message()).c_str());
     return 1;

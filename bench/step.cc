@@ -246,7 +246,9 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  auto parsed = pbert::model::ParsePrecision(precision_name, c10::DeviceType::CPU);
+  auto choice = pbert::ParseChoice<pbert::model::Precision>(precision_name, "--precision");
+  auto parsed = choice.ok() ? pbert::model::ResolvePrecision(*choice, c10::DeviceType::CPU)
+                            : choice;
   if (!parsed.ok()) {
     std::cerr << parsed.status() << "\n";
     return 2;
@@ -381,7 +383,7 @@ int Main(int argc, char** argv) {
   }
 
   auto communicator =
-      *pbert::distributed::Communicator::Create(pbert::distributed::Environment{}, "gloo");
+      pbert::distributed::Communicator::Single();
   std::map<std::string, Ours> ours;  // by model size
   std::vector<Timing> our_timing(cases.size());
   for (const Case& c : cases) {

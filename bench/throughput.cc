@@ -123,9 +123,7 @@ int main(int argc, char** argv) {
   at::set_num_threads(threads);
   std::printf("%d threads, OpenBLAS %s kernels, %s attention, %d rounds of %d steps per case\n",
               threads, blas.chosen.c_str(), attention.c_str(), rounds, steps);
-  auto communicator =
-      pbert::distributed::Communicator::Create(pbert::distributed::Environment{}, "gloo");
-  if (!communicator.ok()) return Fail(communicator.status());
+  auto communicator = pbert::distributed::Communicator::Single();
 
   // Google's BERT miniature sizes: the cost of the MLM head (which runs on
   // the masked tokens only, so grows with the real tokens of a row) against
@@ -228,7 +226,7 @@ int main(int argc, char** argv) {
             for (const auto& b : batches->batches) slots += b.input_ids.numel();
             tokens += batches->tokens;
             sequences += batches->sequences;
-            auto result = pbert::train::TrainStep(model, optimizer, **communicator,
+            auto result = pbert::train::TrainStep(model, optimizer, *communicator,
                                                   batches->batches, 1e-4, {});
             if (!result.ok()) return Fail(result.status());
           }

@@ -11,7 +11,7 @@ std::string JoinChoices(const std::vector<std::string>& names) {
   return absl::StrCat(absl::StrJoin(names.begin(), names.end() - 1, ", "), " or ", names.back());
 }
 
-size_t EditDistance(std::string_view a, std::string_view b) {
+size_t EditDistance(absl::string_view a, absl::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
@@ -26,7 +26,7 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-std::string Closest(const std::vector<std::string>& names, std::string_view given) {
+std::string Closest(const std::vector<std::string>& names, absl::string_view given) {
   std::string best;
   size_t best_distance = 3;  // more than two edits away is no typo
   for (const std::string& name : names) {
@@ -39,7 +39,7 @@ std::string Closest(const std::vector<std::string>& names, std::string_view give
   return best;
 }
 
-std::string ChoicesHint(const std::vector<std::string>& names, std::string_view given) {
+std::string ChoicesHint(const std::vector<std::string>& names, absl::string_view given) {
   std::string hint = JoinChoices(names);
   if (std::string closest = Closest(names, given); !closest.empty()) {
     absl::StrAppend(&hint, "; did you mean '", closest, "'?");

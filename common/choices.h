@@ -12,19 +12,19 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace pbert {
 
 template <class E>
 struct Choice {
-  std::string_view name;
+  absl::string_view name;
   E value;
 };
 
@@ -53,15 +53,15 @@ std::vector<std::string> ChoiceNames() {
 std::string JoinChoices(const std::vector<std::string>& names);
 
 // "a, b or c; did you mean 'b'?" when `given` is close to one of them.
-std::string ChoicesHint(const std::vector<std::string>& names, std::string_view given);
+std::string ChoicesHint(const std::vector<std::string>& names, absl::string_view given);
 
 // The name at most two edits from `given` (the nearest), "" if none is.
-std::string Closest(const std::vector<std::string>& names, std::string_view given);
+std::string Closest(const std::vector<std::string>& names, absl::string_view given);
 
 template <class E>
-std::string_view NameOf(E value) {
+std::string NameOf(E value) {
   for (const Choice<E>& c : Choices<E>()) {
-    if (c.value == value) return c.name;
+    if (c.value == value) return std::string(c.name);
   }
   return "?";
 }
@@ -69,7 +69,7 @@ std::string_view NameOf(E value) {
 // The value named `name`; the error says what `what` accepts, e.g.
 // "model.attention 'dens' is not one of: dense or blocked; did you mean 'dense'?".
 template <class E>
-absl::StatusOr<E> ParseChoice(std::string_view name, std::string_view what) {
+absl::StatusOr<E> ParseChoice(absl::string_view name, absl::string_view what) {
   for (const Choice<E>& c : Choices<E>()) {
     if (c.name == name) return c.value;
   }

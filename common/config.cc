@@ -1,6 +1,7 @@
 #include "common/config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -9,30 +10,17 @@
 #include "common/status.h"
 
 namespace pbert::config {
-namespace {
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
-
 Check<std::string> OneOf(std::vector<std::string> choices) {
   return [choices](const std::string& v) -> std::string {
     if (std::find(choices.begin(), choices.end(), v) != choices.end()) return "";
-    return absl::StrCat("'", v, "' is not one of: ", absl::StrJoin(choices, ", "));
+    return absl::StrCat("'", v, "' is not one of: ", ChoicesHint(choices, v));
   };
+}
+
+std::string ShortestText(double value) {
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  return error == std::errc() ? std::string(text, end) : absl::StrCat(value);
 }
 
 Reader::Reader(YAML::Node node, std::string path, const Sources* sources)
@@ -76,12 +64,10 @@ absl::Status Reader::Finish() {
   for (const auto& entry : node_) {
     std::string key = entry.first.as<std::string>();
     if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
-    std::string hint;
-    for (const std::string& candidate : known_) {
-      if (EditDistance(key, candidate) <= 2)
-        hint = absl::StrCat("; did you mean '", candidate, "'?");
-    }
-    if (hint.empty()) hint = absl::StrCat("; known keys here: ", absl::StrJoin(known_, ", "));
+    const std::string closest = Closest(known_, key);
+    const std::string hint = closest.empty()
+                                 ? absl::StrCat("; known keys here: ", absl::StrJoin(known_, ", "))
+                                 : absl::StrCat("; did you mean '", closest, "'?");
     Fail(key, entry.first, absl::StrCat("unknown key", hint));
     break;
   }
@@ -162,12 +148,24 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
 
 namespace {
 
+// A config holds a few hundred values. YAML aliases can make a few hundred
+// bytes stand for billions of them (an "alias bomb"); every walk over the
+// tree would take that long, so such a file is refused before any.
+constexpr int64_t kMaxValues = 100'000;
+
 // YAML parsers keep both entries of a key written twice; a config is
 // refused instead, naming both lines (a second `run:` section too).
+// `budget`: values still allowed.
 absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& file,
-                                  const std::string& path) {
+                                  const std::string& path, int64_t* budget) {
+  if (--*budget < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": more than ", kMaxValues,
+        " values once its aliases (*name) are expanded; a config needs a few hundred: write the "
+        "values out"));
+  }
   if (node.IsSequence()) {
-    for (const auto& item : node) RETURN_IF_ERROR(CheckNoDuplicateKeys(item, file, path));
+    for (const auto& item : node) RETURN_IF_ERROR(CheckNoDuplicateKeys(item, file, path, budget));
   }
   if (!node.IsMap()) return absl::OkStatus();
   std::map<std::string, int> first_line;
@@ -182,12 +180,30 @@ absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& fil
                                                      ": given twice (first at line ", it->second,
                                                      "); keep one"));
     }
-    RETURN_IF_ERROR(CheckNoDuplicateKeys(entry.second, file, full));
+    RETURN_IF_ERROR(CheckNoDuplicateKeys(entry.second, file, full, budget));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::Status ParseTree(const std::string& text, const std::string& name, YAML::Node* root,
+                       Sources* sources) {
+  sources->file = name;
+  try {
+    *root = YAML::Load(text);
+    int64_t budget = kMaxValues;
+    RETURN_IF_ERROR(CheckNoDuplicateKeys(*root, name, "", &budget));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": YAML syntax: ", e.msg));
+  }
+  if (root->IsNull()) *root = YAML::Node(YAML::NodeType::Map);
+  if (!root->IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": the top level must be a map of sections"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status LoadTree(const std::string& file, const std::vector<Override>& overrides,
                       YAML::Node* root, Sources* sources) {
@@ -201,7 +217,8 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
     RETURN_IF_ERROR(CheckReadableFile(file, "config file"));
     try {
       YAML::Node loaded = YAML::LoadFile(file);
-      RETURN_IF_ERROR(CheckNoDuplicateKeys(loaded, file, ""));
+      int64_t budget = kMaxValues;
+      RETURN_IF_ERROR(CheckNoDuplicateKeys(loaded, file, "", &budget));
       if (loaded.IsMap()) {
         *root = loaded;
       } else if (loaded.IsDefined() && !loaded.IsNull()) {

@@ -1,7 +1,8 @@
 // Typed experiment configs from YAML.
 //
 // A config is a struct of sections; each section is a struct with defaults
-// that lists its fields once, in a Visit() template:
+// that lists its fields once, in a Visit() template (common/config_field.h),
+// and may check them together in an optional Validate():
 //
 //   struct RunConfig {
 //     int64_t threads = 0;
@@ -16,6 +17,7 @@
 // Priority: defaults < file < `--set section.key=value`.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -26,28 +28,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/choices.h"
+#include "common/config_field.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pbert::config {
-
-// A check on one field's value: returns "" when fine, else what is wrong and
-// what would be right.
-template <class T>
-using Check = std::function<std::string(const T&)>;
-
-template <class T>
-Check<T> AtLeast(T lo) {
-  return [lo](const T& v) { return v >= lo ? "" : absl::StrCat("must be >= ", lo); };
-}
-
-template <class T>
-Check<T> InRange(T lo, T hi) {
-  return [lo, hi](const T& v) {
-    return (v >= lo && v <= hi) ? "" : absl::StrCat("must be in [", lo, ", ", hi, "]");
-  };
-}
-
-Check<std::string> OneOf(std::vector<std::string> choices);
 
 // One value given on the command line: `assignment` is "section.key=value",
 // `origin` what the user typed, for errors ("--set a.b=1", "--max-len 12").
@@ -65,6 +50,16 @@ struct Sources {
   std::map<std::string, std::string> overrides;  // key path -> origin
 };
 
+// The help text of an enum field: its choices, then `help`.
+template <class E>
+std::string FieldHelp(const std::string& help) {
+  std::string choices = JoinChoices(ChoiceNames<E>());
+  return help.empty() ? choices : absl::StrCat(choices, " (", help, ")");
+}
+
+// The shortest text that reads back as exactly `value` ("0.1", "4e-04").
+std::string ShortestText(double value);
+
 // Visitor that fills a config from a YAML tree.
 class Reader {
  public:
@@ -75,6 +70,12 @@ class Reader {
 
   template <class S>
   void Section(const char* key, S* section, const char* help);
+
+  // Another struct's fields, in this section.
+  template <class S>
+  void Include(S* fields) {
+    fields->Visit(*this);
+  }
 
   // The first error met, or the first key that no field claimed.
   absl::Status Finish();
@@ -104,7 +105,14 @@ class Writer {
 
   template <class T>
   void Field(const char* key, T* value, const std::string& help, Check<T> = nullptr) {
-    *out_ << YAML::Key << key << YAML::Value << *value << YAML::Comment(help);
+    *out_ << YAML::Key << key << YAML::Value;
+    if constexpr (HasChoices<T>::value) {
+      *out_ << NameOf(*value) << YAML::Comment(FieldHelp<T>(help));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      *out_ << ShortestText(*value) << YAML::Comment(help);
+    } else {
+      *out_ << *value << YAML::Comment(help);
+    }
   }
 
   template <class S>
@@ -113,6 +121,11 @@ class Writer {
           << YAML::BeginMap;
     section->Visit(*this);
     *out_ << YAML::EndMap;
+  }
+
+  template <class S>
+  void Include(S* fields) {
+    fields->Visit(*this);
   }
 
  private:
@@ -128,16 +141,37 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
 absl::Status LoadTree(const std::string& file, const std::vector<Override>& overrides,
                       YAML::Node* root, Sources* sources);
 
-// Loads a config struct whose Visit() lists top-level sections.
+// Parses `text`, a config written by Dump, into a tree; `name` says where
+// it came from in errors.
+absl::Status ParseTree(const std::string& text, const std::string& name, YAML::Node* root,
+                       Sources* sources);
+
+// Fills a config struct whose Visit() lists top-level sections from `root`.
+template <class C>
+absl::Status Read(const YAML::Node& root, const Sources& sources, C* config) {
+  Reader reader(root, "", &sources);
+  config->Visit(reader);
+  return reader.Finish();
+}
+
+// Loads a config struct from `file` ("" for the defaults) and `overrides`.
 template <class C>
 absl::Status Load(const std::string& file, const std::vector<Override>& overrides, C* config) {
   YAML::Node root;
   Sources sources;
   absl::Status status = LoadTree(file, overrides, &root, &sources);
   if (!status.ok()) return status;
-  Reader reader(root, "", &sources);
-  config->Visit(reader);
-  return reader.Finish();
+  return Read(root, sources, config);
+}
+
+// Loads a config struct from YAML text (a saved config.yaml's).
+template <class C>
+absl::Status LoadText(const std::string& text, const std::string& name, C* config) {
+  YAML::Node root;
+  Sources sources;
+  absl::Status status = ParseTree(text, name, &root, &sources);
+  if (!status.ok()) return status;
+  return Read(root, sources, config);
 }
 
 // The effective config as YAML text.
@@ -158,29 +192,52 @@ std::map<std::string, std::string> Flatten(const YAML::Node& root);
 
 // ---- implementation of the templates ----
 
+template <class S, class = void>
+struct HasValidate : std::false_type {};
+template <class S>
+struct HasValidate<S, std::void_t<decltype(std::declval<const S&>().Validate())>>
+    : std::true_type {};
+
 template <class T>
 bool Reader::Decode(const YAML::Node& node, T* out, std::string* expected) {
-  if constexpr (std::is_same_v<T, bool>) {
-    *expected = "true or false";
-  } else if constexpr (std::is_integral_v<T>) {
-    *expected = "an integer";
-  } else if constexpr (std::is_floating_point_v<T>) {
-    *expected = "a number";
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    *expected = "a string";
-  } else {
-    *expected = "a list of scalars";
-  }
-  if constexpr (std::is_same_v<T, std::string> || std::is_arithmetic_v<T>) {
+  if constexpr (HasChoices<T>::value) {
+    *expected = absl::StrCat("one of: ", JoinChoices(ChoiceNames<T>()));
     if (!node.IsScalar()) return false;
-  } else {
-    if (!node.IsSequence()) return false;
-  }
-  try {
-    *out = node.as<T>();
-    return true;
-  } catch (const YAML::Exception&) {
+    for (const Choice<T>& c : Choices<T>()) {
+      if (c.name == node.Scalar()) {
+        *out = c.value;
+        return true;
+      }
+    }
     return false;
+  } else {
+    if constexpr (std::is_same_v<T, bool>) {
+      *expected = "true or false";
+    } else if constexpr (std::is_integral_v<T>) {
+      *expected = "an integer";
+    } else if constexpr (std::is_floating_point_v<T>) {
+      *expected = "a number";
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      *expected = "a string";
+    } else {
+      *expected = "a list of scalars";
+    }
+    if constexpr (std::is_same_v<T, std::string> || std::is_arithmetic_v<T>) {
+      if (!node.IsScalar()) return false;
+    } else {
+      if (!node.IsSequence()) return false;
+    }
+    try {
+      *out = node.as<T>();
+    } catch (const YAML::Exception&) {
+      return false;
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+      // YAML's .inf and .nan are numbers, but no setting means them.
+      *expected = "a finite number";
+      return std::isfinite(*out);
+    }
+    return true;
   }
 }
 
@@ -194,6 +251,13 @@ void Reader::Field(const char* key, T* value, const std::string& help, Check<T> 
   if (present && !child.IsNull()) {
     std::string expected;
     if (!Decode(child, value, &expected)) {
+      if constexpr (HasChoices<T>::value) {
+        if (child.IsScalar()) {
+          Fail(key, child, absl::StrCat("'", child.Scalar(), "' is not one of: ",
+                                        ChoicesHint(ChoiceNames<T>(), child.Scalar())));
+          return;
+        }
+      }
       std::string got = child.IsScalar() ? absl::StrCat("'", child.Scalar(), "'")
                                          : (child.IsMap() ? "a map" : "a list");
       Fail(key, child, absl::StrCat("expected ", expected, ", got ", got));
@@ -224,8 +288,10 @@ void Reader::Section(const char* key, S* section, const char* help) {
   section->Visit(inner);
   status_ = inner.Finish();
   if (!status_.ok()) return;
-  absl::Status valid = section->Validate();
-  if (!valid.ok()) Fail(key, child, std::string(valid.message()));
+  if constexpr (HasValidate<S>::value) {
+    absl::Status valid = section->Validate();
+    if (!valid.ok()) Fail(key, child, std::string(valid.message()));
+  }
 }
 
 }  // namespace pbert::config

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 
 namespace pbert::logging {
@@ -33,35 +32,30 @@ void Configure(const State& s, spdlog::logger& logger) {
   logger.set_level(s.rank == 0 ? s.level : std::max(s.level, spdlog::level::warn));
 }
 
-}  // namespace
-
-namespace {
-
-constexpr std::pair<const char*, spdlog::level::level_enum> kLevels[] = {
-    {"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
-    {"info", spdlog::level::info},   {"warn", spdlog::level::warn},
-    {"error", spdlog::level::err},   {"off", spdlog::level::off}};
-
-}  // namespace
-
-std::vector<std::string> LevelNames() {
-  std::vector<std::string> names;
-  for (const auto& [text, level] : kLevels) names.push_back(text);
-  return names;
-}
-
-absl::StatusOr<spdlog::level::level_enum> ParseLevel(absl::string_view name) {
-  for (const auto& [text, level] : kLevels) {
-    if (name == text) return level;
+spdlog::level::level_enum SpdlogLevel(Level level) {
+  switch (level) {
+    case Level::kTrace:
+      return spdlog::level::trace;
+    case Level::kDebug:
+      return spdlog::level::debug;
+    case Level::kInfo:
+      return spdlog::level::info;
+    case Level::kWarn:
+      return spdlog::level::warn;
+    case Level::kError:
+      return spdlog::level::err;
+    case Level::kOff:
+      break;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown log level '", name, "'; use one of ",
-                                                 absl::StrJoin(LevelNames(), ", ")));
+  return spdlog::level::off;
 }
 
-void Init(spdlog::level::level_enum level, int rank) {
+}  // namespace
+
+void Init(Level level, int rank) {
   State& s = GetState();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.level = level;
+  s.level = SpdlogLevel(level);
   s.rank = rank;
   spdlog::apply_all([&](const std::shared_ptr<spdlog::logger>& logger) { Configure(s, *logger); });
 }

@@ -6,20 +6,21 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/choices.h"
 #include "spdlog/spdlog.h"
 
 namespace pbert::logging {
 
-// Parses "trace", "debug", "info", "warn", "error" or "off".
-absl::StatusOr<spdlog::level::level_enum> ParseLevel(absl::string_view name);
-// Those names, in that order.
-std::vector<std::string> LevelNames();
+enum class Level { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+inline constexpr Choice<Level> kLevels[] = {
+    {"trace", Level::kTrace}, {"debug", Level::kDebug}, {"info", Level::kInfo},
+    {"warn", Level::kWarn},   {"error", Level::kError}, {"off", Level::kOff}};
+constexpr ChoiceList<Level> ChoicesOf(Level) { return kLevels; }
 
 // Sets the level and the process rank. Ranks other than 0 log warnings and
 // errors only, so that N processes do not print N copies of each line.
-void Init(spdlog::level::level_enum level, int rank = 0);
+void Init(Level level, int rank = 0);
 
 // The logger of one component, created on first use; its lines read
 // "[12:00:01.123] [info] [pack] ...".

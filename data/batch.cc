@@ -47,7 +47,7 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
 
   auto zeros = [](int64_t a, int64_t b) { return at::zeros({a, b}, at::kLong); };
   PackedBatch batch{zeros(B, S), zeros(B, S), zeros(B, S), zeros(B, S), zeros(B, M),
-                    zeros(B, M), zeros(B, M), zeros(B, D), zeros(B, D), zeros(B, D), {}};
+                    zeros(B, M), zeros(B, M), zeros(B, D), zeros(B, D), zeros(B, D), {}, 0};
   std::vector<int64_t> used;
   auto ids = batch.input_ids.accessor<int64_t, 2>();
   auto pos = batch.position_ids.accessor<int64_t, 2>();
@@ -80,6 +80,7 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
       nsp[b][k] = in.next_sentence_label;
       valid[b][k] = 1;
       offset += in.length();
+      batch.tokens += in.length();
     }
   }
   batch.mlm_used = at::tensor(used, at::kLong);

@@ -25,6 +25,8 @@ struct PackedBatch {
   // [K] the MLM slots that hold a masked token, as indices into the
   // flattened [B*M] slots, in order: the MLM head runs on these K only.
   at::Tensor mlm_used;
+  // Real (non-padding) tokens, counted on the host as the batch was laid out.
+  int64_t tokens = 0;
 
   int64_t rows() const { return input_ids.size(0); }
 };

@@ -69,13 +69,7 @@ std::vector<std::string> SplitSentences(absl::string_view paragraph) {
   return out;
 }
 
-absl::StatusOr<CorpusFormat> ResolveFormat(const std::string& name, const std::string& path) {
-  if (name == "wiki") return CorpusFormat::kWikiExtractor;
-  if (name == "text") return CorpusFormat::kText;
-  if (name != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input format '", name, "' is not one of: auto, wiki, text, hdf5"));
-  }
+absl::StatusOr<CorpusFormat> DetectCorpusFormat(const std::string& path) {
   RETURN_IF_ERROR(CheckReadableFile(path, "input"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);

@@ -19,9 +19,9 @@ using Document = std::vector<std::string>;
 
 enum class CorpusFormat { kWikiExtractor, kText };
 
-// "wiki", "text" or "auto" (WikiExtractor if the first non-blank line starts
-// with "<doc").
-absl::StatusOr<CorpusFormat> ResolveFormat(const std::string& name, const std::string& path);
+// WikiExtractor if the first non-blank line of `path` starts with "<doc",
+// else text; an empty file is an error.
+absl::StatusOr<CorpusFormat> DetectCorpusFormat(const std::string& path);
 
 struct CorpusStats {
   uint64_t bytes = 0;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/config_field.h"
 #include "data/instance.h"
 #include "data/tokenizer.h"
 
@@ -24,6 +25,22 @@ struct InstanceOptions {
   int max_predictions_per_seq = 20;
   bool whole_word_mask = false;
   uint64_t seed = 12345;
+
+  // The config's prepare keys of instance creation (max_seq_len and seed
+  // come from the data and run sections).
+  template <class V>
+  void Visit(V& v) {
+    using config::AtLeast;
+    using config::InRange;
+    v.Field("dupe_factor", &dupe_factor, "passes over the documents with different masks",
+            AtLeast(1));
+    v.Field("short_seq_prob", &short_seq_prob, "share of instances with a shorter target",
+            InRange(0.0, 1.0));
+    v.Field("masked_lm_prob", &masked_lm_prob, "share of tokens to mask", InRange(0.0, 1.0));
+    v.Field("max_predictions_per_seq", &max_predictions_per_seq, "most masked tokens per sequence",
+            InRange(1, 65535));
+    v.Field("whole_word_mask", &whole_word_mask, "mask all pieces of a word together");
+  }
 };
 
 // A document's sentences as token ids.

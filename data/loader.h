@@ -21,9 +21,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/config_field.h"
 #include "data/batch.h"
 #include "data/packing/pack_index.h"
 #include "data/source.h"
+#include "nlohmann/json.hpp"
 
 namespace pbert::data {
 
@@ -45,12 +47,23 @@ struct LoaderOptions {
   bool single_pass = false;
   int threads = 1;       // background threads building batches
   int prefetch = 4;      // steps built ahead of use, at most
+
+  // The config's data keys of the loader (the rest comes from the train,
+  // packing and dist sections and the communicator).
+  template <class V>
+  void Visit(V& v) {
+    v.Field("loader_threads", &threads, "background threads building batches",
+            config::InRange(1, 64));
+    v.Field("prefetch_steps", &prefetch, "optimizer steps of batches built ahead",
+            config::InRange(1, 1024));
+  }
 };
 
 // Where the stream stands: rows consumed by all ranks since the start of
 // epoch 0.
 struct LoaderPosition {
   uint64_t rows = 0;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(LoaderPosition, rows)
 };
 
 // The micro-batches of one rank for one optimizer step, with what they hold.

@@ -53,7 +53,8 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
                      static_cast<uint32_t>(o.instances.max_seq_len),
                      static_cast<uint32_t>(predictions),
                      absl::StrCat(Hdf5LayoutName(reader->layout()), " HDF5")};
-      ASSIGN_OR_RETURN(writer, StoreWriter::Create(o.output, info, o.records_per_shard, o.overwrite));
+      ASSIGN_OR_RETURN(writer, StoreWriter::Create(o.output, info, static_cast<uint64_t>(o.records_per_shard),
+                                                  o.overwrite));
     }
     constexpr int64_t kChunk = 8192;
     for (int64_t begin = 0; begin < reader->size(); begin += kChunk) {
@@ -79,7 +80,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
     }
   }
   if (o.pick > 0) {
-    ASSIGN_OR_RETURN(std::vector<uint64_t> picks, PickEvenly(picked_from.size(), o.pick));
+    ASSIGN_OR_RETURN(std::vector<uint64_t> picks, PickEvenly(picked_from.size(), static_cast<uint64_t>(o.pick)));
     for (uint64_t i : picks) {
       RETURN_IF_ERROR(writer->Add(picked_from[i]));
       Count(picked_from[i], summary);
@@ -97,6 +98,19 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
   return writer->Finish();
 }
 
+absl::StatusOr<CorpusFormat> CorpusFormatOf(InputFormat format, const std::string& path) {
+  switch (format) {
+    case InputFormat::kWiki:
+      return CorpusFormat::kWikiExtractor;
+    case InputFormat::kText:
+      return CorpusFormat::kText;
+    case InputFormat::kAuto:
+    case InputFormat::kHdf5:
+      break;
+  }
+  return DetectCorpusFormat(path);
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<uint64_t>> PickEvenly(uint64_t total, uint64_t n) {
@@ -109,8 +123,6 @@ absl::StatusOr<std::vector<uint64_t>> PickEvenly(uint64_t total, uint64_t n) {
   for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<uint64_t>(static_cast<double>(i) * ratio);
   return out;
 }
-
-std::vector<std::string> InputFormatNames() { return {"auto", "wiki", "text", "hdf5"}; }
 
 absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PrepareProgress& progress) {
   if (o.inputs.empty()) {
@@ -128,14 +140,14 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   auto vocabulary = std::make_shared<const Vocabulary>(std::move(loaded));
   PrepareSummary summary;
   summary.histogram = LengthHistogram(o.instances.max_seq_len);
-  if (o.input_format == "hdf5") {
+  if (o.input_format == InputFormat::kHdf5) {
     RETURN_IF_ERROR(ImportHdf5(o, *vocabulary, progress, &summary));
     return summary;
   }
 
   std::vector<Document> documents;
   for (const std::string& path : o.inputs) {
-    ASSIGN_OR_RETURN(CorpusFormat format, ResolveFormat(o.input_format, path));
+    ASSIGN_OR_RETURN(CorpusFormat format, CorpusFormatOf(o.input_format, path));
     RETURN_IF_ERROR(ReadCorpus(
         path, format, [&](Document&& d) { documents.push_back(std::move(d)); }, &summary.corpus));
     if (progress) progress("read", 1, o.inputs.size());
@@ -174,7 +186,7 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
         "the inputs made no instances: documents need sentences with tokens");
   }
   if (o.pick > 0) {
-    ASSIGN_OR_RETURN(std::vector<uint64_t> picks, PickEvenly(instances.size(), o.pick));
+    ASSIGN_OR_RETURN(std::vector<uint64_t> picks, PickEvenly(instances.size(), static_cast<uint64_t>(o.pick)));
     std::vector<Instance> kept;
     kept.reserve(picks.size());
     for (uint64_t i : picks) kept.push_back(std::move(instances[i]));
@@ -184,7 +196,8 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
                  static_cast<uint32_t>(o.instances.max_seq_len),
                  static_cast<uint32_t>(o.instances.max_predictions_per_seq),
                  absl::StrCat("prepare of ", o.inputs.size(), " file(s), seed ", o.instances.seed)};
-  ASSIGN_OR_RETURN(auto writer, StoreWriter::Create(o.output, info, o.records_per_shard, o.overwrite));
+  ASSIGN_OR_RETURN(auto writer, StoreWriter::Create(o.output, info, static_cast<uint64_t>(o.records_per_shard),
+                                                  o.overwrite));
   for (size_t i = 0; i < instances.size(); ++i) {
     RETURN_IF_ERROR(writer->Add(instances[i]));
     Count(instances[i], &summary);

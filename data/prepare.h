@@ -7,24 +7,58 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/choices.h"
+#include "common/config_field.h"
 #include "data/corpus.h"
 #include "data/histogram.h"
 #include "data/instances.h"
 
 namespace pbert::data {
 
+// The input formats: kAuto is WikiExtractor if the file starts with "<doc",
+// else text; kHdf5 is any layout of data/hdf5.h (the rows of NVIDIA-packed
+// files are kept as the store's kKeptPackIndex).
+enum class InputFormat { kAuto, kWiki, kText, kHdf5 };
+inline constexpr Choice<InputFormat> kInputFormats[] = {{"auto", InputFormat::kAuto},
+                                                        {"wiki", InputFormat::kWiki},
+                                                        {"text", InputFormat::kText},
+                                                        {"hdf5", InputFormat::kHdf5}};
+constexpr ChoiceList<InputFormat> ChoicesOf(InputFormat) { return kInputFormats; }
+
 struct PrepareOptions {
   std::vector<std::string> inputs;
-  std::string input_format = "auto";  // one of InputFormatNames()
+  InputFormat input_format = InputFormat::kAuto;
   std::string vocab;
   bool lower_case = true;
   int max_chars_per_word = Tokenizer::kDefaultMaxCharsPerWord;
+  // max_seq_len and seed come from the config's data and run sections.
   InstanceOptions instances;
-  uint64_t records_per_shard = 1 << 18;
-  uint64_t pick = 0;  // > 0: keep this many sequences, PickEvenly
+  int64_t records_per_shard = 1 << 18;
+  int64_t pick = 0;  // > 0: keep this many sequences, PickEvenly
   int threads = 1;
   std::string output;  // the store folder; must not exist yet unless `overwrite`
   bool overwrite = false;  // replace an existing store once the new one is complete
+
+  // The config's prepare section.
+  template <class V>
+  void Visit(V& v) {
+    using config::AtLeast;
+    using config::InRange;
+    v.Field("inputs", &inputs, "input files: WikiExtractor output, plain text or MLPerf/NVIDIA HDF5");
+    v.Field("input_format", &input_format, "auto: WikiExtractor if a file starts with <doc, else text");
+    v.Field("vocab", &vocab, "BERT vocab.txt");
+    v.Field("lower_case", &lower_case, "lower-case and strip accents (uncased vocabularies)");
+    v.Field("max_chars_per_word", &max_chars_per_word,
+            "longer words become [UNK] (200 as Google's tokenization.py; Hugging Face: 100)",
+            InRange(1, 1 << 20));
+    v.Include(&instances);
+    v.Field("records_per_shard", &records_per_shard, "instances per store shard file",
+            AtLeast<int64_t>(1));
+    v.Field("pick", &pick,
+            "keep this many sequences, evenly spaced as MLPerf's pick_eval_samples.py picks the "
+            "eval set (10000); 0 keeps all",
+            AtLeast<int64_t>(0));
+  }
 };
 
 struct PrepareSummary {
@@ -45,10 +79,6 @@ inline constexpr char kKeptPackIndex[] = "packs.pbpack";
 // Reports (stage, units done, units in all; 0 if unknown).
 using PrepareProgress = std::function<void(const std::string&, uint64_t, uint64_t)>;
 
-// The input formats: "auto" (WikiExtractor if the file starts with "<doc",
-// else text), "wiki", "text", "hdf5" (any layout of data/hdf5.h; the rows of
-// NVIDIA-packed files are kept as the store's kKeptPackIndex).
-std::vector<std::string> InputFormatNames();
 
 // MLPerf's eval-set selection (pick_eval_samples.py): of `total` sequences,
 // the `n` at floor(i * (total / n)) for i < n, the ratio in double precision

@@ -15,14 +15,17 @@
 
 namespace pbert::distributed {
 
+std::unique_ptr<Communicator> Communicator::Single() {
+  return std::unique_ptr<Communicator>(new Communicator(Environment{}));
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    const Environment& environment, const std::string& backend, std::chrono::milliseconds timeout) {
-  if (backend != "gloo" && backend != "nccl") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("distributed backend '", backend, "' is not one of: gloo, nccl"));
+    const Environment& environment, Backend backend, std::chrono::milliseconds timeout) {
+  if (backend == Backend::kAuto) {
+    return absl::InvalidArgumentError("Communicator::Create needs a resolved backend");
   }
 #ifndef PBERT_WITH_NCCL
-  if (backend == "nccl") {
+  if (backend == Backend::kNccl) {
     return absl::FailedPreconditionError(
         "the nccl backend needs a CUDA build of LibTorch; this build has gloo only");
   }
@@ -48,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       store = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
     }
     communicator->store_ = store;
-    if (backend == "gloo") {
+    if (backend == Backend::kGloo) {
       auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
       // GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch.
       const char* interface = std::getenv("GLOO_SOCKET_IFNAME");

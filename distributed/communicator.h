@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/torch_compat.h"
+#include "distributed/config.h"
 #include "distributed/environment.h"
 
 namespace c10d {
@@ -24,11 +25,14 @@ namespace pbert::distributed {
 
 class Communicator {
  public:
-  // `backend`: "gloo" or "nccl". Rank 0 hosts the rendezvous store at
-  // MASTER_ADDR:MASTER_PORT; every rank waits up to `timeout` for the others.
+  // `backend`: kGloo or kNccl (resolved, see ResolveBackend). Rank 0 hosts
+  // the rendezvous store at MASTER_ADDR:MASTER_PORT; every rank waits up to
+  // `timeout` for the others.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
-      const Environment& environment, const std::string& backend,
+      const Environment& environment, Backend backend,
       std::chrono::milliseconds timeout = std::chrono::minutes(5));
+  // One process: every operation is the identity.
+  static std::unique_ptr<Communicator> Single();
   ~Communicator();
 
   int rank() const { return environment_.rank; }

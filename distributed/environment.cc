@@ -42,21 +42,6 @@ constexpr Launcher kLaunchers[] = {
 
 }  // namespace
 
-std::vector<std::string> BackendNames() { return {"auto", "gloo", "nccl"}; }
-
-absl::StatusOr<std::string> ResolveBackend(const std::string& name, bool model_on_cuda) {
-  if (name == "auto") {
-#ifdef PBERT_WITH_NCCL
-    if (model_on_cuda) return std::string("nccl");
-#endif
-    (void)model_on_cuda;
-    return std::string("gloo");
-  }
-  if (name == "gloo" || name == "nccl") return name;
-  return absl::InvalidArgumentError(
-      absl::StrCat("distributed backend '", name, "' is not one of: auto, gloo, nccl"));
-}
-
 std::string FirstSlurmHost(const std::string& nodelist) {
   // Hosts are separated by commas outside brackets; a bracket holds ranges.
   size_t end = 0;

@@ -59,11 +59,6 @@ absl::StatusOr<Environment> EnvironmentFrom(
     const std::function<const char*(const char*)>& get = nullptr,
     const EnvironmentDefaults& defaults = {});
 
-// The choices of dist.backend: "auto" is NCCL when LibTorch has CUDA and
-// the model is on a CUDA device, else Gloo.
-std::vector<std::string> BackendNames();
-absl::StatusOr<std::string> ResolveBackend(const std::string& name, bool model_on_cuda);
-
 // The first host of a Slurm node list: "gpu[07-09,12],cpu3" -> "gpu07".
 std::string FirstSlurmHost(const std::string& nodelist);
 

@@ -6,34 +6,10 @@
 #include <limits>
 #include <map>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/torch_compat.h"
 #include "model/dropout.h"
 
 namespace pbert::model {
-
-std::vector<std::string> AttentionKindNames() { return {"dense", "blocked"}; }
-
-absl::StatusOr<AttentionKind> ParseAttentionKind(const std::string& name) {
-  if (name == "dense") return AttentionKind::kDense;
-  if (name == "blocked") return AttentionKind::kBlocked;
-  return absl::InvalidArgumentError(absl::StrCat("attention '", name, "' is not one of: ",
-                                                 absl::StrJoin(AttentionKindNames(), ", ")));
-}
-
-std::vector<std::string> AblationNames() {
-  return {"none", "no_block_mask", "no_position_reset"};
-}
-
-absl::StatusOr<Ablation> ParseAblation(const std::string& name) {
-  if (name == "none") return Ablation::kNone;
-  if (name == "no_block_mask") return Ablation::kNoBlockMask;
-  if (name == "no_position_reset") return Ablation::kNoPositionReset;
-  return absl::InvalidArgumentError(absl::StrCat("model.ablation '", name,
-                                                 "' is not one of: none, no_block_mask, "
-                                                 "no_position_reset"));
-}
 
 at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype) {
   auto same = sequence_ids.unsqueeze(2) == sequence_ids.unsqueeze(1);  // [B,S,S]

@@ -17,24 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "model/bert_options.h"
 
 namespace pbert::model {
-
-enum class AttentionKind { kDense, kBlocked };
-
-// "dense" or "blocked".
-absl::StatusOr<AttentionKind> ParseAttentionKind(const std::string& name);
-std::vector<std::string> AttentionKindNames();
-
-// Packing's two model changes, each of which an ablation leaves out:
-// kNoBlockMask lets every token of a row attend to the row's other
-// sequences (only the padding is masked); kNoPositionReset numbers the
-// positions 0..S-1 along the row instead of restarting them in each
-// sequence. Training with either is not BERT: experiments only.
-enum class Ablation { kNone, kNoBlockMask, kNoPositionReset };
-std::vector<std::string> AblationNames();  // "none", "no_block_mask", "no_position_reset"
-absl::StatusOr<Ablation> ParseAblation(const std::string& name);
 
 struct AttentionLayout {
   // Dense: the additive mask, broadcastable to [B,heads,S,S].

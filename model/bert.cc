@@ -23,21 +23,6 @@ at::Tensor Normalize(nn::LayerNorm& norm, const at::Tensor& x) {
 
 }  // namespace
 
-absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimits& limits,
-                           const std::string& what) {
-  if (limits.vocab_size > static_cast<uint64_t>(options.vocab_size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " uses a vocabulary of ", limits.vocab_size, " tokens; the model has ",
-        options.vocab_size(), " (model.vocab_size): use the vocabulary the model was made for"));
-  }
-  if (limits.max_len > static_cast<uint64_t>(options.max_position_embeddings())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " holds sequences of up to ", limits.max_len, " tokens; the model has ",
-        options.max_position_embeddings(), " positions (model.max_position_embeddings)"));
-  }
-  return absl::OkStatus();
-}
-
 BertEmbeddingsImpl::BertEmbeddingsImpl(const BertOptions& options) : options(options) { reset(); }
 
 void BertEmbeddingsImpl::reset() {

@@ -15,50 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "data/batch.h"
-#include "data/instance.h"
 #include "model/attention.h"
+#include "model/bert_options.h"
+#include "model/losses.h"
 
 namespace pbert::model {
-
-struct BertOptions {
-  /// Tokens in the vocabulary (30522 for bert-base-uncased).
-  TORCH_ARG(int64_t, vocab_size) = 30522;
-  /// Width of every token representation.
-  TORCH_ARG(int64_t, hidden_size) = 768;
-  /// Transformer layers.
-  TORCH_ARG(int64_t, num_layers) = 12;
-  /// Attention heads per layer; must divide hidden_size.
-  TORCH_ARG(int64_t, num_heads) = 12;
-  /// Width of the feed-forward block.
-  TORCH_ARG(int64_t, intermediate_size) = 3072;
-  /// Rows of the position embedding: the longest sequence.
-  TORCH_ARG(int64_t, max_position_embeddings) = 512;
-  /// Segment types (A and B).
-  TORCH_ARG(int64_t, type_vocab_size) = 2;
-  /// Dropout after embeddings, attention output and feed-forward.
-  TORCH_ARG(double, hidden_dropout) = 0.1;
-  /// Dropout on the attention probabilities.
-  TORCH_ARG(double, attention_dropout) = 0.1;
-  /// LayerNorm epsilon.
-  TORCH_ARG(double, layer_norm_eps) = 1e-12;
-  /// Standard deviation of the normal initialisation.
-  TORCH_ARG(double, initializer_range) = 0.02;
-  /// How attention skips other sequences of a row: mask them (dense) or
-  /// never compute them (blocked); the results are the same.
-  TORCH_ARG(AttentionKind, attention) = AttentionKind::kDense;
-  /// The paper's ablations (its Figure 4), for experiments only: what
-  /// packing without one of its two model changes does.
-  TORCH_ARG(Ablation, ablation) = Ablation::kNone;
-};
-
-// OK iff data within `limits` fits a model of `options`: token ids below
-// vocab_size, sequences no longer than max_position_embeddings. `what` names
-// the data in the error.
-absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimits& limits,
-                           const std::string& what);
 
 // Every module below is named and nested as in Hugging Face's
 // BertForPreTraining, so named_parameters() yields its state-dict names.
@@ -207,11 +169,6 @@ class BertPreTrainingHeadsImpl : public torch::nn::Cloneable<BertPreTrainingHead
   torch::nn::Linear seq_relationship{nullptr};
 };
 TORCH_MODULE(BertPreTrainingHeads);
-
-struct PretrainingLogits {
-  at::Tensor mlm;  // [K,V] at the batch's used MLM slots (batch.mlm_used), in order
-  at::Tensor nsp;  // [B,D,2] for each sequence slot
-};
 
 class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImpl> {
  public:

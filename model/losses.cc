@@ -2,31 +2,8 @@
 
 #include <torch/torch.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace pbert::model {
-
-namespace {
-
-constexpr std::pair<const char*, MlmLossMode> kModes[] = {{"per_token", MlmLossMode::kPerToken},
-                                                         {"per_sequence", MlmLossMode::kPerSequence}};
-
-}  // namespace
-
-std::vector<std::string> MlmLossModeNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, mode] : kModes) names.push_back(name);
-  return names;
-}
-
-absl::StatusOr<MlmLossMode> ParseMlmLossMode(const std::string& name) {
-  for (const auto& [text, mode] : kModes) {
-    if (name == text) return mode;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("MLM loss mode '", name, "' is not one of: ",
-                                                 absl::StrJoin(MlmLossModeNames(), ", ")));
-}
 
 namespace {
 

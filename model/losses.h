@@ -7,9 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "common/choices.h"
 #include "data/batch.h"
-#include "model/bert.h"
 
 namespace pbert::model {
 
@@ -17,10 +16,15 @@ enum class MlmLossMode {
   kPerToken,     // canonical BERT: mean over every masked token of the batch
   kPerSequence,  // the paper's 3.2.3: mean over sequences of each one's token mean
 };
+inline constexpr Choice<MlmLossMode> kMlmLossModes[] = {
+    {"per_token", MlmLossMode::kPerToken}, {"per_sequence", MlmLossMode::kPerSequence}};
+constexpr ChoiceList<MlmLossMode> ChoicesOf(MlmLossMode) { return kMlmLossModes; }
 
-// "per_token" or "per_sequence".
-absl::StatusOr<MlmLossMode> ParseMlmLossMode(const std::string& name);
-std::vector<std::string> MlmLossModeNames();
+// What the model's heads give for a packed batch.
+struct PretrainingLogits {
+  at::Tensor mlm;  // [K,V] at the batch's used MLM slots (batch.mlm_used), in order
+  at::Tensor nsp;  // [B,D,2] for each sequence slot
+};
 
 // Sums and counts of one micro-batch (0-dim float64 tensors, except the loss
 // sums, which carry gradients). A trainer adds them over micro-batches and

@@ -9,42 +9,27 @@
 
 namespace pbert::model {
 
-std::vector<std::string> PrecisionNames() { return {"auto", "fp32", "bf16", "fp16"}; }
-
-Precision AutoPrecision(c10::DeviceType device) {
-  if (device == c10::DeviceType::CUDA) return Precision::kFp16;
-  return Cpu().bf16() ? Precision::kBf16 : Precision::kFp32;
-}
-
-std::string PrecisionName(Precision precision) {
+absl::StatusOr<Precision> ResolvePrecision(Precision precision, c10::DeviceType device) {
+  const bool cuda = device == c10::DeviceType::CUDA;
   switch (precision) {
-    case Precision::kBf16:
-      return "bf16";
+    case Precision::kAuto:
+      if (cuda) return Precision::kFp16;
+      return Cpu().bf16() ? Precision::kBf16 : Precision::kFp32;
     case Precision::kFp16:
-      return "fp16";
+      if (!cuda) {
+        return absl::InvalidArgumentError(
+            "model.precision fp16 needs a CUDA device; use fp32 (fastest on CPU) or bf16");
+      }
+      break;
     case Precision::kFp32:
+    case Precision::kBf16:
       break;
   }
-  return "fp32";
-}
-
-absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceType device) {
-  if (name == "auto") return AutoPrecision(device);
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "bf16") return Precision::kBf16;
-  if (name == "fp16") {
-    if (device != c10::DeviceType::CUDA) {
-      return absl::InvalidArgumentError(
-          "model.precision fp16 needs a CUDA device; use fp32 (fastest on CPU) or bf16");
-    }
-    return Precision::kFp16;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("model.precision '", name, "' is not one of: auto, fp32, bf16, fp16"));
+  return precision;
 }
 
 AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) : device_(device) {
-  if (precision == Precision::kFp32) return;
+  if (precision == Precision::kFp32 || precision == Precision::kAuto) return;
   active_ = true;
   was_enabled_ = torch_compat::AutocastEnabled(device_);
   previous_dtype_ = torch_compat::AutocastDtype(device_);

@@ -14,20 +14,23 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/choices.h"
+#include "nlohmann/json.hpp"
 
 namespace pbert::model {
 
-enum class Precision { kFp32, kBf16, kFp16 };
+enum class Precision { kAuto, kFp32, kBf16, kFp16 };
+inline constexpr Choice<Precision> kPrecisions[] = {{"auto", Precision::kAuto},
+                                                    {"fp32", Precision::kFp32},
+                                                    {"bf16", Precision::kBf16},
+                                                    {"fp16", Precision::kFp16}};
+constexpr ChoiceList<Precision> ChoicesOf(Precision) { return kPrecisions; }
 
-// "auto", "fp32", "bf16" or "fp16"; fp16 only on CUDA.
-absl::StatusOr<Precision> ParsePrecision(const std::string& name, c10::DeviceType device);
-// What "auto" means on `device`: on CPU bf16 where the CPU has AVX512_BF16 or
-// AMX-BF16, else fp32; on CUDA fp16 with dynamic loss scaling, as NVIDIA's
-// MLPerf BERT trains (untested here: no GPU).
-Precision AutoPrecision(c10::DeviceType device);
-// "fp32", "bf16" or "fp16".
-std::string PrecisionName(Precision precision);
-std::vector<std::string> PrecisionNames();
+// What `precision` means on `device`, never kAuto. Auto: on CPU bf16 where
+// the CPU has AVX512_BF16 or AMX-BF16, else fp32; on CUDA fp16 with dynamic
+// loss scaling, as NVIDIA's MLPerf BERT trains (untested here: no GPU).
+// fp16 on CPU is an error that says what to use.
+absl::StatusOr<Precision> ResolvePrecision(Precision precision, c10::DeviceType device);
 
 // Runs its scope under autocast for `device` (nothing for fp32); parameters
 // stay fp32, so the optimizer updates fp32 master weights.
@@ -49,6 +52,12 @@ class AutocastGuard {
 // backward; gradients are divided by it before the step, which is skipped
 // (and the scale halved) if any gradient is not finite; after
 // `growth_interval` good steps in a row the scale doubles.
+struct LossScalerState {
+  double scale = 65536.0;
+  int good_steps = 0;  // finite steps since the scale last changed
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(LossScalerState, scale, good_steps)
+};
+
 class LossScaler {
  public:
   explicit LossScaler(double initial_scale = 65536.0, int growth_interval = 2000)
@@ -61,11 +70,11 @@ class LossScaler {
   bool Unscale(const std::vector<at::Tensor>& parameters) const;
   // Adjusts the scale after a step that was (or was not) finite.
   void Update(bool finite);
-  // For checkpoints: the good steps since the last change, and a restore.
-  int good_steps() const { return good_steps_; }
-  void Restore(double scale, int good_steps) {
-    scale_ = scale;
-    good_steps_ = good_steps;
+  // For checkpoints.
+  LossScalerState State() const { return {scale_, good_steps_}; }
+  void Restore(const LossScalerState& state) {
+    scale_ = state.scale;
+    good_steps_ = state.good_steps;
   }
 
  private:

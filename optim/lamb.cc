@@ -188,9 +188,13 @@ torch::Tensor Lamb::step(LossClosure closure) {
   return loss;
 }
 
-void Lamb::save(torch::serialize::OutputArchive& archive) const { serialize(*this, archive); }
+void Lamb::save(torch::serialize::OutputArchive& archive) const {
+  torch::optim::serialize<LambParamState, LambOptions>(archive, *this);
+}
 
-void Lamb::load(torch::serialize::InputArchive& archive) { serialize(*this, archive); }
+void Lamb::load(torch::serialize::InputArchive& archive) {
+  torch::optim::serialize<LambParamState, LambOptions>(archive, *this);
+}
 
 std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(
     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,

@@ -2,13 +2,14 @@
 // optimizer of MLPerf BERT, in LibTorch's optimizer style.
 #pragma once
 
-#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
-#include <torch/optim/serialize.h>
+#include <torch/ordered_dict.h>
 
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "common/config_field.h"
 
 namespace pbert::optim {
 
@@ -30,6 +31,21 @@ struct LambOptions : public torch::optim::OptimizerCloneableOptions<LambOptions>
   TORCH_ARG(bool, trust_ratio) = true;
 
  public:
+  // The config's optim keys of LAMB (the rate comes from the schedule).
+  template <class V>
+  void Visit(V& v) {
+    using config::AtLeast;
+    using config::InRange;
+    v.Field("beta1", &std::get<0>(betas_), "LAMB first-moment decay (before packing adjustment)",
+            InRange(0.0, 0.999999));
+    v.Field("beta2", &std::get<1>(betas_), "LAMB second-moment decay (before packing adjustment)",
+            InRange(0.0, 0.999999));
+    v.Field("eps", &eps_, "added to sqrt(v)", AtLeast(0.0));
+    v.Field("weight_decay", &weight_decay_, "decoupled weight decay (not on bias, LayerNorm)",
+            AtLeast(0.0));
+    v.Field("bias_correction", &bias_correction_, "divide moments by 1 - beta^t");
+  }
+
   void serialize(torch::serialize::InputArchive& archive) override;
   void serialize(torch::serialize::OutputArchive& archive) const override;
   friend bool operator==(const LambOptions& lhs, const LambOptions& rhs);
@@ -67,12 +83,6 @@ class Lamb : public torch::optim::Optimizer {
   torch::Tensor step(LossClosure closure = nullptr) override;
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
-
- private:
-  template <typename Self, typename Archive>
-  static void serialize(Self& self, Archive& archive) {
-    _TORCH_OPTIM_SERIALIZE_WITH_TEMPLATE_ARG(Lamb);
-  }
 };
 
 // Two groups as BERT trains: parameters whose name contains "bias" or

@@ -4,12 +4,24 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/choices.h"
 
 namespace pbert::optim {
+
+// kBetas: beta1 := beta1^p, beta2 := beta2^p and the batch kept (for p = 2
+// exactly the moments of two updates with the same gradient). kBatch:
+// accumulation_steps divided by p (rounded, at least 1), so that sequences
+// per optimizer step stay as unpacked. kNone: unchanged.
+enum class PackingAdjustment { kNone, kBetas, kBatch };
+inline constexpr Choice<PackingAdjustment> kPackingAdjustments[] = {
+    {"none", PackingAdjustment::kNone},
+    {"betas", PackingAdjustment::kBetas},
+    {"batch", PackingAdjustment::kBatch}};
+constexpr ChoiceList<PackingAdjustment> ChoicesOf(PackingAdjustment) {
+  return kPackingAdjustments;
+}
 
 struct OptimizerHyperparameters {
   double beta1 = 0.9;
@@ -17,13 +29,7 @@ struct OptimizerHyperparameters {
   int64_t accumulation_steps = 1;  // micro-batches per optimizer step
 };
 
-// mode "none": unchanged. "betas": beta1 := beta1^p, beta2 := beta2^p and
-// the batch kept (for p = 2 exactly the moments of two updates with the same
-// gradient). "batch": accumulation_steps divided by p (rounded, at least 1)
-// so that sequences per optimizer step stay as unpacked.
-std::vector<std::string> PackingAdjustmentNames();
-
-absl::StatusOr<OptimizerHyperparameters> AdjustForPacking(const std::string& mode,
+absl::StatusOr<OptimizerHyperparameters> AdjustForPacking(PackingAdjustment adjustment,
                                                           double packing_factor,
                                                           const OptimizerHyperparameters& base);
 

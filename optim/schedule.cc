@@ -3,27 +3,21 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-
 namespace pbert::optim {
 
-std::vector<std::string> ScheduleNames() { return {"poly", "constant"}; }
-
 absl::Status ScheduleOptions::Validate() const {
-  if (kind != "poly" && kind != "constant") {
-    return absl::InvalidArgumentError(absl::StrCat("schedule '", kind, "' is not one of: ",
-                                                   absl::StrJoin(ScheduleNames(), ", ")));
-  }
   if (peak_lr < 0 || end_lr < 0) return absl::InvalidArgumentError("learning rates must be >= 0");
   if (total_steps < 1) return absl::InvalidArgumentError("total_steps must be >= 1");
   if (warmup_steps < 0) return absl::InvalidArgumentError("warmup_steps must be >= 0");
+  if (warmup_steps > total_steps) {
+    return absl::InvalidArgumentError("warmup_steps must not exceed total_steps");
+  }
   if (power <= 0) return absl::InvalidArgumentError("power must be > 0");
   return absl::OkStatus();
 }
 
 double LearningRate(const ScheduleOptions& o, int64_t step) {
-  if (o.kind == "constant") return o.peak_lr;
+  if (o.kind == ScheduleKind::kConstant) return o.peak_lr;
   if (step < o.warmup_steps) {
     double done = static_cast<double>(step - o.start_warmup_step) / o.warmup_steps;
     return std::max(0.0, o.peak_lr * done);

@@ -3,27 +3,46 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 #include "absl/status/status.h"
+#include "common/choices.h"
+#include "common/config_field.h"
 
 namespace pbert::optim {
 
+enum class ScheduleKind {
+  kPoly,      // warmup, then polynomial decay
+  kConstant,  // the peak rate throughout
+};
+inline constexpr Choice<ScheduleKind> kScheduleKinds[] = {{"poly", ScheduleKind::kPoly},
+                                                          {"constant", ScheduleKind::kConstant}};
+constexpr ChoiceList<ScheduleKind> ChoicesOf(ScheduleKind) { return kScheduleKinds; }
+
 struct ScheduleOptions {
-  std::string kind = "poly";  // "poly" (warmup + polynomial decay) or "constant"
-  double peak_lr = 1e-3;
+  ScheduleKind kind = ScheduleKind::kPoly;
+  double peak_lr = 4e-4;
   int64_t warmup_steps = 0;
   int64_t start_warmup_step = 0;  // MLPerf's offset of the warmup ramp
-  int64_t total_steps = 1;        // decay reaches end_lr here
+  int64_t total_steps = 1000;     // decay reaches end_lr here; the run stops here
   double power = 1.0;
   double end_lr = 0.0;
 
+  // The config's optim keys (the section's other keys are LAMB's).
+  template <class V>
+  void Visit(V& v) {
+    using config::AtLeast;
+    v.Field("lr", &peak_lr, "peak learning rate", AtLeast(0.0));
+    v.Field("schedule", &kind, "poly: warmup + polynomial decay; constant: lr throughout");
+    v.Field("warmup_steps", &warmup_steps, "linear warmup length in optimizer steps",
+            AtLeast<int64_t>(0));
+    v.Field("start_warmup_step", &start_warmup_step, "offset of the warmup ramp (MLPerf)");
+    v.Field("total_steps", &total_steps, "optimizer steps; the decay ends here",
+            AtLeast<int64_t>(1));
+    v.Field("power", &power, "polynomial decay power", AtLeast(1e-9));
+    v.Field("end_lr", &end_lr, "learning rate at total_steps", AtLeast(0.0));
+  }
   absl::Status Validate() const;
 };
-
-// The schedule kinds: "poly" and "constant".
-std::vector<std::string> ScheduleNames();
 
 // The rate for optimizer step `step` (0 for the first update), as MLPerf's
 // BERT reference computes it:

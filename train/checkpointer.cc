@@ -152,6 +152,18 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
   return info;
 }
 
+absl::Status Checkpointer::Save(int64_t step, const torch::nn::Module& model,
+                                const optim::Lamb& optimizer, const nlohmann::json& state) {
+  if (communicator_.rank() == 0) {
+    ASSIGN_OR_RETURN(last_, SaveCheckpoint(run_dir_, step, model, optimizer, state, config_yaml_,
+                                           keep_));
+    logging::Get("checkpoint")->info("{} (step {})", last_, step);
+  }
+  communicator_.Barrier();
+  saved_step_ = step;
+  return absl::OkStatus();
+}
+
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
                                    optim::Lamb& optimizer) {
   RETURN_IF_ERROR(model::LoadWeights(model, dir + "/model.safetensors"));

@@ -5,7 +5,8 @@
 //   RUN_DIR/checkpoints/step-00000100/
 //     model.safetensors    the weights, Hugging Face names (score, HF load it)
 //     optimizer.pt         LAMB's state (LibTorch archive)
-//     trainer_state.json   everything else a resume needs (TrainerState)
+//     trainer_state.json   everything else a resume needs, each part saved
+//                          by the component that owns it (train/trainer.h)
 //     config.yaml          the effective config of the run
 #pragma once
 
@@ -14,10 +15,48 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distributed/communicator.h"
 #include "nlohmann/json.hpp"
 #include "optim/lamb.h"
 
+namespace torch::nn {
+class Module;
+}
+
 namespace pbert::train {
+
+// Saves a run's checkpoints when they are due: every
+// train.checkpoint_every_steps steps, when asked to stop, and at the end.
+class Checkpointer {
+ public:
+  // `every_steps` 0: only when asked; `keep` 0: keep all.
+  Checkpointer(std::string run_dir, int64_t every_steps, int keep, std::string config_yaml,
+               distributed::Communicator& communicator)
+      : run_dir_(std::move(run_dir)),
+        every_steps_(every_steps),
+        keep_(keep),
+        config_yaml_(std::move(config_yaml)),
+        communicator_(communicator) {}
+
+  bool Due(int64_t step) const { return every_steps_ > 0 && step % every_steps_ == 0; }
+  // Step `step` was saved as it stands.
+  bool Saved(int64_t step) const { return saved_step_ == step; }
+  // Rank 0 writes step `step`'s checkpoint with `state`; every rank waits
+  // until it is complete, so that none runs ahead of it.
+  absl::Status Save(int64_t step, const torch::nn::Module& model, const optim::Lamb& optimizer,
+                    const nlohmann::json& state);
+  // The newest checkpoint this run wrote, "" if none.
+  const std::string& last() const { return last_; }
+
+ private:
+  const std::string run_dir_;
+  const int64_t every_steps_;
+  const int keep_;
+  const std::string config_yaml_;
+  distributed::Communicator& communicator_;
+  int64_t saved_step_ = -1;
+  std::string last_;
+};
 
 // Writes step `step`'s checkpoint under `run_dir`/checkpoints and then
 // removes all but the newest `keep` (0 keeps all). Returns its folder.

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <mutex>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace pbert::train {
@@ -67,10 +69,10 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
     at::Tensor loss = model::PretrainingLoss(sums, options.mlm_loss, totals);
     (scaler != nullptr ? scaler->Scale(loss) : loss).backward();
     at::Tensor stats = at::cat({PretrainingMetrics::SumsTensor(sums),
-                                loss.detach().to(at::kDouble).reshape({1}),
-                                batch.sequence_ids.gt(0).sum().to(at::kDouble).reshape({1})});
+                                loss.detach().to(at::kDouble).reshape({1})});
     sums_total = sums_total.defined() ? sums_total + stats : stats;
     metrics.rows += static_cast<double>(batch.rows());
+    metrics.tokens += static_cast<double>(batch.tokens);
   }
   {
     std::lock_guard<std::mutex> lock(generator.mutex());
@@ -80,7 +82,6 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
     at::Tensor host = sums_total.to(at::kCPU);
     metrics.AddSums(host.slice(0, 0, 8));
     metrics.loss = host[8].item<double>();
-    metrics.tokens = host[9].item<double>();
   }
   communicator.SumGradients(parameters, options.bucket_bytes);
   metrics = PretrainingMetrics::FromVector(communicator.Sum(metrics.ToVector()));
@@ -103,6 +104,36 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
   optimizer.step();
   result.applied = true;
   return result;
+}
+
+RandomState SaveRandomState() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  at::Tensor state = generator.get_state();
+  return {absl::BytesToHexString(
+      absl::string_view(static_cast<const char*>(state.data_ptr()), state.numel()))};
+}
+
+absl::Status RestoreRandomState(const RandomState& saved) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  at::Tensor current = generator.get_state();
+  const std::string& hex = saved.cpu;
+  if (static_cast<int64_t>(hex.size()) != 2 * current.numel()) {
+    return absl::DataLossError("the checkpoint's random generator state has the wrong size");
+  }
+  at::Tensor state = at::empty({current.numel()}, at::kByte);
+  uint8_t* bytes = state.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < current.numel(); ++i) {
+    // absl::HexStringToBytes changed its signature after Debian 12's Abseil.
+    int byte = 0;
+    if (!absl::SimpleHexAtoi(absl::string_view(hex).substr(2 * i, 2), &byte)) {
+      return absl::DataLossError("the checkpoint's random generator state is not hexadecimal");
+    }
+    bytes[i] = static_cast<uint8_t>(byte);
+  }
+  generator.set_state(state);
+  return absl::OkStatus();
 }
 
 }  // namespace pbert::train

@@ -5,6 +5,7 @@
 // schedule's rate. A step whose loss or gradients are not finite is skipped.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -13,6 +14,7 @@
 #include "model/bert.h"
 #include "model/losses.h"
 #include "model/precision.h"
+#include "nlohmann/json.hpp"
 #include "optim/lamb.h"
 #include "train/metrics.h"
 
@@ -38,5 +40,14 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
                                      const std::vector<data::PackedBatch>& batches, double lr,
                                      const StepOptions& options,
                                      model::LossScaler* scaler = nullptr);
+
+// The state of what draws the step's dropout masks (LibTorch's default CPU
+// generator), as checkpoints save it.
+struct RandomState {
+  std::string cpu;  // the generator's state, as hex
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(RandomState, cpu)
+};
+RandomState SaveRandomState();
+absl::Status RestoreRandomState(const RandomState& state);
 
 }  // namespace pbert::train

@@ -1,9 +1,13 @@
 // The training loop of `packed-bert train`, as MLPerf BERT runs it: steps
 // until the MLM accuracy on a fixed eval set reaches the target, evaluating
 // every `eval_every_samples` sequences, with `:::MLLOG` lines, metrics,
-// checkpoints and exact resume. docs/training.md describes it.
+// checkpoints and exact resume. Each component decides when it acts (the
+// evaluation, the checkpointer, the stop policy, the logs) and saves its
+// own part of the trainer state; the loop ties them together.
+// docs/training.md describes it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,74 +18,94 @@
 #include "distributed/communicator.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
-#include "optim/schedule.h"
-#include "train/step.h"
+#include "train/checkpointer.h"
+#include "train/evaluation.h"
+#include "train/experiment.h"
+#include "train/metrics_log.h"
+#include "train/mllog.h"
+#include "train/stop_policy.h"
+#include "train/trainer_state.h"
+#include "train/training_data.h"
 
 namespace pbert::train {
 
-// What the MLLOG header says about the submission.
-struct MlperfOptions {
-  std::string org = "packed-bert";
-  std::string platform = "cpu";
-  std::string division = "closed";
-  std::string status = "research";
-};
-
-struct TrainerOptions {
-  std::string run_dir;      // mllog.txt, metrics.jsonl, checkpoints/
-  std::string config_yaml;  // the effective config, saved with every checkpoint
-  uint64_t seed = 0;        // initial weights and dropout
-
-  model::BertOptions model;
-  std::string init_checkpoint;  // weights to start from (safetensors), "" for random ones
-  optim::LambOptions lamb;      // betas already adjusted for packing
-  bool exclude_from_trust_ratio = true;
-  optim::ScheduleOptions schedule;
-  StepOptions step;
-
-  std::shared_ptr<const data::SequenceSource> train_source;
-  std::shared_ptr<const data::PackIndex> train_index;
-  // rows_per_batch, batches_per_step (accumulation), shape, threads,
-  // prefetch, rank, world size; the seed and position are set here.
-  data::LoaderOptions loader;
-  // The fixed eval set and its rows; null: the run does not evaluate.
-  std::shared_ptr<const data::SequenceSource> eval_source;
-  std::shared_ptr<const data::PackIndex> eval_index;
-
-  int64_t total_steps = 1000;          // the schedule's end; the run stops there
-  int64_t eval_every_samples = 0;      // sequences between evaluations
-  double target_mlm_accuracy = 0.720;  // success when an evaluation reaches it
-  int64_t max_samples = 0;             // stop (aborted) after this many sequences; 0: no cap
-  int64_t checkpoint_every_steps = 0;  // 0: only at the end and when asked to stop
-  int keep_checkpoints = 3;            // 0: keep all
-  int64_t log_every_steps = 10;        // a metrics.jsonl line per this many steps
-  int64_t max_bad_steps = 10;          // non-finite steps in a row before giving up
-  MlperfOptions mlperf;
-
-  std::string resume;                   // checkpoint folder to continue, "" for a new run
-  std::function<bool()> stop_requested;  // polled between steps (SIGINT, SIGTERM)
-  distributed::Communicator* communicator = nullptr;
-};
-
 struct TrainResult {
-  // "success" (target reached), "aborted" (steps or samples ran out, or too
-  // many bad steps) or "interrupted" (asked to stop; resumable).
+  // "success" (target reached), "aborted" (steps or samples ran out) or
+  // "interrupted" (asked to stop; resumable).
   std::string status;
   int64_t step = 0;
-  uint64_t samples = 0;              // sequences trained on
-  uint64_t samples_to_target = 0;    // sequences seen when the target was reached, 0 if not
-  double mlm_accuracy = 0;           // of the last evaluation
+  uint64_t samples = 0;            // sequences trained on
+  uint64_t samples_to_target = 0;  // sequences seen when the target was reached, 0 if not
+  double mlm_accuracy = 0;         // of the last evaluation
   double best_mlm_accuracy = 0;
   int64_t evaluations = 0;
   int64_t skipped_steps = 0;
-  double train_seconds = 0;          // time spent in the loop, over all sessions
-  double run_seconds = 0;            // MLLOG run_start to run_stop (0 if not stopped)
-  std::string checkpoint;            // the last one written
-  bool already_finished = false;     // the resumed checkpoint was of a finished run
+  double train_seconds = 0;       // time spent in the loop, over all sessions
+  double run_seconds = 0;         // MLLOG run_start to run_stop (0 if not stopped)
+  std::string checkpoint;         // the last one written
+  bool already_finished = false;  // the resumed checkpoint was of a finished run
 };
 
-// Runs (or resumes) training. Library errors come back as a status; a
-// finished run resumed again returns its result without training.
-absl::StatusOr<TrainResult> Train(const TrainerOptions& options);
+// What a run is made of; everything it refers to outlives the trainer.
+struct TrainerSetup {
+  const ExperimentConfig& config;
+  const TrainingData& data;
+  const TrainingPlan& plan;
+  distributed::Communicator& communicator;
+  const CheckpointInfo* resume = nullptr;  // the checkpoint to continue; null: a new run
+  std::string config_yaml;                 // the effective config, saved with checkpoints
+  std::function<bool()> stop_requested;    // polled before each step (SIGINT, SIGTERM)
+};
+
+class Trainer {
+ public:
+  // A new run, a resumed one, or a finished one (which trains nothing).
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainerSetup& setup);
+
+  // Trains until the run ends or is asked to stop. A collective that fails
+  // (a rank died, stopped or hung past dist.timeout_s) ends the run with an
+  // error naming the lost ranks and where to resume.
+  absl::StatusOr<TrainResult> Train();
+
+ private:
+  explicit Trainer(const TrainerSetup& setup);
+  absl::Status InitNew();
+  absl::Status InitResume(const CheckpointInfo& checkpoint);
+  absl::Status BuildModel();
+  absl::Status OpenParts(const TrainerState& state);
+
+  absl::StatusOr<TrainResult> Loop();
+  absl::Status EndBlock();
+  absl::Status Evaluate();
+  absl::Status Save(bool final = false);
+  absl::StatusOr<TrainResult> Finish();
+  absl::Status Abort(const absl::Status& why);
+  absl::Status LostContact(const std::exception& e);
+
+  TrainerState State();
+  LoopPosition Position() const;
+  double Elapsed() const;
+  TrainResult Result(const std::string& status) const;
+
+  const TrainerSetup setup_;
+  const ExperimentConfig& config_;
+  const TrainingPlan& plan_;
+  distributed::Communicator& comm_;
+  const bool rank0_;
+
+  model::BertForPreTraining model_{nullptr};
+  std::unique_ptr<optim::Lamb> optimizer_;
+  std::unique_ptr<model::LossScaler> scaler_;  // fp16 only
+  std::unique_ptr<data::Loader> loader_;
+  Evaluation evaluation_;
+  StopPolicy stop_;
+  Checkpointer checkpointer_;
+  std::unique_ptr<MlperfLog> mllog_;
+  std::unique_ptr<MetricsLog> metrics_;
+  LoopState loop_;
+  std::chrono::steady_clock::time_point session_start_;
+  // A resumed run that had finished: its saved state, and nothing to train.
+  std::unique_ptr<TrainerState> finished_;
+};
 
 }  // namespace pbert::train

@@ -1,6 +1,6 @@
 // A packing plan: which multisets of lengths ("strategies") fill the rows,
 // and how many rows use each. Every algorithm produces one; the assignment of
-// real sequences to rows (assign.h) follows from it.
+// real sequences to rows (AssignSequences, pack_index.h) follows from it.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "common/config_field.h"
 #include "data/histogram.h"
 
 namespace pbert::data {
@@ -17,6 +18,12 @@ struct PackingOptions {
   int max_len = 512;  // S: tokens per row
   int max_depth = 8;  // D: most sequences in one row
   uint64_t seed = 0;  // for algorithms that draw (greedy's arrival order)
+
+  // The config's packing key (max_len and seed are data's and run's).
+  template <class V>
+  void Visit(V& v) {
+    v.Field("max_depth", &max_depth, "most sequences in one row (D)", config::InRange(1, 64));
+  }
 };
 
 struct Strategy {

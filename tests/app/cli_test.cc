@@ -14,7 +14,6 @@
 #include "data/hdf5.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "app/options.h"
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
 
@@ -315,22 +314,6 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
   r = RunBinary("verify " + store);
   EXPECT_EQ(r.exit_code, 2);  // a damaged input: the user must prepare it again
   EXPECT_NE(r.err.find(shard + ": checksum mismatch"), std::string::npos) << r.err;
-}
-
-TEST(CliTest, TheParameterCountThatSizesTheMemoryCheckIsTheModels) {
-  ModelConfig c;
-  c.vocab_size = 1000;
-  c.hidden_size = 64;
-  c.num_layers = 3;
-  c.num_heads = 4;
-  c.intermediate_size = 96;
-  c.max_position_embeddings = 80;
-  model::BertForPreTraining bert(ToBertOptions(c));
-  int64_t parameters = 0;
-  for (const auto& p : bert->parameters()) parameters += p.numel();
-  EXPECT_EQ(c.Parameters(), static_cast<double>(parameters));
-  c.hidden_size = 1 << 20;  // ~16 TB of training state
-  EXPECT_NE(c.Validate().message().find("make it smaller"), std::string::npos);
 }
 
 TEST(CliTest, ExitCodesFollowTheStatus) {

@@ -116,7 +116,7 @@ TEST_F(ConfigTest, ChecksRejectOutOfRangeValues) {
   EXPECT_EQ(std::string(s.message()), path_ + ":2:10: train.steps: must be >= 1");
   s = LoadText("train:\n  optimizer: sgd\n");
   EXPECT_EQ(std::string(s.message()),
-            path_ + ":2:14: train.optimizer: 'sgd' is not one of: lamb, adam");
+            path_ + ":2:14: train.optimizer: 'sgd' is not one of: lamb or adam");
 }
 
 TEST_F(ConfigTest, SectionValidateRunsAfterFields) {

@@ -153,7 +153,7 @@ TEST_F(H5pyFilesTest, NvidiaPackedRowsAreKept) {
   // prepare keeps their rows as the store's pack index.
   PrepareOptions o;
   o.inputs = {path};
-  o.input_format = "hdf5";
+  o.input_format = InputFormat::kHdf5;
   o.vocab = testing::WriteTestVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
   o.instances.max_seq_len = expected_["packed_len"].get<int>();
   o.output = *dir_ + "/packed-store";
@@ -191,7 +191,7 @@ TEST_F(H5pyFilesTest, PickMatchesMlperfsPickEvalSamples) {
   const uint64_t total = expected_["sequences"].size(), n = 7;
   PrepareOptions o;
   o.inputs = {path};
-  o.input_format = "hdf5";
+  o.input_format = InputFormat::kHdf5;
   o.vocab = testing::WriteTestVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
   o.instances.max_seq_len = 32;
   o.output = *dir_ + "/picked-store";

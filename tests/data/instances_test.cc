@@ -200,7 +200,7 @@ TEST(CorpusTest, WikiExtractorDropsTitlesAndSplitsSentences) {
          "<doc id=\"2\" title=\"B\">\nB\n\nOnly.\n</doc>\n";
   std::vector<Document> docs;
   CorpusStats stats;
-  auto format = ResolveFormat("auto", path);
+  auto format = DetectCorpusFormat(path);
   ASSERT_TRUE(format.ok());
   EXPECT_EQ(*format, CorpusFormat::kWikiExtractor);
   ASSERT_TRUE(ReadCorpus(
@@ -233,7 +233,7 @@ TEST(CorpusTest, EmptyAndBinaryFilesAreClearErrors) {
             path +
                 " holds no sentences (the file is empty); expected WikiExtractor output or one "
                 "sentence per line");
-  EXPECT_FALSE(ResolveFormat("auto", path).ok());
+  EXPECT_FALSE(DetectCorpusFormat(path).ok());
   std::ofstream(path, std::ios::binary) << std::string("ab\0cd\n", 6);
   status = ReadCorpus(path, CorpusFormat::kText, none, &stats);
   EXPECT_EQ(std::string(status.message()),

@@ -205,7 +205,7 @@ TEST_F(StoreTest, StoreToHdf5ToStoreIsIdentical) {
   ASSERT_TRUE(WriteHdf5(hdf5, all, 128, 20).ok());
 
   o.inputs = {hdf5};
-  o.input_format = "hdf5";
+  o.input_format = InputFormat::kHdf5;
   o.output = root_ + "/from_hdf5";
   ASSERT_TRUE(Prepare(o).ok());
   size_t shards = 0;

@@ -128,7 +128,7 @@ TEST(EnvironmentTest, BadValuesNameTheVariable) {
 }
 
 TEST(CommunicatorTest, OneProcessIsTheIdentity) {
-  auto c = Communicator::Create(Environment{}, "gloo");
+  auto c = Communicator::Create(Environment{}, Backend::kGloo);
   ASSERT_TRUE(c.ok());
   auto w = torch::zeros({2}).set_requires_grad(true);
   w.mutable_grad() = torch::tensor({1.0f, 2.0f});
@@ -136,7 +136,9 @@ TEST(CommunicatorTest, OneProcessIsTheIdentity) {
   EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({1.0f, 2.0f})));
   EXPECT_EQ((*c)->Sum({1.5, 2.0}), (std::vector<double>{1.5, 2.0}));
   // Checked before any rendezvous, so it fails at once.
-  EXPECT_EQ(Communicator::Create(Parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), "mpi").status().code(),
+  EXPECT_EQ(Communicator::Create(Parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), Backend::kAuto)
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -147,7 +149,7 @@ TEST(CommunicatorWorker, SumAndBroadcast) {
   }
   auto env = EnvironmentFrom();
   ASSERT_TRUE(env.ok()) << env.status();
-  auto c = Communicator::Create(*env, "gloo", std::chrono::seconds(60));
+  auto c = Communicator::Create(*env, Backend::kGloo, std::chrono::seconds(60));
   ASSERT_TRUE(c.ok()) << c.status();
   const float r = static_cast<float>(env->rank);
   auto a = torch::zeros({3}).set_requires_grad(true);

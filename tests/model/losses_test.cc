@@ -62,9 +62,11 @@ TEST(LossesTest, TheTwoModesDiffer) {
               (l3 + l2 + l53) / 12 + 2 * l2 / 8, 1e-6);
 }
 
-TEST(LossesTest, ParseMode) {
-  EXPECT_EQ(*ParseMlmLossMode("per_sequence"), MlmLossMode::kPerSequence);
-  EXPECT_FALSE(ParseMlmLossMode("per_pack").ok());
+TEST(LossesTest, ModeNames) {
+  EXPECT_EQ(*ParseChoice<MlmLossMode>("per_sequence", "model.mlm_loss"),
+            MlmLossMode::kPerSequence);
+  EXPECT_EQ(NameOf(MlmLossMode::kPerToken), "per_token");
+  EXPECT_FALSE(ParseChoice<MlmLossMode>("per_pack", "model.mlm_loss").ok());
 }
 
 }  // namespace

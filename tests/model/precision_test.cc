@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "common/platform.h"
 #include "common/torch_compat.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
@@ -10,13 +11,17 @@
 namespace pbert::model {
 namespace {
 
-TEST(PrecisionTest, Parse) {
-  EXPECT_EQ(*ParsePrecision("bf16", c10::DeviceType::CPU), Precision::kBf16);
-  EXPECT_EQ(*ParsePrecision("fp16", c10::DeviceType::CUDA), Precision::kFp16);
-  auto cpu_fp16 = ParsePrecision("fp16", c10::DeviceType::CPU);
+TEST(PrecisionTest, Resolve) {
+  EXPECT_EQ(*ResolvePrecision(Precision::kBf16, c10::DeviceType::CPU), Precision::kBf16);
+  EXPECT_EQ(*ResolvePrecision(Precision::kFp16, c10::DeviceType::CUDA), Precision::kFp16);
+  auto cpu_fp16 = ResolvePrecision(Precision::kFp16, c10::DeviceType::CPU);
   ASSERT_FALSE(cpu_fp16.ok());
   EXPECT_NE(cpu_fp16.status().message().find("needs a CUDA device"), std::string::npos);
-  EXPECT_FALSE(ParsePrecision("fp8", c10::DeviceType::CPU).ok());
+  // auto follows the CPU: bf16 only where it computes bf16 in hardware.
+  EXPECT_EQ(*ResolvePrecision(Precision::kAuto, c10::DeviceType::CPU),
+            Cpu().bf16() ? Precision::kBf16 : Precision::kFp32);
+  EXPECT_EQ(std::string(ParseChoice<Precision>("fp1", "model.precision").status().message()),
+            "model.precision 'fp1' is not one of: auto, fp32, bf16 or fp16; did you mean 'fp16'?");
 }
 
 TEST(PrecisionTest, Bf16AutocastOnCpuKeepsFp32WeightsAndCloseLogits) {

@@ -135,7 +135,7 @@ TEST(LambTest, PackingBetaIdentity) {
   EXPECT_TRUE(torch::allclose(s_once.exp_avg(), s_twice.exp_avg(), 0, 1e-15));
   EXPECT_TRUE(torch::allclose(s_once.exp_avg_sq(), s_twice.exp_avg_sq(), 0, 1e-15));
   // And AdjustForPacking gives those betas for p = 2.
-  auto adjusted = AdjustForPacking("betas", 2.0, {b1, b2, 8});
+  auto adjusted = AdjustForPacking(PackingAdjustment::kBetas, 2.0, {b1, b2, 8});
   ASSERT_TRUE(adjusted.ok());
   EXPECT_DOUBLE_EQ(adjusted->beta1, b1 * b1);
   EXPECT_DOUBLE_EQ(adjusted->beta2, b2 * b2);

@@ -40,31 +40,32 @@ TEST(ScheduleTest, PowerEndRateAndWarmupOffset) {
 
 TEST(ScheduleTest, ConstantAndValidation) {
   ScheduleOptions o;
-  o.kind = "constant";
+  o.kind = ScheduleKind::kConstant;
   o.peak_lr = 0.5;
   EXPECT_DOUBLE_EQ(LearningRate(o, 12345), 0.5);
   EXPECT_TRUE(o.Validate().ok());
-  o.kind = "cosine";
-  EXPECT_FALSE(o.Validate().ok());
-  o.kind = "poly";
+  o.kind = ScheduleKind::kPoly;
   o.total_steps = 0;
+  EXPECT_FALSE(o.Validate().ok());
+  o.total_steps = 10;
+  o.warmup_steps = 11;
   EXPECT_FALSE(o.Validate().ok());
 }
 
 TEST(PackingAdjustmentTest, Modes) {
   OptimizerHyperparameters base{0.9, 0.999, 16};
-  auto betas = AdjustForPacking("betas", 1.99758, base);
+  auto betas = AdjustForPacking(PackingAdjustment::kBetas, 1.99758, base);
   ASSERT_TRUE(betas.ok());
   EXPECT_NEAR(betas->beta1, std::pow(0.9, 1.99758), 1e-15);
   EXPECT_EQ(betas->accumulation_steps, 16);
-  auto batch = AdjustForPacking("batch", 1.99758, base);
+  auto batch = AdjustForPacking(PackingAdjustment::kBatch, 1.99758, base);
   ASSERT_TRUE(batch.ok());
   EXPECT_EQ(batch->accumulation_steps, 8);
   EXPECT_EQ(batch->beta1, 0.9);
-  EXPECT_EQ(AdjustForPacking("batch", 3.0, {0.9, 0.999, 1})->accumulation_steps, 1);
-  EXPECT_EQ(AdjustForPacking("none", 2.0, base)->beta2, 0.999);
-  EXPECT_FALSE(AdjustForPacking("lr", 2.0, base).ok());
-  EXPECT_FALSE(AdjustForPacking("betas", 0.5, base).ok());
+  EXPECT_EQ(AdjustForPacking(PackingAdjustment::kBatch, 3.0, {0.9, 0.999, 1})->accumulation_steps,
+            1);
+  EXPECT_EQ(AdjustForPacking(PackingAdjustment::kNone, 2.0, base)->beta2, 0.999);
+  EXPECT_FALSE(AdjustForPacking(PackingAdjustment::kBetas, 0.5, base).ok());
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+// The shape of a packed BERT and the choices of its packed attention: what
+// the config's model section sets (model/config.h), light enough for any
+// header; the modules are in model/bert.h.
+#pragma once
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/choices.h"
+#include "common/config_field.h"
+#include "data/instance.h"
+
+namespace pbert::model {
+
+// How attention skips the other sequences of a packed row; the results are
+// the same (model/attention.h).
+enum class AttentionKind {
+  kDense,    // scores over the whole row, block-diagonal mask
+  kBlocked,  // each sequence attends within its own block: no masked scores computed
+};
+inline constexpr Choice<AttentionKind> kAttentionKinds[] = {{"dense", AttentionKind::kDense},
+                                                            {"blocked", AttentionKind::kBlocked}};
+constexpr ChoiceList<AttentionKind> ChoicesOf(AttentionKind) { return kAttentionKinds; }
+
+// Packing's two model changes, each of which an ablation leaves out:
+// kNoBlockMask lets every token of a row attend to the row's other
+// sequences (only the padding is masked); kNoPositionReset numbers the
+// positions 0..S-1 along the row instead of restarting them in each
+// sequence. Training with either is not BERT: experiments only.
+enum class Ablation { kNone, kNoBlockMask, kNoPositionReset };
+inline constexpr Choice<Ablation> kAblations[] = {{"none", Ablation::kNone},
+                                                  {"no_block_mask", Ablation::kNoBlockMask},
+                                                  {"no_position_reset", Ablation::kNoPositionReset}};
+constexpr ChoiceList<Ablation> ChoicesOf(Ablation) { return kAblations; }
+
+struct BertOptions {
+  /// Tokens in the vocabulary (30522 for bert-base-uncased).
+  TORCH_ARG(int64_t, vocab_size) = 30522;
+  /// Width of every token representation.
+  TORCH_ARG(int64_t, hidden_size) = 768;
+  /// Transformer layers.
+  TORCH_ARG(int64_t, num_layers) = 12;
+  /// Attention heads per layer; must divide hidden_size.
+  TORCH_ARG(int64_t, num_heads) = 12;
+  /// Width of the feed-forward block.
+  TORCH_ARG(int64_t, intermediate_size) = 3072;
+  /// Rows of the position embedding: the longest sequence.
+  TORCH_ARG(int64_t, max_position_embeddings) = 512;
+  /// Segment types (A and B).
+  TORCH_ARG(int64_t, type_vocab_size) = 2;
+  /// Dropout after embeddings, attention output and feed-forward.
+  TORCH_ARG(double, hidden_dropout) = 0.1;
+  /// Dropout on the attention probabilities.
+  TORCH_ARG(double, attention_dropout) = 0.1;
+  /// LayerNorm epsilon.
+  TORCH_ARG(double, layer_norm_eps) = 1e-12;
+  /// Standard deviation of the normal initialisation.
+  TORCH_ARG(double, initializer_range) = 0.02;
+  /// How attention skips other sequences of a row.
+  TORCH_ARG(AttentionKind, attention) = AttentionKind::kBlocked;
+  /// The paper's ablations (its Figure 4), for experiments only.
+  TORCH_ARG(Ablation, ablation) = Ablation::kNone;
+
+ public:
+  // The parameter count of BertForPreTraining of this shape.
+  double Parameters() const;
+
+  template <class V>
+  void Visit(V& v) {
+    using config::AtLeast;
+    using config::InRange;
+    v.Field("vocab_size", &vocab_size_, "tokens in the vocabulary", AtLeast<int64_t>(8));
+    v.Field("hidden_size", &hidden_size_, "width of token representations", AtLeast<int64_t>(2));
+    v.Field("num_layers", &num_layers_, "transformer layers", AtLeast<int64_t>(1));
+    v.Field("num_heads", &num_heads_, "attention heads; must divide hidden_size",
+            AtLeast<int64_t>(1));
+    v.Field("intermediate_size", &intermediate_size_, "feed-forward width", AtLeast<int64_t>(1));
+    v.Field("max_position_embeddings", &max_position_embeddings_,
+            "position embedding rows: the longest sequence", AtLeast<int64_t>(8));
+    v.Field("type_vocab_size", &type_vocab_size_, "segment types", AtLeast<int64_t>(1));
+    v.Field("hidden_dropout", &hidden_dropout_, "dropout after embeddings and sublayers",
+            InRange(0.0, 0.99));
+    v.Field("attention_dropout", &attention_dropout_, "dropout on attention probabilities",
+            InRange(0.0, 0.99));
+    v.Field("initializer_range", &initializer_range_, "std of the normal initialisation",
+            AtLeast(0.0));
+    v.Field("attention", &attention_,
+            "dense: scores over the row with the block-diagonal mask; blocked: each sequence "
+            "within its own block; the same results");
+    v.Field("ablation", &ablation_,
+            "leave out one of packing's model changes (experiments only; not BERT, so refused "
+            "with mlperf.division closed)");
+  }
+  // hidden_size a multiple of num_heads.
+  absl::Status Validate() const;
+};
+
+// OK iff data within `limits` fits a model of `options`: token ids below
+// vocab_size, sequences no longer than max_position_embeddings. `what` names
+// the data in the error.
+absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimits& limits,
+                           const std::string& what);
+
+}  // namespace pbert::model

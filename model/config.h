@@ -1,0 +1,31 @@
+// The config's model section: the model's shape (BertOptions), the loss
+// mode and the precision it computes in.
+#pragma once
+
+#include "absl/status/status.h"
+#include "model/bert_options.h"
+#include "model/losses.h"
+#include "model/precision.h"
+
+namespace pbert::model {
+
+struct ModelConfig {
+  BertOptions bert;
+  MlmLossMode mlm_loss = MlmLossMode::kPerToken;
+  Precision precision = Precision::kFp32;
+
+  template <class V>
+  void Visit(V& v) {
+    v.Include(&bert);
+    v.Field("mlm_loss", &mlm_loss,
+            "per_token: canonical BERT; per_sequence: mean over sequences, the paper's 3.2.3");
+    v.Field("precision", &precision,
+            "autocast over fp32 weights; fp16 on CUDA only; auto: bf16 where the CPU computes "
+            "bf16 in hardware or on CUDA, else fp32");
+  }
+  // The shape's own checks, and whether its weights, gradients and LAMB's
+  // two moments fit this machine's memory.
+  absl::Status Validate() const;
+};
+
+}  // namespace pbert::model

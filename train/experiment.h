@@ -1,0 +1,73 @@
+// The whole config of an experiment: one section per component, each
+// defined by the component that reads it (docs/config.md lists the keys).
+// `prepare`, `pack`, `train` and `score` all read this one struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/config_field.h"
+#include "common/logging.h"
+#include "data/config.h"
+#include "data/packing/pack.h"
+#include "data/prepare.h"
+#include "distributed/config.h"
+#include "model/config.h"
+#include "optim/config.h"
+#include "train/config.h"
+#include "train/mllog.h"
+
+namespace pbert::train {
+
+// The run section: where outputs go, the seed of every random choice, and
+// how the process runs.
+struct RunConfig {
+  std::string output_dir = "runs/default";
+  int64_t seed = 12345;
+  int64_t threads = 0;
+  logging::Level log_level = logging::Level::kInfo;
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("output_dir", &output_dir, "folder for the run's outputs (created if missing)");
+    v.Field("seed", &seed, "seed of every random choice of the run", config::AtLeast<int64_t>(0));
+    v.Field("threads", &threads,
+            "intra-op threads; 0 = the CPUs available to the process, shared among the workers "
+            "of a distributed run on the node",
+            config::AtLeast<int64_t>(0));
+    v.Field("log_level", &log_level, "");
+  }
+};
+
+struct ExperimentConfig {
+  RunConfig run;
+  data::DataConfig data;
+  data::PrepareOptions prepare;
+  data::PackingConfig packing;
+  model::ModelConfig model;
+  optim::OptimConfig optim;
+  TrainConfig train;
+  MlperfOptions mlperf;
+  distributed::DistConfig dist;
+
+  template <class V>
+  void Visit(V& v) {
+    v.Section("run", &run, "where outputs go, seeds, threads, logging");
+    v.Section("data", &data, "input data");
+    v.Section("prepare", &prepare, "making an instance store from text or MLPerf HDF5");
+    v.Section("packing", &packing, "which sequences share a row");
+    v.Section("model", &model, "BERT shape, loss mode and precision");
+    v.Section("optim", &optim, "LAMB, learning-rate schedule, clipping, accumulation");
+    v.Section("train", &train, "the training loop: batches, evaluation, targets, checkpoints");
+    v.Section("mlperf", &mlperf, "what the MLLOG says about the submission");
+    v.Section("dist", &dist, "data-parallel training: process group, rendezvous, buckets");
+  }
+
+  // The packing section with the row length and seed of the others.
+  data::PackingOptions PackingOptions() const;
+  // What `train` checks across sections: an ablation is no BERT, so a
+  // closed-division MLPerf run may not train one.
+  absl::Status CheckTrainable() const;
+};
+
+}  // namespace pbert::train

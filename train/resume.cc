@@ -1,0 +1,77 @@
+#include "train/resume.h"
+
+#include <map>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace pbert::train {
+namespace {
+
+// Fails, naming the keys, if `checkpoint` was made under a config that
+// trains differently from `config`.
+absl::Status CheckSameTraining(const CheckpointInfo& checkpoint, const ExperimentConfig& config) {
+  ExperimentConfig saved;
+  RETURN_IF_ERROR(Annotate(
+      config::LoadText(checkpoint.config_yaml, checkpoint.dir + "/config.yaml", &saved),
+      "the checkpoint's config"));
+  // Both through Dump, so that formatting and defaults cannot differ.
+  auto before = config::Flatten(YAML::Load(config::Dump(saved)));
+  auto now = config::Flatten(YAML::Load(config::Dump(config)));
+  std::vector<std::string> changed;
+  for (const auto& [key, value] : now) {
+    auto it = before.find(key);
+    if (!ResumeMayChange(key) && (it == before.end() || it->second != value)) {
+      changed.push_back(absl::StrCat(key, " (", it == before.end() ? "unset" : it->second, " -> ",
+                                     value, ")"));
+    }
+  }
+  if (changed.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the config differs from the one ", checkpoint.dir, " was trained with: ",
+      absl::StrJoin(changed, ", "), "; resume with the same config, or add --force"));
+}
+
+}  // namespace
+
+bool ResumeMayChange(const std::string& key) {
+  static const char* const kSafe[] = {
+      "run.threads",         "run.log_level",       "run.output_dir",
+      "data.loader_threads", "data.prefetch_steps", "data.histogram",
+      "data.pack_index",  // the rows themselves are checked by their checksum
+      "train.checkpoint_every_steps", "train.keep_checkpoints", "train.log_every_steps",
+      "train.max_samples",   "train.max_bad_steps", "train.init_checkpoint"};
+  for (const char* safe : kSafe) {
+    if (key == safe) return true;
+  }
+  return absl::StartsWith(key, "prepare.") || absl::StartsWith(key, "mlperf.");
+}
+
+absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
+    std::string resume, bool force, const ExperimentConfig& config,
+    const distributed::Environment& environment) {
+  auto log = logging::Get("train");
+  if (environment.restart_count > 0 && resume.empty()) {
+    // Started again by launch or torchrun after a failure: continue.
+    log->info("restart {} of the workers: resuming from the newest checkpoint",
+              environment.restart_count);
+    resume = "auto";
+  }
+  if (resume == "auto") {
+    resume = LatestCheckpoint(config.run.output_dir);
+    if (resume.empty()) {
+      log->info("no checkpoint in {}/checkpoints: a new run", config.run.output_dir);
+    }
+  }
+  if (resume.empty()) return std::nullopt;
+  ASSIGN_OR_RETURN(CheckpointInfo checkpoint, ReadCheckpointInfo(resume));
+  if (!force) RETURN_IF_ERROR(CheckSameTraining(checkpoint, config));
+  return checkpoint;
+}
+
+}  // namespace pbert::train

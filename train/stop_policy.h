@@ -1,0 +1,60 @@
+// When a training run stops: on request (SIGINT or SIGTERM, agreed by all
+// ranks before each step, so that all stop after the same one); with an
+// error after train.max_bad_steps skipped steps in a row; or at its end,
+// when an evaluation reached the target, after optim.total_steps steps or
+// after train.max_samples sequences. Its counts are saved with each
+// checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "distributed/communicator.h"
+#include "nlohmann/json.hpp"
+#include "train/step.h"
+
+namespace pbert::train {
+
+struct StopState {
+  int64_t bad_steps_in_row = 0;
+  int64_t skipped_steps = 0;  // over the whole run
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(StopState, bad_steps_in_row, skipped_steps)
+};
+
+class StopPolicy {
+ public:
+  // `requested` is polled before each step (null: never).
+  StopPolicy(int64_t total_steps, int64_t max_samples, int64_t max_bad_steps,
+             std::function<bool()> requested)
+      : total_steps_(total_steps),
+        max_samples_(max_samples),
+        max_bad_steps_(max_bad_steps),
+        requested_(std::move(requested)) {}
+
+  // Whether any rank was asked to stop; every rank calls it before a step.
+  bool Requested(distributed::Communicator& communicator) const;
+
+  // Counts step `step`'s outcome: a skipped step (non-finite loss or
+  // gradient) is logged, and the max_bad_steps-th in a row is an error that
+  // names `last_checkpoint` ("" if none).
+  absl::Status Count(const StepResult& result, int64_t step, const std::string& last_checkpoint);
+
+  // The run ends after `step` steps and `samples` sequences.
+  bool AtEnd(int64_t step, uint64_t samples, bool target_reached) const {
+    return target_reached || step >= total_steps_ ||
+           (max_samples_ > 0 && samples >= static_cast<uint64_t>(max_samples_));
+  }
+
+  int64_t total_steps() const { return total_steps_; }
+  const StopState& state() const { return state_; }
+  void Restore(const StopState& state) { state_ = state; }
+
+ private:
+  const int64_t total_steps_, max_samples_, max_bad_steps_;
+  const std::function<bool()> requested_;
+  StopState state_;
+};
+
+}  // namespace pbert::train

@@ -1,0 +1,52 @@
+// Everything a resume needs, saved whole in each checkpoint's
+// trainer_state.json (version 2, docs/training.md): one part per component,
+// each written by the component that owns it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "data/loader.h"
+#include "model/precision.h"
+#include "nlohmann/json.hpp"
+#include "train/evaluation.h"
+#include "train/metrics_log.h"
+#include "train/mllog.h"
+#include "train/step.h"
+#include "train/stop_policy.h"
+
+namespace pbert::train {
+
+inline constexpr int kTrainerStateVersion = 2;
+
+// The loop's own counters.
+struct LoopState {
+  int64_t step = 0;
+  uint64_t samples = 0;       // sequences trained on, all ranks
+  double train_seconds = 0;   // time in the loop, over all sessions
+  std::string status;         // "" while running; "success" or "aborted" once finished
+  int world_size = 1;         // of the session that saved it
+  std::string train_index_checksum;  // XXH3 of the rows, as 16 hex digits
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(LoopState, step, samples, train_seconds, status, world_size,
+                                 train_index_checksum)
+};
+
+struct TrainerState {
+  LoopState loop;
+  data::LoaderPosition loader;
+  RandomState random;
+  model::LossScalerState loss_scale;  // fp16 only; the defaults otherwise
+  EvaluationState evaluation;
+  StopState stop;
+  MlperfLogState mllog;
+  MetricsLogState metrics;
+};
+
+nlohmann::json ToJson(const TrainerState& state);
+// Reads version 2, and version 1 (one flat object) of earlier releases.
+// `where` names the file in errors.
+absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
+                                                  const std::string& where);
+
+}  // namespace pbert::train

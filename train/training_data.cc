@@ -1,0 +1,129 @@
+#include "train/training_data.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/platform.h"
+#include "common/status.h"
+#include "data/packing/pack.h"
+#include "data/store.h"
+
+namespace pbert::train {
+namespace {
+
+// `source`'s sequences fit the model and the rows of data.max_seq_len.
+absl::Status CheckFits(const data::SequenceSource& source, const ExperimentConfig& config,
+                       const std::string& what) {
+  RETURN_IF_ERROR(model::CheckDataFits(config.model.bert, source.limits(), what));
+  if (source.limits().max_len > config.data.max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " holds sequences of up to ",
+                                                   source.limits().max_len,
+                                                   " tokens; data.max_seq_len is ",
+                                                   config.data.max_seq_len, ": raise it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const data::SequenceSource>> OpenStore(
+    const ExperimentConfig& config) {
+  const std::string& dir = config.data.store;
+  if (dir.empty()) {
+    return absl::InvalidArgumentError(
+        "train needs data.store: an instance store made by packed-bert prepare");
+  }
+  if (!std::filesystem::is_directory(dir)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.store '", dir, "' is not an instance store folder; make one with packed-bert "
+        "prepare (MLPerf HDF5 files too: --input-format hdf5)"));
+  }
+  ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(dir));
+  auto source = std::make_shared<const data::InstanceStore>(std::move(store));
+  RETURN_IF_ERROR(CheckFits(*source, config, dir));
+  return source;
+}
+
+// data.pack_index, or the store packed with the packing section.
+absl::StatusOr<std::shared_ptr<const data::PackIndex>> TrainRows(
+    const ExperimentConfig& config, const data::SequenceSource& store, bool write) {
+  auto log = logging::Get("train");
+  if (!config.data.pack_index.empty()) {
+    ASSIGN_OR_RETURN(data::PackIndex index, data::PackIndex::Read(config.data.pack_index));
+    log->info("{}: {} sequences in {} rows", config.data.pack_index, index.sequences(),
+              index.rows());
+    return std::make_shared<const data::PackIndex>(std::move(index));
+  }
+  ASSIGN_OR_RETURN(data::PackedSequences packed,
+                   data::PackLengths(config.packing.algorithm, store.Lengths(),
+                                     config.PackingOptions()));
+  const data::PackingReport& r = packed.run.report;
+  log->info("packed {} with {}: {} sequences in {} rows, packing factor {:.4f}, efficiency {:.2f}%",
+            store.name(), r.algorithm, r.sequences, r.packs, r.packing_factor, 100 * r.efficiency);
+  if (write) {
+    RETURN_IF_ERROR(packed.index.Write(config.run.output_dir + "/pack.pbpack", r.algorithm));
+  }
+  return std::make_shared<const data::PackIndex>(std::move(packed.index));
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config, bool write_rows) {
+  TrainingData data;
+  ASSIGN_OR_RETURN(data.train, OpenStore(config));
+  ASSIGN_OR_RETURN(data.rows, TrainRows(config, *data.train, write_rows));
+  if (config.data.eval.empty()) {
+    logging::Get("train")->warn(
+        "no data.eval: the run trains without evaluating and cannot reach its target");
+    return data;
+  }
+  ASSIGN_OR_RETURN(data.eval, data::OpenSequences(config.data.eval, static_cast<uint32_t>(
+                                                                        config.model.bert.vocab_size())));
+  RETURN_IF_ERROR(CheckFits(*data.eval, config, config.data.eval));
+  ASSIGN_OR_RETURN(data::PackedSequences packed,
+                   data::PackLengths(config.train.eval_packed ? config.packing.algorithm : "none",
+                                     data.eval->Lengths(), config.PackingOptions()));
+  data.eval_rows = std::make_shared<const data::PackIndex>(std::move(packed.index));
+  return data;
+}
+
+absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
+                                                const TrainingData& data, int rank,
+                                                int world_size) {
+  TrainingPlan plan;
+  const double p = data.packing_factor();
+  ASSIGN_OR_RETURN(plan.optim, config.optim.AdjustedFor(p));
+  ASSIGN_OR_RETURN(plan.precision,
+                   model::ResolvePrecision(config.model.precision, c10::DeviceType::CPU));
+  plan.step.mlm_loss = config.model.mlm_loss;
+  plan.step.precision = plan.precision;
+  plan.step.max_grad_norm = config.optim.max_grad_norm;
+  plan.step.bucket_bytes = config.dist.bucket_bytes();
+  plan.loader = config.data.loader;  // its threads and prefetch
+  plan.loader.rows_per_batch = config.train.micro_batch_rows;
+  plan.loader.batches_per_step = plan.optim.accumulation_steps;
+  plan.loader.shape = {static_cast<int>(config.data.max_seq_len),
+                       config.packing.options.max_depth, 0};
+  plan.loader.rank = rank;
+  plan.loader.world_size = world_size;
+  plan.loader.seed = static_cast<uint64_t>(config.run.seed);
+  plan.rows_per_step = config.train.micro_batch_rows * plan.optim.accumulation_steps * world_size;
+  plan.sequences_per_step = static_cast<double>(plan.rows_per_step) * p;
+  plan.eval_every_samples = config.train.eval_every_samples > 0
+                                ? config.train.eval_every_samples
+                                : MlperfEvalInterval(plan.sequences_per_step);
+  const std::string& kernels = TuneOpenBlasKernels().chosen;
+  plan.description = absl::StrFormat(
+      "%s; %.1f sequences per step; evaluation every %d sequences; precision %s; OpenBLAS "
+      "kernels %s",
+      config.optim.DescribeAdjustment(plan.optim, p), plan.sequences_per_step,
+      plan.eval_every_samples, NameOf(plan.precision), kernels.empty() ? "(not OpenBLAS)" : kernels);
+  return plan;
+}
+
+int64_t MlperfEvalInterval(double gbs) {
+  return static_cast<int64_t>(std::floor(0.05 * (230.23 * gbs + 3'000'000) / 25'000)) * 25'000;
+}
+
+}  // namespace pbert::train

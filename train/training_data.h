@@ -1,0 +1,56 @@
+// What a training run reads, opened and checked once: the training store
+// and its rows (data.pack_index, or the store packed now), the eval set and
+// its rows; and the plan that follows from them and the config: the packing
+// factor, the optimizer after the packing adjustment, sequences per step and
+// the evaluation interval.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "data/loader.h"
+#include "data/packing/pack_index.h"
+#include "data/source.h"
+#include "model/precision.h"
+#include "optim/config.h"
+#include "train/experiment.h"
+#include "train/step.h"
+
+namespace pbert::train {
+
+struct TrainingData {
+  std::shared_ptr<const data::SequenceSource> train;  // the instance store
+  std::shared_ptr<const data::PackIndex> rows;
+  std::shared_ptr<const data::SequenceSource> eval;  // null: no evaluation
+  std::shared_ptr<const data::PackIndex> eval_rows;
+
+  // Sequences per row of the training rows.
+  double packing_factor() const {
+    return static_cast<double>(rows->sequences()) / static_cast<double>(rows->rows());
+  }
+
+  // Opens and checks data.store and data.eval against the model and
+  // data.max_seq_len; the training rows are data.pack_index or the store
+  // packed with the packing section, then written to
+  // RUN_DIR/pack.pbpack when `write_rows`.
+  static absl::StatusOr<TrainingData> Open(const ExperimentConfig& config, bool write_rows);
+};
+
+// The values a run derives from its config and data, computed once.
+struct TrainingPlan {
+  optim::OptimConfig optim;        // after the packing adjustment
+  model::Precision precision;      // resolved for the device
+  StepOptions step;
+  data::LoaderOptions loader;      // this rank's share of the rows, in training order
+  int64_t rows_per_step = 0;       // over all ranks
+  double sequences_per_step = 0;   // rows_per_step x packing factor
+  int64_t eval_every_samples = 0;  // train.eval_every_samples, or MLPerf's interval
+  std::string description;         // the above in one line, for logs and config.yaml
+
+  static absl::StatusOr<TrainingPlan> Make(const ExperimentConfig& config,
+                                           const TrainingData& data, int rank, int world_size);
+};
+
+}  // namespace pbert::train
