@@ -154,6 +154,36 @@ absl::StatusOr<std::vector<Worker>> Start(const LaunchOptions& o, int attempt,
   return workers;
 }
 
+// Waits up to 200 ms for output of the workers and prints what came, each
+// line after its rank.
+void RelayOutput(std::vector<Worker>& workers) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Worker*, bool>> owners;  // worker, is stderr
+  for (Worker& w : workers) {
+    if (w.out >= 0) {
+      fds.push_back({w.out, POLLIN, 0});
+      owners.push_back({&w, false});
+    }
+    if (w.err >= 0) {
+      fds.push_back({w.err, POLLIN, 0});
+      owners.push_back({&w, true});
+    }
+  }
+  ::poll(fds.data(), fds.size(), 200);
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    Worker& w = *owners[i].first;
+    const bool is_err = owners[i].second;
+    std::string* buffer = is_err ? &w.err_line : &w.out_line;
+    const bool open = Drain(fds[i].fd, buffer);
+    EmitLines(buffer, is_err ? stderr : stdout, absl::StrCat("[rank ", w.rank, "] "), !open);
+    if (!open) {
+      ::close(fds[i].fd);
+      (is_err ? w.err : w.out) = -1;
+    }
+  }
+}
+
 // Watches one attempt until every worker has ended. Returns the first
 // failure ("" if none) and whether a stop was requested by a signal.
 std::string Watch(std::vector<Worker>& workers, const LaunchOptions& o, bool* stopped) {
@@ -166,32 +196,7 @@ std::string Watch(std::vector<Worker>& workers, const LaunchOptions& o, bool* st
     }
   };
   for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<Worker*, bool>> owners;  // worker, is stderr
-    for (Worker& w : workers) {
-      if (w.out >= 0) {
-        fds.push_back({w.out, POLLIN, 0});
-        owners.push_back({&w, false});
-      }
-      if (w.err >= 0) {
-        fds.push_back({w.err, POLLIN, 0});
-        owners.push_back({&w, true});
-      }
-    }
-    ::poll(fds.data(), fds.size(), 200);
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Worker& w = *owners[i].first;
-      const bool is_err = owners[i].second;
-      std::string* buffer = is_err ? &w.err_line : &w.out_line;
-      const bool open = Drain(fds[i].fd, buffer);
-      const std::string prefix = absl::StrCat("[rank ", w.rank, "] ");
-      EmitLines(buffer, is_err ? stderr : stdout, prefix, !open);
-      if (!open) {
-        ::close(fds[i].fd);
-        (is_err ? w.err : w.out) = -1;
-      }
-    }
+    RelayOutput(workers);
     if (pending_signal != 0) {
       const int sig = pending_signal;
       pending_signal = 0;
@@ -224,7 +229,7 @@ std::string Watch(std::vector<Worker>& workers, const LaunchOptions& o, bool* st
   }
 }
 
-absl::Status RunLaunch(const Args& args) {
+absl::StatusOr<LaunchOptions> ReadLaunchOptions(const Args& args) {
   LaunchOptions o;
   ASSIGN_OR_RETURN(int64_t nproc, args.GetInt("nproc-per-node", 1, 1));
   ASSIGN_OR_RETURN(int64_t nnodes, args.GetInt("nnodes", 1, 1));
@@ -268,6 +273,11 @@ absl::Status RunLaunch(const Args& args) {
         "'", o.command[0], "' is not a program that can be run (not found on PATH, "
         "a folder, or not executable)"));
   }
+  return o;
+}
+
+absl::Status RunLaunch(const Args& args) {
+  ASSIGN_OR_RETURN(const LaunchOptions o, ReadLaunchOptions(args));
   logging::Init(logging::Level::kInfo, 0);
   auto log = logging::Get("launch");
   struct sigaction action = {};

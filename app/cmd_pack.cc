@@ -78,6 +78,41 @@ absl::StatusOr<std::string> WriteRows(const Args& args, const ExperimentConfig& 
   return effective;
 }
 
+// What pack reads: an instance store, or a bare length histogram.
+struct PackInput {
+  std::string name;  // the file or folder
+  std::optional<data::InstanceStore> store;
+  data::LengthHistogram histogram;
+};
+
+absl::StatusOr<PackInput> ReadPackInput(const Args& args, const ExperimentConfig& config) {
+  const bool from_store = !config.data.store.empty();
+  if (from_store == !config.data.histogram.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        from_store ? "two things to pack" : "nothing to pack",
+        ": give --store DIR (data.store) or --histogram FILE (data.histogram)",
+        from_store ? ", not both" : ""));
+  }
+  const int max_len = static_cast<int>(config.data.max_seq_len);
+  PackInput input;
+  if (!from_store) {
+    input.name = config.data.histogram;
+    ASSIGN_OR_RETURN(input.histogram, data::ReadHistogramFile(input.name, max_len));
+    return input;
+  }
+  input.name = config.data.store;
+  // Fail before the work, not after it.
+  RETURN_IF_ERROR(RefuseToOverwrite(args, RowsPath(args, config)));
+  ASSIGN_OR_RETURN(input.store, data::InstanceStore::Open(input.name));
+  if (input.store->info().max_len > config.data.max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        input.name, " holds sequences of up to ", input.store->info().max_len,
+        " tokens, longer than rows of data.max_seq_len ", max_len, " (--max-len): raise it"));
+  }
+  ASSIGN_OR_RETURN(input.histogram, data::HistogramOf(input.store->Lengths(), max_len));
+  return input;
+}
+
 absl::Status RunPack(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"histogram", "data.histogram"},
                                                               {"store", "data.store"},
@@ -89,66 +124,43 @@ absl::Status RunPack(const Args& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("--format must be text or json, got '", format, "'"));
   }
-  const bool from_store = !config.data.store.empty();
-  if (from_store == !config.data.histogram.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        from_store ? "two things to pack" : "nothing to pack",
-        ": give --store DIR (data.store) or --histogram FILE (data.histogram)",
-        from_store ? ", not both" : ""));
-  }
-  std::optional<data::InstanceStore> store;
-  data::LengthHistogram histogram;
-  if (from_store) {
-    // Fail before the work, not after it.
-    RETURN_IF_ERROR(RefuseToOverwrite(args, RowsPath(args, config)));
-    ASSIGN_OR_RETURN(store, data::InstanceStore::Open(config.data.store));
-    if (store->info().max_len > config.data.max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          config.data.store, " holds sequences of up to ", store->info().max_len,
-          " tokens, longer than rows of data.max_seq_len ", config.data.max_seq_len,
-          " (--max-len): raise it"));
-    }
-    ASSIGN_OR_RETURN(histogram,
-                     data::HistogramOf(store->Lengths(), static_cast<int>(config.data.max_seq_len)));
-  } else {
-    ASSIGN_OR_RETURN(histogram, data::ReadHistogramFile(config.data.histogram,
-                                                        static_cast<int>(config.data.max_seq_len)));
-  }
-  const std::string source = from_store ? config.data.store : config.data.histogram;
+  ASSIGN_OR_RETURN(PackInput input, ReadPackInput(args, config));
   const data::PackingOptions options = config.PackingOptions();
-  logging::Get("pack")->info("{}: {} sequences, {} tokens, max length {}, max depth {}", source,
-                             histogram.sequences(), histogram.tokens(), options.max_len,
-                             options.max_depth);
+  auto log = logging::Get("pack");
+  log->info("{}: {} sequences, {} tokens, max length {}, max depth {}", input.name,
+            input.histogram.sequences(), input.histogram.tokens(), options.max_len,
+            options.max_depth);
   std::vector<std::string> algorithms = {config.packing.algorithm};
   if (args.Has("compare")) algorithms = data::PackingAlgorithmNames();
   std::vector<data::PackingReport> reports;
-  std::optional<data::PackedSequences> rows;  // the store's, packed by the configured algorithm
+  std::optional<data::PackedSequences> rows;  // the store's, by the configured algorithm
   for (const std::string& name : algorithms) {
     data::PackingRun run;
-    if (store && name == config.packing.algorithm) {
-      ASSIGN_OR_RETURN(rows, data::PackLengths(name, store->Lengths(), options));
+    if (input.store && name == config.packing.algorithm) {
+      ASSIGN_OR_RETURN(rows, data::PackLengths(name, input.store->Lengths(), options));
       run = rows->run;
     } else {
-      ASSIGN_OR_RETURN(run, data::RunPacking(name, histogram, options));
+      ASSIGN_OR_RETURN(run, data::RunPacking(name, input.histogram, options));
     }
-    logging::Get("pack")->info("{}: {} packs, efficiency {:.4f}%, in {:.3f} s", name,
-                               run.report.packs, 100.0 * run.report.efficiency, run.report.seconds);
+    log->info("{}: {} packs, efficiency {:.4f}%, in {:.3f} s", name, run.report.packs,
+              100.0 * run.report.efficiency, run.report.seconds);
     if (format == "json") std::cout << data::ReportJson(run.report) << std::endl;
     reports.push_back(run.report);
     // The configured algorithm's plan is the one plotted; --compare only
     // adds the others to the table.
     if (name == config.packing.algorithm && args.Has("plot")) {
-      const std::string title = absl::StrCat(source, ": ", name, ", max depth ", options.max_depth);
-      RETURN_IF_ERROR(
-          WriteFileAtomically(args.Get("plot"), data::PackingSvg(histogram, run.plan, title)));
-      logging::Get("pack")->info("plot written to {}", args.Get("plot"));
+      const std::string title =
+          absl::StrCat(input.name, ": ", name, ", max depth ", options.max_depth);
+      RETURN_IF_ERROR(WriteFileAtomically(args.Get("plot"),
+                                          data::PackingSvg(input.histogram, run.plan, title)));
+      log->info("plot written to {}", args.Get("plot"));
     }
   }
   std::string effective;
   if (rows) {
     ASSIGN_OR_RETURN(effective, WriteRows(args, config, *rows));
   }
-  if (args.Has("plot") || store) RETURN_IF_ERROR(WriteEffectiveConfig(config, effective));
+  if (args.Has("plot") || rows) RETURN_IF_ERROR(WriteEffectiveConfig(config, effective));
   if (format == "text") std::cout << data::ReportTable(reports);
   return absl::OkStatus();
 }

@@ -34,6 +34,62 @@ std::string HistogramBars(const data::LengthHistogram& h, int buckets) {
   return out;
 }
 
+// What prepare prints: the corpus, the instances and their lengths.
+std::string Report(const data::PrepareSummary& s, const std::string& store) {
+  const data::LengthHistogram& h = s.histogram;
+  const double instances = static_cast<double>(std::max<uint64_t>(1, s.instances));
+  std::string report;
+  if (s.corpus.documents > 0) {
+    absl::StrAppendFormat(&report, "documents   %d\nsentences   %d\ntext bytes  %d\n",
+                          s.corpus.documents, s.corpus.sentences, s.corpus.bytes);
+  }
+  absl::StrAppendFormat(
+      &report,
+      "instances   %d\ntokens      %d (%.1f per instance)\nmasked      %.2f per instance\n"
+      "random next %.1f%%\nfull length %.1f%% of instances (max length %d)\n"
+      "theoretical packing speed-up %.4f (instances x max length / tokens)\n"
+      "length histogram:\n%s"
+      "store       %s\n",
+      s.instances, s.tokens, s.tokens / instances, s.masked_tokens / instances,
+      100.0 * s.random_next / instances, 100.0 * h.counts[h.max_len()] / instances, h.max_len(),
+      h.TheoreticalSpeedup(), HistogramBars(h, 16), store);
+  if (s.kept_rows > 0) {
+    absl::StrAppendFormat(&report,
+                          "packed rows %d kept (packing factor %.4f) in %s/%s: set "
+                          "data.pack_index to it to train on them, or leave it empty to re-pack\n",
+                          s.kept_rows, static_cast<double>(s.instances) / s.kept_rows, store,
+                          data::kKeptPackIndex);
+  }
+  return report;
+}
+
+// One progress bar per stage, each finished when the next starts.
+class StageProgress {
+ public:
+  void operator()(const std::string& stage, uint64_t done, uint64_t total) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& bar = bars_[stage];
+    if (bar == nullptr) {
+      Finish();
+      const char* unit = stage == "read"                     ? "files"
+                         : stage == "tokenize"               ? "B"
+                         : absl::StartsWith(stage, "import") ? "rows"
+                                                             : "instances";
+      bar = std::make_unique<Progress>(stage, total, unit);
+    }
+    bar->Add(done);
+  }
+  void Finish() {
+    for (auto& [name, bar] : bars_) {
+      if (bar) bar->Finish();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Progress>> bars_;
+};
+
 absl::Status RunPrepare(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config,
                    LoadConfig(args, {{"vocab", "prepare.vocab"},
@@ -51,54 +107,13 @@ absl::Status RunPrepare(const Args& args) {
   if (o.vocab.empty()) {
     return absl::InvalidArgumentError("prepare needs a vocabulary: --vocab V.txt (prepare.vocab)");
   }
-
-  std::mutex mu;
-  std::map<std::string, std::unique_ptr<Progress>> bars;
-  auto progress = [&](const std::string& stage, uint64_t done, uint64_t total) {
-    std::lock_guard<std::mutex> lock(mu);
-    auto& bar = bars[stage];
-    if (bar == nullptr) {
-      for (auto& [name, other] : bars) {
-        if (other) other->Finish();
-      }
-      const char* unit = stage == "read"                     ? "files"
-                         : stage == "tokenize"               ? "B"
-                         : absl::StartsWith(stage, "import") ? "rows"
-                                                             : "instances";
-      bar = std::make_unique<Progress>(stage, total, unit);
-    }
-    bar->Add(done);
-  };
-  ASSIGN_OR_RETURN(data::PrepareSummary s, data::Prepare(o, progress));
-  for (auto& [name, bar] : bars) bar->Finish();
+  StageProgress progress;
+  ASSIGN_OR_RETURN(data::PrepareSummary summary,
+                   data::Prepare(o, [&](const std::string& stage, uint64_t done,
+                                        uint64_t total) { progress(stage, done, total); }));
+  progress.Finish();
   RETURN_IF_ERROR(WriteEffectiveConfig(config));
-
-  const data::LengthHistogram& h = s.histogram;
-  std::string report;
-  if (s.corpus.documents > 0) {
-    absl::StrAppendFormat(&report, "documents   %d\nsentences   %d\ntext bytes  %d\n",
-                          s.corpus.documents, s.corpus.sentences, s.corpus.bytes);
-  }
-  absl::StrAppendFormat(
-      &report,
-      "instances   %d\ntokens      %d (%.1f per instance)\nmasked      %.2f per instance\n"
-      "random next %.1f%%\nfull length %.1f%% of instances (max length %d)\n"
-      "theoretical packing speed-up %.4f (instances x max length / tokens)\n"
-      "length histogram:\n%s"
-      "store       %s\n",
-      s.instances, s.tokens, static_cast<double>(s.tokens) / std::max<uint64_t>(1, s.instances),
-      static_cast<double>(s.masked_tokens) / std::max<uint64_t>(1, s.instances),
-      100.0 * s.random_next / std::max<uint64_t>(1, s.instances),
-      100.0 * h.counts[h.max_len()] / std::max<uint64_t>(1, s.instances), h.max_len(),
-      h.TheoreticalSpeedup(), HistogramBars(h, 16), o.output);
-  if (s.kept_rows > 0) {
-    absl::StrAppendFormat(&report,
-                          "packed rows %d kept (packing factor %.4f) in %s/%s: set "
-                          "data.pack_index to it to train on them, or leave it empty to re-pack\n",
-                          s.kept_rows, static_cast<double>(s.instances) / s.kept_rows, o.output,
-                          data::kKeptPackIndex);
-  }
-  std::cout << report;
+  std::cout << Report(summary, o.output);
   return absl::OkStatus();
 }
 

@@ -118,19 +118,142 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
   }
 }
 
+namespace {
+
+using IntegerRows = std::vector<std::vector<int32_t>>;
+
+// Dataset `name` of a variable-length file as rows of integers: vlen rows,
+// or, where `scalars` allows, one value per row (NVIDIA's variable-length
+// files keep next_sentence_labels scalar). `rows`: the count every dataset
+// must have (-1: the first sets it).
+absl::StatusOr<IntegerRows> ReadIntegerRows(H5::H5File& file, const std::string& path,
+                                            const char* name, bool scalars, int64_t* rows) {
+  H5::DataSet set = file.openDataSet(name);
+  H5::DataSpace space = set.getSpace();
+  if (space.getSimpleExtentNdims() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": dataset '", name,
+                                                   "' is not one row per entry (rank ",
+                                                   space.getSimpleExtentNdims(), ")"));
+  }
+  hsize_t n = 0;
+  space.getSimpleExtentDims(&n);
+  if (*rows < 0) *rows = static_cast<int64_t>(n);
+  if (static_cast<int64_t>(n) != *rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": dataset '", name, "' has ", n, " rows, input_ids ", *rows));
+  }
+  IntegerRows out(n);
+  if (set.getTypeClass() == H5T_VLEN) {
+    if (set.getVarLenType().getSuper().getClass() != H5T_INTEGER) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": dataset '", name, "' holds variable-length rows of non-integers"));
+    }
+    H5::VarLenType memory(H5::PredType::NATIVE_INT32);
+    std::vector<hvl_t> buffer(n);
+    if (n > 0) set.read(buffer.data(), memory);
+    for (hsize_t r = 0; r < n; ++r) {
+      const int32_t* v = static_cast<const int32_t*>(buffer[r].p);
+      out[r].assign(v, v + buffer[r].len);
+    }
+    if (n > 0) H5Dvlen_reclaim(memory.getId(), space.getId(), H5P_DEFAULT, buffer.data());
+  } else if (set.getTypeClass() == H5T_INTEGER && scalars) {
+    std::vector<int32_t> values(n);
+    if (n > 0) set.read(values.data(), H5::PredType::NATIVE_INT32);
+    for (hsize_t r = 0; r < n; ++r) out[r] = {values[r]};
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": dataset '", name, "' does not hold ",
+        scalars ? "integers or variable-length integer rows" : "variable-length integer rows"));
+  }
+  return out;
+}
+
+// One row of a variable-length file, by dataset.
+struct VariableRow {
+  const std::vector<int32_t>& ids;
+  const std::vector<int32_t>& segments;
+  const std::vector<int32_t>& positions;
+  const std::vector<int32_t>& masked;
+  const std::vector<int32_t>& labels;
+  std::vector<int32_t> lengths;  // each sequence's tokens
+  std::vector<int32_t> slots;    // each sequence's masked slots
+};
+
+// The row's datasets agree with each other, and its packed lengths (if
+// any) describe its sequences; the error says what does not fit.
+std::string CheckRow(const VariableRow& row, bool packed) {
+  if (row.ids.size() != row.segments.size()) {
+    return absl::StrCat(row.ids.size(), " input_ids but ", row.segments.size(), " segment_ids");
+  }
+  if (row.positions.size() != row.masked.size()) {
+    return absl::StrCat(row.positions.size(), " masked_lm_positions but ", row.masked.size(),
+                        " masked_lm_ids");
+  }
+  if (packed) {
+    int64_t tokens = 0, predictions = 0;
+    for (int32_t l : row.lengths) tokens += l;
+    for (int32_t s : row.slots) predictions += s;
+    auto below = [](const std::vector<int32_t>& v, int32_t low) {
+      return std::any_of(v.begin(), v.end(), [&](int32_t x) { return x < low; });
+    };
+    if (row.lengths.empty() || row.lengths.size() != row.slots.size() || below(row.lengths, 1) ||
+        below(row.slots, 0)) {
+      return "packed_input_len and packed_masked_lm_len do not describe its sequences";
+    }
+    if (tokens != static_cast<int64_t>(row.ids.size()) ||
+        predictions != static_cast<int64_t>(row.positions.size())) {
+      return absl::StrCat("its sequences' lengths sum to ", tokens, " tokens and ", predictions,
+                          " masked slots, the row holds ", row.ids.size(), " and ",
+                          row.positions.size());
+    }
+  }
+  if (row.labels.size() != row.lengths.size()) {
+    return absl::StrCat(row.labels.size(), " next_sentence_labels for ", row.lengths.size(),
+                        " sequence(s)");
+  }
+  return "";
+}
+
+// The row's sequences, appended to `out`; "" or what is wrong.
+std::string SplitRow(const VariableRow& row, bool packed, std::vector<Instance>* out) {
+  int32_t offset = 0, slot = 0;
+  for (size_t k = 0; k < row.lengths.size(); ++k) {
+    const int32_t length = row.lengths[k];
+    Instance in;
+    in.input_ids.assign(row.ids.begin() + offset, row.ids.begin() + offset + length);
+    in.segment_ids.assign(row.segments.begin() + offset, row.segments.begin() + offset + length);
+    for (int32_t s = slot; s < slot + row.slots[k]; ++s) {
+      const int32_t position = row.positions[s];
+      const int32_t local = position - offset;  // packed positions count from the row
+      if (!packed && position == 0) continue;   // padding, as in fixed-width files
+      if (local < 1 || local >= length) {
+        return absl::StrCat("sequence ", k, " masks position ", position,
+                            ", outside its tokens [", offset + 1, ", ", offset + length, ")");
+      }
+      in.masked_positions.push_back(local);
+      in.masked_ids.push_back(row.masked[s]);
+    }
+    in.next_sentence_label = row.labels[k];
+    out->push_back(std::move(in));
+    offset += length;
+    slot += row.slots[k];
+  }
+  return "";
+}
+
+}  // namespace
+
 absl::Status Hdf5Reader::ReadVariable() {
-  H5::H5File& file = impl_->file;
   const bool packed = layout_ == Hdf5Layout::kPacked;
   std::vector<const char*> names(std::begin(kVariable), std::end(kVariable));
   if (packed) {
     names.push_back("packed_input_len");
     names.push_back("packed_masked_lm_len");
   }
-  // Each dataset as rows of integers: vlen rows, or one value per row
-  // (NVIDIA's variable-length files keep next_sentence_labels scalar).
-  std::map<std::string, std::vector<std::vector<int32_t>>> rows;
+  std::map<std::string, IntegerRows> rows;
+  rows_ = -1;
   for (const char* name : names) {
-    if (!file.nameExists(name)) {
+    if (!impl_->file.nameExists(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
           path_, ": no dataset '", name, "'; an ", Hdf5LayoutName(layout_), " file has ",
           packed ? "input_ids, segment_ids, masked_lm_positions, masked_lm_ids, "
@@ -138,116 +261,30 @@ absl::Status Hdf5Reader::ReadVariable() {
                  : "input_ids, segment_ids, masked_lm_positions, masked_lm_ids and "
                    "next_sentence_labels"));
     }
-    H5::DataSet set = file.openDataSet(name);
-    H5::DataSpace space = set.getSpace();
-    if (space.getSimpleExtentNdims() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path_, ": dataset '", name, "' is not one row per entry (rank ",
-                       space.getSimpleExtentNdims(), ")"));
-    }
-    hsize_t n = 0;
-    space.getSimpleExtentDims(&n);
-    if (rows.empty()) rows_ = static_cast<int64_t>(n);
-    if (static_cast<int64_t>(n) != rows_) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": dataset '", name, "' has ", n,
-                                                     " rows, input_ids ", rows_));
-    }
-    auto& out = rows[name];
-    out.resize(n);
-    if (set.getTypeClass() == H5T_VLEN) {
-      if (set.getVarLenType().getSuper().getClass() != H5T_INTEGER) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path_, ": dataset '", name, "' holds variable-length rows of non-integers"));
-      }
-      H5::VarLenType memory(H5::PredType::NATIVE_INT32);
-      std::vector<hvl_t> buffer(n);
-      if (n > 0) set.read(buffer.data(), memory);
-      for (hsize_t r = 0; r < n; ++r) {
-        const int32_t* v = static_cast<const int32_t*>(buffer[r].p);
-        out[r].assign(v, v + buffer[r].len);
-      }
-      if (n > 0) H5Dvlen_reclaim(memory.getId(), space.getId(), H5P_DEFAULT, buffer.data());
-    } else if (set.getTypeClass() == H5T_INTEGER && !packed) {
-      std::vector<int32_t> values(n);
-      if (n > 0) set.read(values.data(), H5::PredType::NATIVE_INT32);
-      for (hsize_t r = 0; r < n; ++r) out[r] = {values[r]};
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_, ": dataset '", name, "' does not hold ",
-          packed ? "variable-length integer rows" : "integers or variable-length integer rows"));
-    }
+    ASSIGN_OR_RETURN(rows[name], ReadIntegerRows(impl_->file, path_, name, !packed, &rows_));
   }
-
   std::vector<Instance>& sequences = impl_->sequences;
   impl_->row_first.assign(1, 0);
   for (int64_t r = 0; r < rows_; ++r) {
-    auto bad = [&](const std::string& what) {
-      return absl::DataLossError(absl::StrCat(path_, ": row ", r, ": ", what,
+    VariableRow row{rows["input_ids"][r], rows["segment_ids"][r], rows["masked_lm_positions"][r],
+                    rows["masked_lm_ids"][r], rows["next_sentence_labels"][r], {}, {}};
+    row.lengths = {static_cast<int32_t>(row.ids.size())};
+    row.slots = {static_cast<int32_t>(row.positions.size())};
+    if (packed) {
+      row.lengths = rows["packed_input_len"][r];
+      row.slots = rows["packed_masked_lm_len"][r];
+    }
+    std::string problem = CheckRow(row, packed);
+    if (problem.empty()) problem = SplitRow(row, packed, &sequences);
+    if (!problem.empty()) {
+      return absl::DataLossError(absl::StrCat(path_, ": row ", r, ": ", problem,
                                               "; the file is damaged or not ",
                                               Hdf5LayoutName(layout_), " BERT data"));
-    };
-    const auto& ids = rows["input_ids"][r];
-    const auto& segments = rows["segment_ids"][r];
-    const auto& positions = rows["masked_lm_positions"][r];
-    const auto& masked = rows["masked_lm_ids"][r];
-    const auto& labels = rows["next_sentence_labels"][r];
-    if (ids.size() != segments.size()) {
-      return bad(absl::StrCat(ids.size(), " input_ids but ", segments.size(), " segment_ids"));
     }
-    if (positions.size() != masked.size()) {
-      return bad(absl::StrCat(positions.size(), " masked_lm_positions but ", masked.size(),
-                              " masked_lm_ids"));
+    for (int64_t i = impl_->row_first.back(); i < static_cast<int64_t>(sequences.size()); ++i) {
+      max_predictions_ = std::max<int>(max_predictions_, sequences[i].masked_positions.size());
     }
-    // Each sequence's tokens and masked slots within the row.
-    std::vector<int32_t> lengths = {static_cast<int32_t>(ids.size())};
-    std::vector<int32_t> slots = {static_cast<int32_t>(positions.size())};
-    if (packed) {
-      lengths = rows["packed_input_len"][r];
-      slots = rows["packed_masked_lm_len"][r];
-      int64_t tokens = 0, predictions = 0;
-      for (int32_t l : lengths) tokens += l;
-      for (int32_t s : slots) predictions += s;
-      if (lengths.empty() || lengths.size() != slots.size() ||
-          std::find_if(lengths.begin(), lengths.end(), [](int32_t l) { return l < 1; }) !=
-              lengths.end() ||
-          std::find_if(slots.begin(), slots.end(), [](int32_t s) { return s < 0; }) !=
-              slots.end()) {
-        return bad("packed_input_len and packed_masked_lm_len do not describe its sequences");
-      }
-      if (tokens != static_cast<int64_t>(ids.size()) ||
-          predictions != static_cast<int64_t>(positions.size())) {
-        return bad(absl::StrCat("its sequences' lengths sum to ", tokens, " tokens and ",
-                                predictions, " masked slots, the row holds ", ids.size(), " and ",
-                                positions.size()));
-      }
-    }
-    if (labels.size() != lengths.size()) {
-      return bad(absl::StrCat(labels.size(), " next_sentence_labels for ", lengths.size(),
-                              " sequence(s)"));
-    }
-    int32_t offset = 0, slot = 0;
-    for (size_t k = 0; k < lengths.size(); ++k) {
-      Instance in;
-      in.input_ids.assign(ids.begin() + offset, ids.begin() + offset + lengths[k]);
-      in.segment_ids.assign(segments.begin() + offset, segments.begin() + offset + lengths[k]);
-      for (int32_t s = slot; s < slot + slots[k]; ++s) {
-        const int32_t local = positions[s] - offset;  // packed positions count from the row
-        if (!packed && positions[s] == 0) continue;   // padding, as in fixed-width files
-        if (local < 1 || local >= lengths[k]) {
-          return bad(absl::StrCat("sequence ", k, " masks position ", positions[s],
-                                  ", outside its tokens [", offset + 1, ", ", offset + lengths[k],
-                                  ")"));
-        }
-        in.masked_positions.push_back(local);
-        in.masked_ids.push_back(masked[s]);
-      }
-      in.next_sentence_label = labels[k];
-      max_predictions_ = std::max<int>(max_predictions_, in.masked_positions.size());
-      sequences.push_back(std::move(in));
-      offset += lengths[k];
-      slot += slots[k];
-    }
-    max_len_ = std::max<int>(max_len_, offset);
+    max_len_ = std::max<int>(max_len_, static_cast<int>(row.ids.size()));
     impl_->row_first.push_back(sequences.size());
   }
   return absl::OkStatus();

@@ -260,6 +260,60 @@ absl::Status StoreWriter::Finish() {
   return absl::OkStatus();
 }
 
+absl::Status InstanceStore::AddShard(const std::string& path, uint32_t index, uint64_t records,
+                                     uint64_t checksum, uint64_t store_id) {
+  ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  auto shard = std::make_shared<Shard>(Shard{path, std::move(file), total_, records});
+  auto bytes = shard->file.bytes();
+  auto corrupt = [&](const std::string& what) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", what, "; the store is damaged, prepare it again"));
+  };
+  ShardHeader header;
+  if (bytes.size() < sizeof(header)) return corrupt("shorter than its header");
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return corrupt("wrong magic bytes");
+  if (header.version != kStoreVersion) return corrupt("unknown shard version");
+  if (header.store_id != store_id) {
+    return corrupt("it belongs to another store (store id differs from store.json)");
+  }
+  if (header.shard_index != index) {
+    return corrupt(absl::StrCat("it is shard ", header.shard_index,
+                                " of its store, store.json lists it as shard ", index,
+                                " (a copied or renamed shard)"));
+  }
+  if (header.records != records || header.vocab_size != info_.vocab_size ||
+      header.max_len != info_.max_len || header.payload_checksum != checksum ||
+      header.id_bytes != static_cast<uint32_t>(id_bytes_)) {
+    return corrupt("header does not match store.json");
+  }
+  const uint64_t n = header.records;
+  if (n > bytes.size() || header.body_bytes > bytes.size()) {
+    return corrupt("its record count or body size exceeds the file");
+  }
+  const uint64_t expected = sizeof(header) + LengthsBytes(n) + (n + 1) * 8 + header.body_bytes;
+  if (bytes.size() != expected) {
+    return corrupt(
+        absl::StrCat("truncated or padded: ", bytes.size(), " bytes, expected ", expected));
+  }
+  const uint8_t* p = bytes.data() + sizeof(header);
+  shard->lengths = reinterpret_cast<const uint16_t*>(p);
+  shard->offsets = reinterpret_cast<const uint64_t*>(p + LengthsBytes(n));
+  shard->body = p + LengthsBytes(n) + (n + 1) * 8;
+  shard->body_bytes = header.body_bytes;
+  // Every length is used as an index (histograms, packing): check them all
+  // now, two bytes each.
+  for (uint64_t r = 0; r < n; ++r) {
+    if (shard->lengths[r] == 0 || shard->lengths[r] > info_.max_len) {
+      return corrupt(absl::StrCat("record ", r, " has length ", shard->lengths[r],
+                                  " in its length table, outside 1..", info_.max_len));
+    }
+  }
+  total_ += n;
+  shards_.push_back(std::move(shard));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
   std::string manifest_path = dir + "/" + kManifest;
   if (!fs::exists(manifest_path)) {
@@ -297,7 +351,7 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
       return damaged("max_len or vocab_size out of range");
     }
     store.id_bytes_ = IdBytes(store.info_.vocab_size);
-    uint32_t shard_index = 0;
+    uint32_t index = 0;
     for (const auto& entry : manifest.at("shards")) {
       const std::string name = entry.at("file").get<std::string>();
       if (name.empty() || name.find('/') != std::string::npos) {
@@ -307,58 +361,8 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
       if (!absl::SimpleHexAtoi(entry.at("checksum").get<std::string>(), &checksum)) {
         return damaged(absl::StrCat("the checksum of ", name, " is not hexadecimal"));
       }
-      std::string path = dir + "/" + name;
-      ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
-      auto shard = std::make_shared<Shard>(
-          Shard{path, std::move(file), store.total_, entry.at("records").get<uint64_t>()});
-      auto bytes = shard->file.bytes();
-      auto corrupt = [&](const std::string& what) {
-        return absl::DataLossError(
-            absl::StrCat(shard->path, ": ", what, "; the store is damaged, prepare it again"));
-      };
-      ShardHeader header;
-      if (bytes.size() < sizeof(header)) return corrupt("shorter than its header");
-      std::memcpy(&header, bytes.data(), sizeof(header));
-      if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0)
-        return corrupt("wrong magic bytes");
-      if (header.version != kStoreVersion) return corrupt("unknown shard version");
-      if (header.store_id != store_id) {
-        return corrupt("it belongs to another store (store id differs from store.json)");
-      }
-      if (header.shard_index != shard_index++) {
-        return corrupt(absl::StrCat("it is shard ", header.shard_index,
-                                    " of its store, store.json lists it as shard ",
-                                    shard_index - 1, " (a copied or renamed shard)"));
-      }
-      if (header.records != shard->records || header.vocab_size != store.info_.vocab_size ||
-          header.max_len != store.info_.max_len || header.payload_checksum != checksum ||
-          header.id_bytes != static_cast<uint32_t>(store.id_bytes_)) {
-        return corrupt("header does not match store.json");
-      }
-      const uint64_t n = header.records;
-      if (n > bytes.size() || header.body_bytes > bytes.size()) {
-        return corrupt("its record count or body size exceeds the file");
-      }
-      const uint64_t expected = sizeof(header) + LengthsBytes(n) + (n + 1) * 8 + header.body_bytes;
-      if (bytes.size() != expected) {
-        return corrupt(
-            absl::StrCat("truncated or padded: ", bytes.size(), " bytes, expected ", expected));
-      }
-      const uint8_t* p = bytes.data() + sizeof(header);
-      shard->lengths = reinterpret_cast<const uint16_t*>(p);
-      shard->offsets = reinterpret_cast<const uint64_t*>(p + LengthsBytes(n));
-      shard->body = p + LengthsBytes(n) + (n + 1) * 8;
-      shard->body_bytes = header.body_bytes;
-      // Every length is used as an index (histograms, packing): check them
-      // all now, two bytes each.
-      for (uint64_t r = 0; r < n; ++r) {
-        if (shard->lengths[r] == 0 || shard->lengths[r] > store.info_.max_len) {
-          return corrupt(absl::StrCat("record ", r, " has length ", shard->lengths[r],
-                                      " in its length table, outside 1..", store.info_.max_len));
-        }
-      }
-      store.total_ += n;
-      store.shards_.push_back(std::move(shard));
+      RETURN_IF_ERROR(store.AddShard(dir + "/" + name, index++, entry.at("records").get<uint64_t>(),
+                                     checksum, store_id));
     }
     if (store.total_ != manifest.at("records").get<uint64_t>()) {
       return damaged("shard records do not add up");

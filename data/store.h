@@ -113,6 +113,10 @@ class InstanceStore : public SequenceSource {
     uint64_t body_bytes = 0;
   };
   InstanceStore() = default;
+  // Maps shard `index` from `path`, checks its header against store.json's
+  // entry (`records`, `checksum`) and its length table, and appends it.
+  absl::Status AddShard(const std::string& path, uint32_t index, uint64_t records,
+                        uint64_t checksum, uint64_t store_id);
   const Shard& ShardOf(uint64_t index) const;
   absl::Status ReadRecord(const Shard& shard, uint64_t local, Instance* out) const;
 
