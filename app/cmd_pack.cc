@@ -142,7 +142,7 @@ absl::Status RunPack(const Args& args) {
     } else {
       ASSIGN_OR_RETURN(run, data::RunPacking(name, input.histogram, options));
     }
-    log->info("{}: {} packs, efficiency {:.4f}%, in {:.3f} s", name, run.report.packs,
+    log->info("{}: {} rows, efficiency {:.4f}%, in {:.3f} s", name, run.report.rows,
               100.0 * run.report.efficiency, run.report.seconds);
     if (format == "json") std::cout << data::ReportJson(run.report) << std::endl;
     reports.push_back(run.report);

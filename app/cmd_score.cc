@@ -50,7 +50,7 @@ absl::Status RunScore(const Args& args) {
                    data::PackLengths(algorithm, source->Lengths(),
                                      {max_len, depth, static_cast<uint64_t>(config.run.seed)}));
   logging::Get("score")->info("{}: {} sequences in {} rows, packing factor {:.4f}", algorithm,
-                              packed.run.report.sequences, packed.run.report.packs,
+                              packed.run.report.sequences, packed.run.report.rows,
                               packed.run.report.packing_factor);
   auto index = std::make_shared<data::PackIndex>(std::move(packed.index));
 

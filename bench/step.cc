@@ -35,6 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/platform.h"
+#include "common/torch_compat.h"
 #include "data/batch.h"
 #include "data/histogram.h"
 #include "data/packing/report.h"
@@ -255,7 +256,8 @@ int Main(int argc, char** argv) {
   }
   const pbert::model::Precision precision = *parsed;
   const bool bf16 = precision == pbert::model::Precision::kBf16;
-  std::printf("precision %s (%s on both sides), %d threads\n", bf16 ? "bf16" : "fp32",
+  std::printf("LibTorch %s; precision %s (%s on both sides), %d threads\n",
+              pbert::torch_compat::Version().c_str(), bf16 ? "bf16" : "fp32",
               bf16 ? "autocast" : "no autocast", threads);
   // As packed-bert's main() does (common/platform.h); --malloc glibc keeps
   // glibc's defaults, to measure what the tuning does.

@@ -20,7 +20,7 @@ struct DataConfig {
 
   template <class V>
   void Visit(V& v) {
-    v.Field("max_seq_len", &max_seq_len, "tokens per row (S), the length packs fill",
+    v.Field("max_seq_len", &max_seq_len, "tokens per row (S), the length packed rows fill",
             config::InRange<int64_t>(8, 65535));
     v.Field("store", &store, "the instance store folder (prepare writes it, pack and train read it)");
     v.Field("pack_index", &pack_index,

@@ -27,7 +27,7 @@ double LengthHistogram::TheoreticalSpeedup() const {
   return t == 0 ? 1.0 : static_cast<double>(sequences()) * max_len() / static_cast<double>(t);
 }
 
-uint64_t LengthHistogram::LowerBoundPacks() const {
+uint64_t LengthHistogram::LowerBoundRows() const {
   uint64_t s = static_cast<uint64_t>(max_len());
   return s == 0 ? 0 : (tokens() + s - 1) / s;
 }

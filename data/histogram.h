@@ -23,7 +23,7 @@ struct LengthHistogram {
   // sequences * max_len / tokens.
   double TheoreticalSpeedup() const;
   // ceil(tokens / max_len): no packing can use fewer rows.
-  uint64_t LowerBoundPacks() const;
+  uint64_t LowerBoundRows() const;
 };
 
 // Counts lengths; fails if one is 0 or above `max_len`.

@@ -133,20 +133,4 @@ absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path) {
   return NamedTensors(out.begin(), out.end());
 }
 
-absl::StatusOr<std::map<std::string, std::string>> ReadSafetensorsMetadata(
-    const std::string& path) {
-  ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
-  ASSIGN_OR_RETURN(Header header, ParseHeader(path, file.bytes()));
-  std::map<std::string, std::string> out;
-  auto it = header.json.find("__metadata__");
-  if (it == header.json.end()) return out;
-  try {
-    out = it->get<std::map<std::string, std::string>>();
-  } catch (const nlohmann::json::exception&) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": not a valid safetensors file: __metadata__ is not a map of strings"));
-  }
-  return out;
-}
-
 }  // namespace pbert::formats

@@ -21,8 +21,4 @@ absl::Status WriteSafetensors(const NamedTensors& tensors, const std::string& pa
 // file is a DataLoss error naming the file and what is wrong.
 absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path);
 
-// The header's "__metadata__" strings.
-absl::StatusOr<std::map<std::string, std::string>> ReadSafetensorsMetadata(
-    const std::string& path);
-
 }  // namespace pbert::formats

@@ -12,7 +12,7 @@ absl::StatusOr<OptimizerHyperparameters> AdjustForPacking(PackingAdjustment adju
                                                           const OptimizerHyperparameters& base) {
   if (!(packing_factor >= 1.0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("packing factor must be >= 1 (sequences per pack), got ", packing_factor));
+        absl::StrCat("packing factor must be >= 1 (sequences per row), got ", packing_factor));
   }
   OptimizerHyperparameters adjusted = base;
   switch (adjustment) {

@@ -60,7 +60,7 @@ absl::StatusOr<std::shared_ptr<const data::PackIndex>> TrainRows(
                                      config.PackingOptions()));
   const data::PackingReport& r = packed.run.report;
   log->info("packed {} with {}: {} sequences in {} rows, packing factor {:.4f}, efficiency {:.2f}%",
-            store.name(), r.algorithm, r.sequences, r.packs, r.packing_factor, 100 * r.efficiency);
+            store.name(), r.algorithm, r.sequences, r.rows, r.packing_factor, 100 * r.efficiency);
   if (write) {
     RETURN_IF_ERROR(packed.index.Write(config.run.output_dir + "/pack.pbpack", r.algorithm));
   }

@@ -27,16 +27,16 @@ absl::StatusOr<PackingRun> RunPacking(const std::string& name, const LengthHisto
   r.max_depth = options.max_depth;
   r.sequences = plan.sequences();
   r.tokens = plan.tokens();
-  r.packs = plan.packs();
-  r.efficiency = r.packs == 0 ? 0.0
+  r.rows = plan.rows();
+  r.efficiency = r.rows == 0 ? 0.0
                               : static_cast<double>(r.tokens) /
-                                    (static_cast<double>(r.packs) * options.max_len);
-  r.packing_factor = r.packs == 0 ? 0.0 : static_cast<double>(r.sequences) / r.packs;
+                                    (static_cast<double>(r.rows) * options.max_len);
+  r.packing_factor = r.rows == 0 ? 0.0 : static_cast<double>(r.sequences) / r.rows;
   r.depth_used = plan.depth_used();
   for (const Strategy& s : plan.strategies) r.strategies_used += s.count > 0;
-  r.lower_bound_packs = histogram.LowerBoundPacks();
+  r.lower_bound_rows = histogram.LowerBoundRows();
   if (plan.proven_bound > 0) {
-    r.lp_bound_packs = static_cast<uint64_t>(std::ceil(plan.proven_bound - 1e-6));
+    r.lp_bound_rows = static_cast<uint64_t>(std::ceil(plan.proven_bound - 1e-6));
   }
   r.theoretical_speedup = histogram.TheoreticalSpeedup();
   r.seconds = seconds;

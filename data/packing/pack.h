@@ -37,13 +37,13 @@ struct PackingReport {
   int max_depth = 0;
   uint64_t sequences = 0;
   uint64_t tokens = 0;
-  uint64_t packs = 0;
-  double efficiency = 0;      // tokens / (packs * max_len)
-  double packing_factor = 0;  // sequences / packs: the speed-up over no packing
+  uint64_t rows = 0;
+  double efficiency = 0;      // tokens / (rows * max_len)
+  double packing_factor = 0;  // sequences / rows: the speed-up over no packing
   int depth_used = 0;
   uint64_t strategies_used = 0;
-  uint64_t lower_bound_packs = 0;  // ceil(tokens / max_len)
-  uint64_t lp_bound_packs = 0;     // ceil(plan.proven_bound), 0 if none
+  uint64_t lower_bound_rows = 0;  // ceil(tokens / max_len)
+  uint64_t lp_bound_rows = 0;     // ceil(plan.proven_bound), 0 if none
   double theoretical_speedup = 0;  // sequences * max_len / tokens
   double seconds = 0;
 };

@@ -14,7 +14,7 @@ int Strategy::tokens() const {
   return t;
 }
 
-uint64_t PackingPlan::packs() const {
+uint64_t PackingPlan::rows() const {
   uint64_t n = 0;
   for (const Strategy& s : strategies) n += s.count;
   return n;

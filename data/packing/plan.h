@@ -37,11 +37,11 @@ struct Strategy {
 struct PackingPlan {
   int max_len = 0;
   std::vector<Strategy> strategies;  // distinct, in a deterministic order
-  // A proven lower bound on the packs of any plan with the same options, if
+  // A proven lower bound on the rows of any plan with the same options, if
   // the algorithm found one (lp: its LP value); 0 otherwise.
   double proven_bound = 0;
 
-  uint64_t packs() const;
+  uint64_t rows() const;
   uint64_t sequences() const;
   uint64_t tokens() const;
   int depth_used() const;

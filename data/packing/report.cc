@@ -19,13 +19,13 @@ std::string ReportJson(const PackingReport& r) {
   j["max_depth"] = r.max_depth;
   j["sequences"] = r.sequences;
   j["tokens"] = r.tokens;
-  j["packs"] = r.packs;
+  j["rows"] = r.rows;
   j["efficiency"] = r.efficiency;
   j["packing_factor"] = r.packing_factor;
   j["depth_used"] = r.depth_used;
   j["strategies_used"] = r.strategies_used;
-  j["lower_bound_packs"] = r.lower_bound_packs;
-  if (r.lp_bound_packs > 0) j["lp_bound_packs"] = r.lp_bound_packs;
+  j["lower_bound_rows"] = r.lower_bound_rows;
+  if (r.lp_bound_rows > 0) j["lp_bound_rows"] = r.lp_bound_rows;
   j["theoretical_speedup"] = r.theoretical_speedup;
   j["seconds"] = r.seconds;
   return j.dump();
@@ -33,24 +33,24 @@ std::string ReportJson(const PackingReport& r) {
 
 std::string ReportTable(const std::vector<PackingReport>& reports) {
   std::string out = absl::StrFormat("%-8s %5s %5s %12s %10s %10s %12s %11s %10s %10s\n", "algo",
-                                    "depth", "used", "packs", "efficiency", "speed-up",
+                                    "depth", "used", "rows", "efficiency", "speed-up",
                                     "over bound", "over LP", "strategies", "seconds");
   for (const PackingReport& r : reports) {
-    double over = r.lower_bound_packs == 0
+    double over = r.lower_bound_rows == 0
                       ? 0.0
-                      : 100.0 * (static_cast<double>(r.packs) / r.lower_bound_packs - 1.0);
+                      : 100.0 * (static_cast<double>(r.rows) / r.lower_bound_rows - 1.0);
     // Rows above the LP optimum: how far from the best possible plan at most.
-    std::string over_lp = r.lp_bound_packs == 0 ? "-" : absl::StrCat(r.packs - r.lp_bound_packs);
+    std::string over_lp = r.lp_bound_rows == 0 ? "-" : absl::StrCat(r.rows - r.lp_bound_rows);
     absl::StrAppendFormat(&out, "%-8s %5d %5d %12d %9.4f%% %10.5f %11.4f%% %11s %10d %10.3f\n",
-                          r.algorithm, r.max_depth, r.depth_used, r.packs, 100.0 * r.efficiency,
+                          r.algorithm, r.max_depth, r.depth_used, r.rows, 100.0 * r.efficiency,
                           r.packing_factor, over, over_lp, r.strategies_used, r.seconds);
   }
   if (!reports.empty()) {
     const PackingReport& r = reports.front();
     absl::StrAppendFormat(&out,
-                          "%d sequences, %d tokens, max length %d: lower bound %d packs, "
+                          "%d sequences, %d tokens, max length %d: lower bound %d rows, "
                           "theoretical speed-up %.5f\n",
-                          r.sequences, r.tokens, r.max_len, r.lower_bound_packs,
+                          r.sequences, r.tokens, r.max_len, r.lower_bound_rows,
                           r.theoretical_speedup);
   }
   return out;
@@ -104,7 +104,7 @@ std::string PackingSvg(const LengthHistogram& histogram, const PackingPlan& plan
   absl::StrAppendFormat(
       &svg, "<text x='450' y='24' font-size='16' text-anchor='middle'>%s</text>\n", title);
   svg += BarPanel(lengths, 50, 60, 800, 180, "sequences per length", "sequence length");
-  svg += BarPanel(fill, 50, 330, 800, 180, "packs per number of real tokens", "tokens in pack");
+  svg += BarPanel(fill, 50, 330, 800, 180, "rows per number of real tokens", "tokens in row");
   svg += "</svg>\n";
   return svg;
 }

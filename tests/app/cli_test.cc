@@ -116,13 +116,13 @@ TEST(CliTest, PackPrintsOneJsonObjectPerAlgorithm) {
   ASSERT_EQ(lines.size(), 7u);
   for (const std::string& line : lines) {
     auto j = nlohmann::json::parse(line);
-    for (const char* key : {"algorithm", "max_depth", "sequences", "packs", "efficiency",
-                            "packing_factor", "depth_used", "lower_bound_packs", "seconds"}) {
+    for (const char* key : {"algorithm", "max_depth", "sequences", "rows", "efficiency",
+                            "packing_factor", "depth_used", "lower_bound_rows", "seconds"}) {
       EXPECT_TRUE(j.contains(key)) << key << " in " << line;
     }
     EXPECT_EQ(j["sequences"], 10);
     // 4x3 + 2x4 + 7 + 3x8 = 51 tokens: at least 7 rows of 8.
-    EXPECT_GE(j["packs"].get<int>(), 7);
+    EXPECT_GE(j["rows"].get<int>(), 7);
   }
 }
 

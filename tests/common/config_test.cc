@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <chrono>
 #include <filesystem>
 
 #include "common/atomic_file.h"
@@ -29,13 +30,30 @@ struct TrainSection {
   }
 };
 
+enum class Color { kRed, kGreen, kBlue };
+inline constexpr Choice<Color> kColors[] = {
+    {"red", Color::kRed}, {"green", Color::kGreen}, {"blue", Color::kBlue}};
+constexpr ChoiceList<Color> ChoicesOf(Color) { return kColors; }
+
+// Fields another struct lends a section (as LAMB's options lend optim's).
+struct Shade {
+  double alpha = 0.5;
+  template <class V>
+  void Visit(V& v) {
+    v.Field("alpha", &alpha, "opacity", InRange(0.0, 1.0));
+  }
+};
+
 struct RunSection {
   int64_t threads = 0;
+  Color color = Color::kGreen;
+  Shade shade;
   template <class V>
   void Visit(V& v) {
     v.Field("threads", &threads, "threads", AtLeast<int64_t>(0));
+    v.Field("color", &color, "the color");
+    v.Include(&shade);
   }
-  absl::Status Validate() const { return absl::OkStatus(); }
 };
 
 struct TestConfig {
@@ -169,6 +187,54 @@ TEST_F(ConfigTest, DumpLoadsBackToTheSameConfig) {
   EXPECT_EQ(reloaded.train.steps, 42);
   EXPECT_FALSE(reloaded.train.shuffle);
   EXPECT_NE(dumped.find("# optimizer steps"), std::string::npos);
+}
+
+TEST_F(ConfigTest, EnumFieldsReadTheirChoicesAndSuggestOne) {
+  ASSERT_TRUE(LoadText("run:\n  color: blue\n  alpha: 0.25\n").ok());
+  EXPECT_EQ(config_.run.color, Color::kBlue);
+  EXPECT_EQ(config_.run.shade.alpha, 0.25);
+  absl::Status s = LoadText("run:\n  color: bleu\n");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":2:10: run.color: 'bleu' is not one of: red, green or blue; did you mean "
+                    "'blue'?");
+  s = LoadText("run:\n  color: [red]\n");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":2:10: run.color: expected one of: red, green or blue, got a list");
+  ASSERT_TRUE(LoadText("").ok());
+  const std::string dumped = Dump(config_);
+  EXPECT_NE(dumped.find("color: green  # red, green or blue (the color)"), std::string::npos)
+      << dumped;
+  EXPECT_NE(dumped.find("alpha: 0.5  # opacity"), std::string::npos) << dumped;
+}
+
+TEST_F(ConfigTest, NumbersMustBeFiniteAndDumpShortestExact) {
+  absl::Status s = LoadText("train:\n  lr: .inf\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":2:7: train.lr: expected a finite number, got '.inf'");
+  EXPECT_EQ(std::string(LoadText("", {"train.lr=.nan"}).message()),
+            "--set train.lr=.nan: train.lr: expected a finite number, got '.nan'");
+  for (double v : {0.1, 4e-4, 1e-6, 0.999, 1.0 / 3.0, 123456789.125, 5e-324}) {
+    EXPECT_EQ(std::strtod(ShortestText(v).c_str(), nullptr), v) << ShortestText(v);
+  }
+  EXPECT_EQ(ShortestText(0.1), "0.1");
+}
+
+// A few hundred bytes of nested aliases stand for billions of values: the
+// file is refused at once instead of being walked for minutes.
+TEST_F(ConfigTest, AnAliasBombIsRefusedAtOnce) {
+  std::string text = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'j'; ++c) {
+    const char prev = static_cast<char>(c - 1);
+    text += absl::StrCat(std::string(1, c), ": &", std::string(1, c), " [");
+    for (int i = 0; i < 9; ++i) text += absl::StrCat(i ? ", " : "", "*", std::string(1, prev));
+    text += "]\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = LoadText(text);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("aliases"), std::string::npos) << s.message();
+  EXPECT_LT(seconds, 5.0);  // 9^10 values: hours if walked
 }
 
 TEST(ConfigFileTest, ADuplicateKeyOrSectionNamesBothLines) {

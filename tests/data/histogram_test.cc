@@ -21,7 +21,7 @@ TEST(HistogramTest, CountsLengthsAndBounds) {
   EXPECT_EQ(h->sequences(), 4u);
   EXPECT_EQ(h->tokens(), 15u);
   EXPECT_EQ(h->counts[3], 2u);
-  EXPECT_EQ(h->LowerBoundPacks(), 2u);  // ceil(15 / 8)
+  EXPECT_EQ(h->LowerBoundRows(), 2u);  // ceil(15 / 8)
   EXPECT_DOUBLE_EQ(h->TheoreticalSpeedup(), 4.0 * 8 / 15);
   EXPECT_FALSE(HistogramOf(std::vector<uint16_t>{9}, 8).ok());
   EXPECT_FALSE(HistogramOf(std::vector<uint16_t>{0}, 8).ok());

@@ -34,7 +34,7 @@ TEST(AssignSequencesTest, EverySequenceLandsInOneRowOfTheRightShape) {
   Fixture f = Make(5000, 64, 4, 1);
   auto index = AssignSequences(f.plan, f.lengths, 7);
   ASSERT_TRUE(index.ok()) << index.status();
-  EXPECT_EQ(index->rows(), f.plan.packs());
+  EXPECT_EQ(index->rows(), f.plan.rows());
   EXPECT_EQ(index->sequences(), 5000u);
   ASSERT_TRUE(index->Verify(f.lengths).ok()) << index->Verify(f.lengths);
   uint64_t members = 0;

@@ -31,7 +31,7 @@ struct Published {
   double efficiency_percent;  // as published, with its rounding
   double tolerance_percent;   // half a unit of the last published digit
   double speedup;
-  uint64_t packs;  // 0 when not published
+  uint64_t rows;  // 0 when not published
 };
 
 class PublishedTest : public ::testing::TestWithParam<Published> {};
@@ -42,7 +42,7 @@ TEST_P(PublishedTest, ReproducesThePublishedEfficiency) {
   PackingReport r = PackReport(p.algorithm, Shared(p.histogram, p.max_len), p.depth);
   EXPECT_NEAR(100.0 * r.efficiency, p.efficiency_percent, p.tolerance_percent);
   if (p.speedup > 0) EXPECT_NEAR(r.packing_factor, p.speedup, 5e-5);
-  if (p.packs > 0) EXPECT_EQ(r.packs, p.packs);
+  if (p.rows > 0) EXPECT_EQ(r.rows, p.rows);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -68,7 +68,7 @@ TEST(PackingTargetsTest, NnlshpAtDepthThreeBeatsThePaper) {
   PBERT_REQUIRE_SHARED("histogram_wikipedia_512.txt");
   PackingReport r = PackReport("nnlshp", Shared("histogram_wikipedia_512.txt", 512), 3);
   EXPECT_GE(r.efficiency, 0.9975);
-  EXPECT_LE(r.packs, 8'155'059u);  // the paper's NNLSHP packs
+  EXPECT_LE(r.rows, 8'155'059u);  // the paper's NNLSHP rows
   EXPECT_LE(r.depth_used, 3);
 }
 
@@ -78,16 +78,16 @@ TEST(PackingTargetsTest, LpIsWithinATenthOfAPercentOfTheBound) {
   PackingReport r = PackReport("lp", h, 8);
   EXPECT_GE(r.efficiency, 0.999);
   // Within a few rows of the best plan any algorithm could find at depth 8.
-  EXPECT_GE(r.packs, r.lp_bound_packs);
-  EXPECT_LE(r.packs, r.lp_bound_packs + 50);
-  EXPECT_LE(static_cast<double>(r.packs), 1.001 * static_cast<double>(r.lower_bound_packs));
+  EXPECT_GE(r.rows, r.lp_bound_rows);
+  EXPECT_LE(r.rows, r.lp_bound_rows + 50);
+  EXPECT_LE(static_cast<double>(r.rows), 1.001 * static_cast<double>(r.lower_bound_rows));
   EXPECT_LE(r.depth_used, 8);
   auto plan = PackLp(h, {512, 8, 0});
   ASSERT_TRUE(plan.ok());
   const double lp_bound = plan->proven_bound;
   // The LP optimum bounds every plan from below, and tokens/S bounds it.
   EXPECT_GE(lp_bound, static_cast<double>(h.tokens()) / 512 - 1e-6);
-  EXPECT_LE(lp_bound, static_cast<double>(plan->packs()));
+  EXPECT_LE(lp_bound, static_cast<double>(plan->rows()));
 }
 
 // Places one sequence at a time: the textbook first-fit decreasing.
@@ -151,10 +151,10 @@ TEST(PackingAlgorithmsTest, EveryAlgorithmPlacesEverySequenceOnce) {
     for (const PackingAlgorithm& a : PackingAlgorithms()) {
       auto run = RunPacking(a.name, h, {max_len, depth, static_cast<uint64_t>(trial)});
       ASSERT_TRUE(run.ok()) << a.name << ": " << run.status();  // RunPacking checks the plan
-      EXPECT_GE(run->report.packs, h.LowerBoundPacks()) << a.name;
+      EXPECT_GE(run->report.rows, h.LowerBoundRows()) << a.name;
       EXPECT_LE(run->report.depth_used, depth) << a.name;
       if (std::string(a.name) != "none") {
-        EXPECT_LE(run->report.packs, PackNone(h, {max_len, depth, 0}).packs()) << a.name;
+        EXPECT_LE(run->report.rows, PackNone(h, {max_len, depth, 0}).rows()) << a.name;
       }
     }
   }
@@ -167,7 +167,7 @@ TEST(PackingAlgorithmsTest, LpIsNeverWorseThanItsStartingHeuristic) {
     PackingOptions o{128, 2 + trial % 5, 0};
     auto lp = PackLp(h, o);
     ASSERT_TRUE(lp.ok());
-    EXPECT_LE(lp->packs(), PackLpfhp(h, o).packs() + 2 * static_cast<uint64_t>(o.max_depth));
+    EXPECT_LE(lp->rows(), PackLpfhp(h, o).rows() + 2 * static_cast<uint64_t>(o.max_depth));
   }
 }
 
@@ -183,7 +183,7 @@ TEST(RepairPlanTest, EmptiesMissingSlotsAndPlacesLeftovers) {
   ASSERT_TRUE(CheckPlan(plan, h, o).ok()) << CheckPlan(plan, h, o);
   // Two rows lose their 6 and become [3]; the spare 3 joins the first of
   // them, and each 9 needs a new row: [6,3] [3,3] [3] [9] [9].
-  EXPECT_EQ(plan.packs(), 5u);
+  EXPECT_EQ(plan.rows(), 5u);
   EXPECT_EQ(plan.strategies.size(), 4u);
 }
 

@@ -1,0 +1,86 @@
+#include "train/trainer_state.h"
+
+#include "gtest/gtest.h"
+
+namespace pbert::train {
+namespace {
+
+TrainerState Example() {
+  TrainerState s;
+  s.loop = {1234, 56789, 321.5, "", 2, "00112233aabbccdd"};
+  s.loader.rows = 98765;
+  s.random.cpu = "0a0b0c";
+  s.loss_scale = {1024.0, 17};
+  s.evaluation = {60000, 3, 0.61, 0.65, 0};
+  s.stop = {1, 4};
+  s.mllog = {4096, 1700000000123, 0};
+  s.metrics = {2048};
+  return s;
+}
+
+void ExpectSame(const TrainerState& a, const TrainerState& b) {
+  EXPECT_EQ(ToJson(a), ToJson(b));
+  EXPECT_EQ(a.loop.step, b.loop.step);
+  EXPECT_EQ(a.loader.rows, b.loader.rows);
+  EXPECT_EQ(a.mllog.run_start_ms, b.mllog.run_start_ms);
+}
+
+TEST(TrainerStateTest, Version2ReadsBackWhole) {
+  const TrainerState s = Example();
+  const nlohmann::json json = ToJson(s);
+  EXPECT_EQ(json.at("version"), 2);
+  EXPECT_EQ(json.at("evaluation").at("next_samples"), 60000);
+  auto read = TrainerStateFromJson(nlohmann::json::parse(json.dump()), "x/trainer_state.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectSame(*read, s);
+}
+
+// Version 1 of earlier releases, field by field as docs/training.md listed
+// it, is read into the same state.
+TEST(TrainerStateTest, Version1IsRead) {
+  const nlohmann::json v1 = {{"version", 1},
+                             {"step", 1234},
+                             {"samples", 56789},
+                             {"loader_rows", 98765},
+                             {"next_eval_samples", 60000},
+                             {"evaluations", 3},
+                             {"last_mlm_accuracy", 0.61},
+                             {"best_mlm_accuracy", 0.65},
+                             {"samples_to_target", 0},
+                             {"bad_steps_in_row", 1},
+                             {"skipped_steps", 4},
+                             {"train_seconds", 321.5},
+                             {"block_start_samples", 50000},
+                             {"run_start_ms", 1700000000123},
+                             {"run_seconds", 0},
+                             {"mllog_bytes", 4096},
+                             {"metrics_bytes", 2048},
+                             {"cpu_rng", "0a0b0c"},
+                             {"loss_scale", 1024.0},
+                             {"loss_scale_good_steps", 17},
+                             {"world_size", 2},
+                             {"train_index_checksum", "00112233aabbccdd"},
+                             {"status", ""}};
+  auto read = TrainerStateFromJson(v1, "old/trainer_state.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectSame(*read, Example());
+}
+
+TEST(TrainerStateTest, OtherVersionsAndMissingFieldsAreNamedErrors) {
+  nlohmann::json json = ToJson(Example());
+  json["version"] = 3;
+  auto read = TrainerStateFromJson(json, "c/trainer_state.json");
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(read.status().message(),
+            "c/trainer_state.json: trainer state version 3; this build reads versions 1 and 2");
+  json["version"] = 2;
+  json["evaluation"].erase("evaluations");
+  read = TrainerStateFromJson(json, "c/trainer_state.json");
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(read.status().message().find("c/trainer_state.json"), std::string::npos);
+  EXPECT_NE(read.status().message().find("evaluations"), std::string::npos)
+      << read.status().message();
+}
+
+}  // namespace
+}  // namespace pbert::train
