@@ -1,4 +1,4 @@
-#include <torch/torch.h>
+#include <ATen/Context.h>
 
 #include <iostream>
 
@@ -59,7 +59,7 @@ absl::Status RunModel(const Args& args) {
   if (!args.Has("out")) return absl::InvalidArgumentError("model init needs --out FILE");
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"seed", "run.seed"}}));
   RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
-  torch::manual_seed(static_cast<uint64_t>(config.run.seed));
+  at::manual_seed(static_cast<uint64_t>(config.run.seed));
   model::BertForPreTraining bert(config.model.bert);
   int64_t parameters = 0;
   for (const auto& p : bert->parameters()) parameters += p.numel();

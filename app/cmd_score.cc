@@ -1,5 +1,3 @@
-#include <torch/torch.h>
-
 #include <chrono>
 #include <iostream>
 
@@ -12,6 +10,7 @@
 #include "data/packing/pack.h"
 #include "data/source.h"
 #include "distributed/communicator.h"
+#include "model/bert.h"
 #include "model/weights.h"
 #include "nlohmann/json.hpp"
 #include "train/evaluator.h"

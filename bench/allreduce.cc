@@ -25,6 +25,7 @@
 #include "common/platform.h"
 #include "data/batch.h"
 #include "distributed/communicator.h"
+#include "model/bert.h"
 #include "optim/lamb.h"
 #include "train/step.h"
 

@@ -40,6 +40,7 @@
 #include "data/histogram.h"
 #include "data/packing/report.h"
 #include "distributed/communicator.h"
+#include "model/bert.h"
 #include "nlohmann/json.hpp"
 #include "optim/lamb.h"
 #include "train/step.h"

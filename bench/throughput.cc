@@ -49,6 +49,7 @@
 #include "data/prepare.h"
 #include "data/store.h"
 #include "distributed/communicator.h"
+#include "model/bert.h"
 #include "optim/lamb.h"
 #include "train/step.h"
 

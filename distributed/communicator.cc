@@ -1,6 +1,6 @@
 #include "distributed/communicator.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <cstdlib>
 #include <thread>
@@ -84,7 +84,7 @@ Communicator::~Communicator() = default;
 void Communicator::SumGradients(const std::vector<at::Tensor>& parameters,
                                 int64_t bucket_bytes) {
   if (!group_) return;
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   // Buckets of consecutive gradients of one dtype, each at most
   // bucket_bytes unless a single gradient is larger.
   std::vector<std::vector<at::Tensor>> buckets;
@@ -117,7 +117,7 @@ void Communicator::SumGradients(const std::vector<at::Tensor>& parameters,
 std::vector<double> Communicator::Sum(std::vector<double> values) {
   if (!group_ || values.empty()) return values;
   std::vector<at::Tensor> tensor = {
-      torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kDouble)
+      at::from_blob(values.data(), {static_cast<int64_t>(values.size())}, at::kDouble)
           .clone()};
   group_->allreduce(tensor)->wait();
   auto accessor = tensor[0].accessor<double, 1>();
@@ -127,7 +127,7 @@ std::vector<double> Communicator::Sum(std::vector<double> values) {
 
 void Communicator::Broadcast(const std::vector<at::Tensor>& tensors) {
   if (!group_ || tensors.empty()) return;
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   std::vector<at::Tensor> flat = {at::flatten_dense_tensors(tensors)};
   group_->broadcast(flat)->wait();
   auto pieces = at::unflatten_dense_tensors(flat[0], tensors);

@@ -6,7 +6,7 @@
 #include <limits>
 #include <map>
 
-#include "common/torch_compat.h"
+#include "common/torch_compat_ops.h"
 #include "model/dropout.h"
 
 namespace pbert::model {

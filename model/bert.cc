@@ -1,6 +1,7 @@
 #include "model/bert.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <torch/nn/functional/linear.h>
 
 #include <cmath>
 #include <limits>
@@ -94,7 +95,7 @@ void BertDenseActivationImpl::reset() {
 
 at::Tensor BertDenseActivationImpl::forward(const at::Tensor& x) {
   auto y = dense(x);
-  return activation == Activation::kGelu ? torch::gelu(y) : torch::tanh(y);
+  return activation == Activation::kGelu ? at::gelu(y) : at::tanh(y);
 }
 
 BertAttentionImpl::BertAttentionImpl(const BertOptions& options) : options(options) { reset(); }
@@ -166,7 +167,7 @@ void BertPredictionTransformImpl::reset() {
 }
 
 at::Tensor BertPredictionTransformImpl::forward(const at::Tensor& x) {
-  return Normalize(LayerNorm, torch::gelu(dense(x)));
+  return Normalize(LayerNorm, at::gelu(dense(x)));
 }
 
 BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertOptions& options) : options(options) {
@@ -175,7 +176,7 @@ BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertOptions& options) :
 
 void BertLMPredictionHeadImpl::reset() {
   transform = register_module("transform", BertPredictionTransform(options));
-  bias = register_parameter("bias", torch::zeros({options.vocab_size()}));
+  bias = register_parameter("bias", at::zeros({options.vocab_size()}));
 }
 
 at::Tensor BertLMPredictionHeadImpl::forward(const at::Tensor& hidden,
@@ -203,7 +204,7 @@ void BertForPreTrainingImpl::reset() {
 }
 
 void BertForPreTrainingImpl::InitWeights() {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (auto& module : modules(/*include_self=*/false)) {
     if (auto* linear = module->as<nn::Linear>()) {
       linear->weight.normal_(0.0, options.initializer_range());

@@ -1,6 +1,6 @@
 #include "model/losses.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 
 namespace pbert::model {
@@ -16,7 +16,10 @@ at::Tensor AtLeastFloat(const at::Tensor& t) {
 
 namespace {
 
-namespace F = torch::nn::functional;
+// Cross-entropy of each row of `logits` against its label, unreduced.
+at::Tensor CrossEntropyEach(const at::Tensor& logits, const at::Tensor& labels) {
+  return at::cross_entropy_loss(logits, labels, /*weight=*/{}, at::Reduction::None);
+}
 
 // The sequence slot (row * D + sequence - 1) of each used MLM slot: [K].
 at::Tensor MlmOwners(const data::PackedBatch& batch) {
@@ -34,36 +37,34 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedB
   PretrainingSums s;
 
   at::Tensor labels = batch.mlm_labels.reshape({-1}).index_select(0, batch.mlm_used);  // [K]
-  at::Tensor ce = F::cross_entropy(mlm_logits, labels,
-                                   F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  at::Tensor ce = CrossEntropyEach(mlm_logits, labels);
   s.mlm_loss = ce.sum();
-  s.mlm_tokens = torch::scalar_tensor(static_cast<double>(labels.size(0)), torch::kDouble);
-  s.mlm_correct = (mlm_logits.argmax(-1) == labels).sum().to(torch::kDouble);
+  s.mlm_tokens = at::scalar_tensor(static_cast<double>(labels.size(0)), at::kDouble);
+  s.mlm_correct = (mlm_logits.argmax(-1) == labels).sum().to(at::kDouble);
   // Token losses summed per sequence slot, without a loop over sequences.
   at::Tensor owners = MlmOwners(batch);
-  auto sequence_ce = torch::zeros({slots}, ce.options()).index_add(0, owners, ce);
+  auto sequence_ce = at::zeros({slots}, ce.options()).index_add(0, owners, ce);
   auto sequence_tokens =
-      torch::zeros({slots}, ce.options()).index_add(0, owners, torch::ones_like(ce));
+      at::zeros({slots}, ce.options()).index_add(0, owners, at::ones_like(ce));
   auto has_tokens = (sequence_tokens > 0).to(real);
   s.mlm_sequence_loss = (sequence_ce / sequence_tokens.clamp_min(1.0) * has_tokens).sum();
-  s.mlm_sequences = has_tokens.sum().to(torch::kDouble);
+  s.mlm_sequences = has_tokens.sum().to(at::kDouble);
 
   // NSP at every sequence slot, counted where the slot holds a sequence.
   auto valid = batch.nsp_valid.to(real);  // [B,D]
   auto nsp_logits = AtLeastFloat(logits.nsp);
-  auto nsp_ce = F::cross_entropy(nsp_logits.reshape({slots, 2}), batch.nsp_labels.reshape({slots}),
-                                 F::CrossEntropyFuncOptions().reduction(torch::kNone))
+  auto nsp_ce = CrossEntropyEach(nsp_logits.reshape({slots, 2}), batch.nsp_labels.reshape({slots}))
                     .reshape_as(valid);
   s.nsp_loss = (nsp_ce * valid).sum();
-  s.nsp_sequences = valid.sum().to(torch::kDouble);
-  s.nsp_correct = ((nsp_logits.argmax(-1) == batch.nsp_labels).to(real) * valid).sum().to(torch::kDouble);
+  s.nsp_sequences = valid.sum().to(at::kDouble);
+  s.nsp_correct = ((nsp_logits.argmax(-1) == batch.nsp_labels).to(real) * valid).sum().to(at::kDouble);
   return s;
 }
 
 StepTotals TotalsOf(const data::PackedBatch& batch) {
   const int64_t slots = batch.cls_positions.numel();
-  auto owned = torch::zeros({slots}, torch::kLong).index_add(0, MlmOwners(batch),
-                                                             torch::ones_like(batch.mlm_used));
+  auto owned = at::zeros({slots}, at::kLong).index_add(0, MlmOwners(batch),
+                                                             at::ones_like(batch.mlm_used));
   return {static_cast<double>(batch.mlm_used.size(0)), (owned > 0).sum().item<double>(),
           batch.nsp_valid.sum().item<double>()};
 }

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/platform.h"
-#include "common/torch_compat.h"
+#include "common/torch_compat_ops.h"
 
 namespace pbert::model {
 
@@ -46,6 +46,8 @@ AutocastGuard::~AutocastGuard() {
   torch_compat::SetAutocastEnabled(device_, was_enabled_);
   torch_compat::SetAutocastDtype(device_, previous_dtype_);
 }
+
+at::Tensor LossScaler::Scale(const at::Tensor& loss) const { return loss * scale_; }
 
 bool LossScaler::Unscale(const std::vector<at::Tensor>& parameters) const {
   at::NoGradGuard no_grad;

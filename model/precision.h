@@ -64,7 +64,7 @@ class LossScaler {
       : scale_(initial_scale), growth_interval_(growth_interval) {}
 
   double scale() const { return scale_; }
-  at::Tensor Scale(const at::Tensor& loss) const { return loss * scale_; }
+  at::Tensor Scale(const at::Tensor& loss) const;
   // Divides the gradients by the scale; returns false if any is inf or NaN,
   // in which case the optimizer step must be skipped.
   bool Unscale(const std::vector<at::Tensor>& parameters) const;

@@ -1,6 +1,7 @@
 #include "optim/lamb.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <torch/optim/serialize.h>
 
 #include <algorithm>
 #include <cmath>

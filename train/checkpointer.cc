@@ -1,6 +1,7 @@
 #include "train/checkpointer.h"
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/serialize/archive.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "model/weights.h"
+#include "optim/lamb.h"
 #include "train/fault.h"
 
 namespace pbert::train {

@@ -17,10 +17,12 @@
 #include "absl/status/statusor.h"
 #include "distributed/communicator.h"
 #include "nlohmann/json.hpp"
-#include "optim/lamb.h"
 
 namespace torch::nn {
 class Module;
+}
+namespace pbert::optim {
+class Lamb;
 }
 
 namespace pbert::train {

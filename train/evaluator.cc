@@ -1,8 +1,9 @@
 #include "train/evaluator.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include "common/status.h"
+#include "model/bert.h"
 
 namespace pbert::train {
 
@@ -24,7 +25,7 @@ absl::StatusOr<PretrainingMetrics> Evaluator::Run(
   ASSIGN_OR_RETURN(auto loader, data::Loader::Create(source_, index_, options_));
   const bool was_training = model->is_training();
   model->eval();
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const c10::DeviceType device = model->parameters().front().device().type();
   PretrainingMetrics metrics;
   for (uint64_t step = 0, steps = loader->StepsPerPass(); step < steps; ++step) {

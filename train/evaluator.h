@@ -9,9 +9,12 @@
 #include "absl/status/statusor.h"
 #include "data/loader.h"
 #include "distributed/communicator.h"
-#include "model/bert.h"
 #include "model/precision.h"
 #include "train/metrics.h"
+
+namespace pbert::model {
+class BertForPreTraining;
+}
 
 namespace pbert::train {
 

@@ -1,7 +1,7 @@
 #include "train/step.h"
 
+#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
 
 #include <cmath>
 #include <mutex>
@@ -9,6 +9,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "model/bert.h"
+#include "optim/lamb.h"
 
 namespace pbert::train {
 namespace {

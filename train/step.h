@@ -11,12 +11,17 @@
 #include "absl/status/statusor.h"
 #include "data/batch.h"
 #include "distributed/communicator.h"
-#include "model/bert.h"
 #include "model/losses.h"
 #include "model/precision.h"
 #include "nlohmann/json.hpp"
-#include "optim/lamb.h"
 #include "train/metrics.h"
+
+namespace pbert::model {
+class BertForPreTraining;
+}
+namespace pbert::optim {
+class Lamb;
+}
 
 namespace pbert::train {
 

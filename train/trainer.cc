@@ -1,6 +1,6 @@
 #include "train/trainer.h"
 
-#include <torch/torch.h>
+#include <ATen/Context.h>
 
 #include <filesystem>
 
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerSetup& set
 }
 
 absl::Status Trainer::BuildModel() {
-  torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
+  at::manual_seed(static_cast<uint64_t>(config_.run.seed));
   model_ = model::BertForPreTraining(config_.model.bert);
   optimizer_ = std::make_unique<optim::Lamb>(
       optim::BertParamGroups(model_->named_parameters(), plan_.optim.lamb,

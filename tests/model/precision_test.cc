@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "common/platform.h"
-#include "common/torch_compat.h"
+#include "common/torch_compat_ops.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "tests/model/fixtures.h"

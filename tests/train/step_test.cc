@@ -21,6 +21,8 @@
 #include <limits>
 
 #include "gtest/gtest.h"
+#include "model/bert.h"
+#include "optim/lamb.h"
 #include "tests/model/fixtures.h"
 
 namespace pbert::train {

@@ -1,0 +1,78 @@
+// The differences between LibTorch versions in the operators packed-bert
+// calls (attention, autocast); the rest is in common/torch_compat.h.
+#pragma once
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
+#include "common/torch_compat.h"
+
+#if PBERT_TORCH_AT_LEAST(2, 0)
+#include <ATen/ops/scaled_dot_product_attention.h>
+#else
+#include <ATen/ops/_scaled_dot_product_attention.h>
+#endif
+
+namespace pbert::torch_compat {
+
+// softmax(q k^T / sqrt(d) + mask) v with dropout on the probabilities, on
+// [..., L, d] tensors; `mask` is additive or boolean (true: attend). 1.13
+// has the private op (a tuple); 2.x the public one, with the fused CPU
+// kernels behind it.
+inline at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k,
+                                            const at::Tensor& v, const at::Tensor& mask,
+                                            double dropout_p) {
+#if PBERT_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, mask, dropout_p));
+#endif
+}
+
+// Autocast's state for one device type: 1.13 has one function per device
+// (set_cpu_enabled, set_autocast_gpu_dtype); 2.x takes the device type.
+inline bool AutocastEnabled(c10::DeviceType device) {
+#if PBERT_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled()
+                                         : at::autocast::is_cpu_enabled();
+#endif
+}
+
+inline void SetAutocastEnabled(c10::DeviceType device, bool enabled) {
+#if PBERT_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+  }
+#endif
+}
+
+inline c10::ScalarType AutocastDtype(c10::DeviceType device) {
+#if PBERT_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+inline void SetAutocastDtype(c10::DeviceType device, c10::ScalarType dtype) {
+#if PBERT_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+
+}  // namespace pbert::torch_compat
