@@ -36,6 +36,7 @@ absl::Status RunScore(const Args& args) {
   // The weights first: a wrong file is found before the data is read.
   model::BertForPreTraining bert(config.model.bert);
   RETURN_IF_ERROR(model::LoadWeights(*bert, args.Get("weights")));
+  WarnIfSlowKernels();
 
   const std::string path = args.Get("data");
   ASSIGN_OR_RETURN(std::shared_ptr<data::SequenceSource> source,

@@ -110,6 +110,7 @@ absl::Status RunTrain(const Args& args) {
                    train::Trainer::Create({config, data, plan, *communicator,
                                            resume ? &*resume : nullptr, config_yaml,
                                            [] { return stop_requested.load(); }}));
+  WarnIfSlowKernels();
   ASSIGN_OR_RETURN(train::TrainResult result, trainer->Train());
   if (rank0) std::cout << Report(result, config, args);
   return absl::OkStatus();

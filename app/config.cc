@@ -49,6 +49,12 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   return config;
 }
 
+void WarnIfSlowKernels() {
+  if (const BlasKernels& blas = TuneOpenBlasKernels(); blas.slower) {
+    logging::Get("run")->warn("{}", blas.note);
+  }
+}
+
 absl::Status CreateOutputDir(const ExperimentConfig& config) {
   std::error_code error;
   std::filesystem::create_directories(config.run.output_dir, error);

@@ -26,6 +26,10 @@ struct FlagKey {
 absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                                             const std::vector<FlagKey>& shorthands = {});
 
+// One warning line when the environment holds OpenBLAS to slower kernels
+// than the CPU runs (common/platform.h); for the commands that compute.
+void WarnIfSlowKernels();
+
 // Creates run.output_dir (and its parents) if missing.
 absl::Status CreateOutputDir(const ExperimentConfig& config);
 

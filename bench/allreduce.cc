@@ -69,6 +69,7 @@ double Seconds(std::chrono::steady_clock::time_point start) {
 
 int Worker(int rounds) {
   pbert::TuneMalloc();
+  pbert::IgnoreOpenBlasCoretype();  // both sides get the same kernels
   pbert::TuneOpenBlasKernels();
   at::set_num_threads(1);
   auto env = pbert::distributed::EnvironmentFrom();

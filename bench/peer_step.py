@@ -8,6 +8,7 @@ packed-bert links, and takes commands on standard input so that both sides
 can take turns in one run:
 
   run CASE STEPS  ->  one JSON line: {"case", "seconds": [per step], "minflt"}
+  version         ->  {"torch", "mode"}: the PyTorch and how the step runs
   rss             ->  {"maxrss_kb"}
   blas            ->  {"core"}: the OpenBLAS kernels in use
   quit
@@ -16,7 +17,12 @@ One model and optimizer per model size serve all cases of that size, as on
 packed-bert's side. With PRECISION bf16 the forward pass and losses run
 under CPU autocast to bfloat16 (fp32 weights), as packed-bert's bf16 does.
 
-usage: peer_step.py CASES_JSON THREADS [fp32|bf16]
+On PyTorch 2.x attention is F.scaled_dot_product_attention with a boolean
+key-padding mask (what Hugging Face's BERT runs there); on 1.13, which has
+no public SDPA, it is written out. MODE `compile` wraps the model in
+torch.compile (inductor, PyTorch 2.x; it compiles during the warm-up steps).
+
+usage: peer_step.py CASES_JSON THREADS [fp32|bf16] [eager|compile]
 """
 import ctypes
 import json
@@ -29,6 +35,8 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
+
+HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
 
 
 class LayerNorm(nn.LayerNorm):
@@ -77,9 +85,14 @@ class Layer(nn.Module):
             return t.view(b, s, self.heads, d).transpose(1, 2)
 
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + mask
-        probs = self.attention_dropout(torch.softmax(scores, dim=-1))
-        context = (probs @ v).transpose(1, 2).reshape(b, s, h)
+        if HAVE_SDPA:
+            p = self.attention_dropout.p if self.training else 0.0
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        else:
+            scores = q @ k.transpose(-1, -2) / math.sqrt(d) + mask
+            probs = self.attention_dropout(torch.softmax(scores, dim=-1))
+            context = probs @ v
+        context = context.transpose(1, 2).reshape(b, s, h)
         x = self.attention_norm(x + self.dropout(self.attention_output(context)))
         y = self.output(F.gelu(self.intermediate(x)))
         return self.output_norm(x + self.dropout(y))
@@ -104,8 +117,12 @@ class BertForPreTraining(nn.Module):
 
     def forward(self, input_ids, token_type_ids, attention_mask, masked_positions,
                 masked_labels, next_sentence_labels):
-        # The usual key-padding mask: 0 for tokens, -10000 for padding.
-        mask = (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
+        if HAVE_SDPA:
+            # True where a key may be attended (SDPA's boolean mask).
+            mask = attention_mask[:, None, None, :].bool()
+        else:
+            # The usual key-padding mask: 0 for tokens, -10000 for padding.
+            mask = (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
         x = self.embeddings(input_ids, token_type_ids)
         for layer in self.layers:
             x = layer(x, mask)
@@ -160,13 +177,15 @@ def load_tensors(case):
     return tensors
 
 
-def make_model(config):
+def make_model(config, mode):
     torch.manual_seed(1)
     model = BertForPreTraining(config)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if "bias" in name or "norm" in name.lower() else decay).append(p)
     optimizer = Lamb([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=1e-4)
+    if mode == "compile":
+        model = torch.compile(model)
     return model, optimizer
 
 
@@ -193,6 +212,9 @@ def main():
     cases = {c["name"]: c for c in json.load(open(sys.argv[1]))}
     torch.set_num_threads(int(sys.argv[2]))
     bf16 = len(sys.argv) > 3 and sys.argv[3] == "bf16"
+    mode = sys.argv[4] if len(sys.argv) > 4 else "eager"
+    if mode == "compile" and not hasattr(torch, "compile"):
+        sys.exit(f"peer_step.py: torch.compile needs PyTorch 2.x, this is {torch.__version__}")
     models, tensors_of = {}, {}
     for line in sys.stdin:
         words = line.split()
@@ -200,6 +222,9 @@ def main():
             continue
         if words[0] == "quit":
             return
+        if words[0] == "version":
+            print(json.dumps({"torch": torch.__version__, "mode": mode}), flush=True)
+            continue
         if words[0] == "blas":
             print(json.dumps({"core": openblas_core()}), flush=True)
             continue
@@ -213,7 +238,7 @@ def main():
             tensors_of[name] = load_tensors(case)
         key = json.dumps(case["model"], sort_keys=True)
         if key not in models:
-            models[key] = make_model(case["model"])
+            models[key] = make_model(case["model"], mode)
         model, optimizer = models[key]
         tensors = tensors_of[name]
         seconds = []

@@ -6,7 +6,16 @@
 //
 //   build/bench/step [--rounds 5] [--steps 3] [--threads 2] [--models tiny,mid]
 //
-//   build/bench/step [--precision fp32|bf16|auto]
+//   build/bench/step [--precision fp32|bf16|auto] [--peers all|eager|none]
+//   build/bench/step --load 1     # beside one busy process (CPU contention)
+//
+// The OpenMP wait policy in force (OMP_WAIT_POLICY, GOMP_SPINCOUNT, or
+// packed-bert's default) is printed; both sides run under it.
+//
+// Peers: "peer" runs as a user starts it; "peer-tuned" (when packed-bert
+// re-selected OpenBLAS's kernels) with the same kernels as packed-bert; on
+// PyTorch 2.x "peer-compile" runs the model under torch.compile (with
+// packed-bert's kernels), compiling in the uncounted warm-up round.
 //
 // Cases: for each model (tiny: 128 wide, 2 layers; mid: 256 wide, 4 layers,
 // 4 heads, FFN 1024) and shape (16x128, 4x512): the padded batch (one
@@ -15,7 +24,11 @@
 // when ../shared/data is there), attending with the dense block-diagonal
 // mask and with blocked attention (the config's default). Each side keeps one
 // model and optimizer per model size, so peak RSS compares like with like.
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
@@ -230,7 +243,9 @@ struct Ours {
 int Main(int argc, char** argv) {
   int rounds = 5, steps = 3, threads = 2;
   std::string precision_name = "fp32", profile;
-  bool with_peers = true, tune_malloc = true;
+  std::string peer_set = "all";
+  int load = 0;
+  bool tune_malloc = true;
   std::vector<std::string> models = {"tiny", "mid"};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
@@ -240,11 +255,13 @@ int Main(int argc, char** argv) {
     else if (flag == "--models") models = absl::StrSplit(value, ',');
     else if (flag == "--precision") precision_name = value;
     else if (flag == "--profile") profile = value;
-    else if (flag == "--peers") with_peers = value != "none";
+    else if (flag == "--peers") peer_set = value;
+    else if (flag == "--load") load = std::stoi(value);
     else if (flag == "--malloc") tune_malloc = value != "glibc";
     else {
       std::cerr << "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mid] "
-                   "[--precision fp32|bf16|auto] [--profile CASE] [--peers none] [--malloc tuned|glibc]\n";
+                   "[--precision fp32|bf16|auto] [--profile CASE] [--peers all|eager|none] "
+                   "[--malloc tuned|glibc] [--load N]\n";
       return 2;
     }
   }
@@ -260,9 +277,35 @@ int Main(int argc, char** argv) {
   std::printf("LibTorch %s; precision %s (%s on both sides), %d threads\n",
               pbert::torch_compat::Version().c_str(), bf16 ? "bf16" : "fp32",
               bf16 ? "autocast" : "no autocast", threads);
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin_count = std::getenv("GOMP_SPINCOUNT");
+  std::printf("OpenMP wait policy %s, GOMP_SPINCOUNT %s; %d busy processes beside the bench\n",
+              wait_policy ? wait_policy : "(unset)", spin_count ? spin_count : "(unset)", load);
+  // --load N: processes that spin on the CPU for the whole run, started
+  // before any thread, killed at exit.
+  std::vector<pid_t> busy;
+  for (int i = 0; i < load; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // also when the bench exits early
+      for (volatile uint64_t n = 0;; n = n + 1) {
+      }
+    }
+    busy.push_back(pid);
+  }
+  struct KillBusy {
+    std::vector<pid_t>* pids;
+    ~KillBusy() {
+      for (pid_t pid : *pids) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } kill_busy{&busy};
   // As packed-bert's main() does (common/platform.h); --malloc glibc keeps
   // glibc's defaults, to measure what the tuning does.
   if (tune_malloc) pbert::TuneMalloc();
+  pbert::IgnoreOpenBlasCoretype();  // both sides get the same kernels
   const pbert::BlasKernels& blas = pbert::TuneOpenBlasKernels();
   std::printf("packed-bert: OpenBLAS %s kernels%s\n", blas.chosen.c_str(),
               blas.chosen != blas.loaded ? absl::StrCat(" (OpenBLAS chose ", blas.loaded, ")").c_str()
@@ -333,7 +376,7 @@ int Main(int argc, char** argv) {
   // kernels, "peer-tuned" runs with the same kernels (OPENBLAS_CORETYPE), so
   // that the comparison is also made on equal matrix products.
   struct Peer {
-    std::string name, env;
+    std::string name, env, mode = "eager";
     FILE* in = nullptr;
     std::ifstream out;
     std::vector<Timing> timing;
@@ -353,16 +396,24 @@ int Main(int argc, char** argv) {
   };
   std::vector<std::unique_ptr<Peer>> peers;
   const std::string peer_script = std::string(PBERT_SOURCE_DIR) + "/bench/peer_step.py";
-  if (!with_peers) {
-  } else if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") == 0) {
+  auto add_peer = [&](const char* name, std::string env, const char* mode) {
     peers.push_back(std::make_unique<Peer>());
-    peers.back()->name = "peer";
-    peers.back()->env = "env -u OPENBLAS_CORETYPE -u LD_PRELOAD -u GLIBC_TUNABLES";
-    if (blas.chosen != blas.loaded) {
-      peers.push_back(std::make_unique<Peer>());
-      peers.back()->name = "peer-tuned";
-      peers.back()->env =
-          absl::StrCat("env -u LD_PRELOAD -u GLIBC_TUNABLES OPENBLAS_CORETYPE=", blas.chosen);
+    peers.back()->name = name;
+    peers.back()->env = std::move(env);
+    peers.back()->mode = mode;
+  };
+  const std::string user_env = "env -u OPENBLAS_CORETYPE -u LD_PRELOAD -u GLIBC_TUNABLES";
+  const std::string tuned_env =
+      blas.chosen == blas.loaded
+          ? user_env
+          : absl::StrCat("env -u LD_PRELOAD -u GLIBC_TUNABLES OPENBLAS_CORETYPE=", blas.chosen);
+  if (peer_set == "none") {
+  } else if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") == 0) {
+    add_peer("peer", user_env, "eager");
+    if (blas.chosen != blas.loaded) add_peer("peer-tuned", tuned_env, "eager");
+    if (peer_set == "all" &&
+        std::system("/usr/bin/python3 -c 'import torch; torch.compile' 2>/dev/null") == 0) {
+      add_peer("peer-compile", tuned_env, "compile");
     }
   } else {
     std::cerr << "python3-torch not installed: packed-bert's side only "
@@ -375,13 +426,17 @@ int Main(int argc, char** argv) {
     std::filesystem::remove(from_peer);
     std::system(absl::StrCat("mkfifo ", to_peer, " ", from_peer).c_str());
     std::system(absl::StrCat(peer->env, " /usr/bin/python3 ", peer_script, " ", cases_path, " ",
-                             threads, bf16 ? " bf16" : " fp32", " <", to_peer, " >", from_peer,
+                             threads, bf16 ? " bf16" : " fp32", " ", peer->mode, " <", to_peer,
+                             " >", from_peer,
                              " &")
                     .c_str());
     peer->in = std::fopen(to_peer.c_str(), "w");
     peer->out.open(from_peer);
     peer->timing.resize(cases.size());
-    std::printf("%s: OpenBLAS %s kernels\n", peer->name.c_str(),
+    const json version = peer->Ask("version");
+    std::printf("%s: PyTorch %s, %s, OpenBLAS %s kernels\n", peer->name.c_str(),
+                version["torch"].get<std::string>().c_str(),
+                version["mode"].get<std::string>().c_str(),
                 peer->Ask("blas")["core"].get<std::string>().c_str());
   }
 

@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
     }
   }
   pbert::TuneMalloc();
+  pbert::IgnoreOpenBlasCoretype();  // both sides get the same kernels
   const pbert::BlasKernels& blas = pbert::TuneOpenBlasKernels();
   at::set_num_threads(threads);
   std::printf("%d threads, OpenBLAS %s kernels, %s attention, %d rounds of %d steps per case\n",

@@ -54,7 +54,7 @@ struct Sources {
 template <class E>
 std::string FieldHelp(const std::string& help) {
   std::string choices = JoinChoices(ChoiceNames<E>());
-  return help.empty() ? choices : absl::StrCat(choices, " (", help, ")");
+  return help.empty() ? choices : absl::StrCat(choices, ": ", help);
 }
 
 // The shortest text that reads back as exactly `value` ("0.1", "4e-04").

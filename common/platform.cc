@@ -98,8 +98,12 @@ BlasKernels Tune() {
   }
   if (wanted.empty()) return out;
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr) {
-    out.note = absl::StrCat("OpenBLAS uses ", out.loaded, " kernels on a CPU with ",
-                            cpu.Describe(), ", as OPENBLAS_CORETYPE=", forced, " asks");
+    out.note = absl::StrCat(
+        "OPENBLAS_CORETYPE=", forced, " in the environment holds OpenBLAS to its ", out.loaded,
+        " kernels, but this CPU (", cpu.Describe(), ") runs faster ",
+        wanted == "SkylakeX" ? "AVX-512 (SkylakeX or newer)" : "AVX2 (Haswell)",
+        " kernels: unset OPENBLAS_CORETYPE to let packed-bert choose them");
+    out.slower = true;
     return out;
   }
   if (quit == nullptr || init == nullptr) {  // a single-architecture build
@@ -125,6 +129,18 @@ void TuneMalloc() {
   }
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
+void IgnoreOpenBlasCoretype() {
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) return;
+  unsetenv("OPENBLAS_CORETYPE");
+  using Init = void (*)();
+  auto quit = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  auto init = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (quit != nullptr && init != nullptr) {
+    quit();
+    init();
+  }
 }
 
 const BlasKernels& TuneOpenBlasKernels() {

@@ -33,6 +33,9 @@ struct BlasKernels {
   std::string loaded;  // OpenBLAS's own choice ("" when the BLAS is not OpenBLAS)
   std::string chosen;  // the kernels in use after tuning
   std::string note;    // why it changed, or why not; "" when nothing was to do
+  // The environment (OPENBLAS_CORETYPE) holds the kernels below what the CPU
+  // runs faster: worth a warning.
+  bool slower = false;
 };
 
 // If the BLAS is a dynamic-architecture OpenBLAS that chose kernels older
@@ -40,6 +43,11 @@ struct BlasKernels {
 // SkylakeX (AVX-512) or Haswell (AVX2) kernels. Call before any BLAS call and
 // before other threads start; later calls return the first call's result.
 const BlasKernels& TuneOpenBlasKernels();
+
+// For benchmarks, whose sides must run the same kernels whatever the
+// environment says: drops OPENBLAS_CORETYPE and lets OpenBLAS choose again
+// as if it had not been set. Call before TuneOpenBlasKernels().
+void IgnoreOpenBlasCoretype();
 
 // Keeps freed memory for reuse instead of returning it to the kernel. glibc
 // serves blocks above its mmap threshold (at most 32 MiB) with fresh mmap

@@ -1,4 +1,4 @@
-// The tensors of one packed micro-batch (docs/batch.md). An unpacked batch
+// The tensors of one packed micro-batch (docs/model.md, Micro-batch tensors). An unpacked batch
 // is the special case of one sequence per row, so one code path serves both.
 #pragma once
 

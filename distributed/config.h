@@ -35,7 +35,7 @@ struct DistConfig {
   void Visit(V& v) {
     using config::InRange;
     v.Field("backend", &backend,
-            "the c10d process group (auto: nccl for a model on CUDA, else gloo)");
+            "the c10d process group; auto: nccl for a model on CUDA, else gloo");
     v.Field("timeout_s", &timeout_s,
             "seconds a rank waits for the others (rendezvous, every collective) before it gives "
             "up with an error naming them",

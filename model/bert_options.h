@@ -91,8 +91,8 @@ struct BertOptions {
             "dense: scores over the row with the block-diagonal mask; blocked: each sequence "
             "within its own block; the same results");
     v.Field("ablation", &ablation_,
-            "leave out one of packing's model changes (experiments only; not BERT, so refused "
-            "with mlperf.division closed)");
+            "leave out one of packing's model changes; experiments only, refused with "
+            "mlperf.division closed");
   }
   // hidden_size a multiple of num_heads.
   absl::Status Validate() const;

@@ -1,6 +1,7 @@
 #include "optim/lamb.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/optim/serialize.h>
 
 #include <algorithm>

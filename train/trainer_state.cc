@@ -36,6 +36,14 @@ nlohmann::json FromVersion1(const nlohmann::json& v1) {
           {"metrics", {{"bytes", v1.at("metrics_bytes")}}}};
 }
 
+// One part of version 2, read by its owner's type; errors name the part.
+template <class T>
+absl::StatusOr<T> ReadPart(const nlohmann::json& parts, const char* name,
+                           const std::string& what) {
+  return ReadSavedState<T>(parts.contains(name) ? parts.at(name) : nlohmann::json(),
+                           absl::StrCat(what, ", part '", name, "'"));
+}
+
 }  // namespace
 
 nlohmann::json ToJson(const TrainerState& s) {
@@ -64,14 +72,14 @@ absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
     return absl::DataLossError(absl::StrCat("malformed ", what, " (", e.what(), ")"));
   }
   TrainerState s;
-  ASSIGN_OR_RETURN(s.loop, ReadSavedState<LoopState>(parts["loop"], what));
-  ASSIGN_OR_RETURN(s.loader, ReadSavedState<data::LoaderPosition>(parts["loader"], what));
-  ASSIGN_OR_RETURN(s.random, ReadSavedState<RandomState>(parts["random"], what));
-  ASSIGN_OR_RETURN(s.loss_scale, ReadSavedState<model::LossScalerState>(parts["loss_scale"], what));
-  ASSIGN_OR_RETURN(s.evaluation, ReadSavedState<EvaluationState>(parts["evaluation"], what));
-  ASSIGN_OR_RETURN(s.stop, ReadSavedState<StopState>(parts["stop"], what));
-  ASSIGN_OR_RETURN(s.mllog, ReadSavedState<MlperfLogState>(parts["mllog"], what));
-  ASSIGN_OR_RETURN(s.metrics, ReadSavedState<MetricsLogState>(parts["metrics"], what));
+  ASSIGN_OR_RETURN(s.loop, ReadPart<LoopState>(parts, "loop", what));
+  ASSIGN_OR_RETURN(s.loader, ReadPart<data::LoaderPosition>(parts, "loader", what));
+  ASSIGN_OR_RETURN(s.random, ReadPart<RandomState>(parts, "random", what));
+  ASSIGN_OR_RETURN(s.loss_scale, ReadPart<model::LossScalerState>(parts, "loss_scale", what));
+  ASSIGN_OR_RETURN(s.evaluation, ReadPart<EvaluationState>(parts, "evaluation", what));
+  ASSIGN_OR_RETURN(s.stop, ReadPart<StopState>(parts, "stop", what));
+  ASSIGN_OR_RETURN(s.mllog, ReadPart<MlperfLogState>(parts, "mllog", what));
+  ASSIGN_OR_RETURN(s.metrics, ReadPart<MetricsLogState>(parts, "metrics", what));
   return s;
 }
 

@@ -14,6 +14,7 @@ namespace pbert::data {
 
 std::string ReportJson(const PackingReport& r) {
   nlohmann::ordered_json j;
+  j["version"] = kReportJsonVersion;
   j["algorithm"] = r.algorithm;
   j["max_len"] = r.max_len;
   j["max_depth"] = r.max_depth;

@@ -12,6 +12,11 @@
 
 namespace pbert::data {
 
+// Version of ReportJson's keys (docs/packing.md). 2: `rows`,
+// `lower_bound_rows` and `lp_bound_rows`, which version 1 (no `version` key)
+// called `packs`, `lower_bound_packs` and `lp_bound_packs`.
+inline constexpr int kReportJsonVersion = 2;
+
 // One JSON object on one line; the keys are documented in docs/packing.md.
 std::string ReportJson(const PackingReport& report);
 

@@ -120,6 +120,7 @@ TEST(CliTest, PackPrintsOneJsonObjectPerAlgorithm) {
                             "packing_factor", "depth_used", "lower_bound_rows", "seconds"}) {
       EXPECT_TRUE(j.contains(key)) << key << " in " << line;
     }
+    EXPECT_EQ(j["version"], 2);
     EXPECT_EQ(j["sequences"], 10);
     // 4x3 + 2x4 + 7 + 3x8 = 51 tokens: at least 7 rows of 8.
     EXPECT_GE(j["rows"].get<int>(), 7);
@@ -258,12 +259,13 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
                        ": the vocabulary has no [MASK] token; use a BERT vocab.txt with [PAD], "
                        "[UNK], [CLS], [SEP] and [MASK]\n");
   std::string empty = WriteConfig("pbert_cli_prepare/empty.txt", "");
-  r = RunBinary("prepare --vocab " + SharedData("bert-base-uncased-vocab.txt") + " --out " + out +
-                " " + empty);
+  std::string full_vocab = WriteConfig("pbert_cli_prepare/full_vocab.txt",
+                                       "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n");
+  r = RunBinary("prepare --vocab " + full_vocab + " --out " + out + " " + empty);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(empty + " is empty"), std::string::npos) << r.err;
-  // Nothing half-written: only the three inputs are in the folder.
-  EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 3);
+  // Nothing half-written: only the four inputs are in the folder.
+  EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 4);
 }
 
 TEST(CliTest, PreparePackVerifyOnRealText) {

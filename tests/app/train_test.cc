@@ -1,6 +1,8 @@
 // `packed-bert train` run as a user would: exact resume after kill -9,
 // crash-safe checkpoints, SIGTERM, the MLPerf compliance checker, and bad
 // input. Small random data, a tiny model: each run takes a few seconds.
+#include <torch/torch.h>
+
 #include <chrono>
 #include <filesystem>
 

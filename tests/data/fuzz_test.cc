@@ -2,6 +2,8 @@
 // store shard and manifest, a pack index, a safetensors file and a YAML
 // config, each read as a consumer would. The property: a status or a clean
 // value, never a crash (an abort, a segfault or a hang would end the test).
+#include <torch/torch.h>
+
 #include <chrono>
 #include <filesystem>
 #include <random>

@@ -78,7 +78,15 @@ TEST(TrainerStateTest, OtherVersionsAndMissingFieldsAreNamedErrors) {
   read = TrainerStateFromJson(json, "c/trainer_state.json");
   ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(read.status().message().find("c/trainer_state.json"), std::string::npos);
+  EXPECT_NE(read.status().message().find("part 'evaluation'"), std::string::npos)
+      << read.status().message();
   EXPECT_NE(read.status().message().find("evaluations"), std::string::npos)
+      << read.status().message();
+  json = ToJson(Example());
+  json.erase("stop");
+  read = TrainerStateFromJson(json, "c/trainer_state.json");
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(read.status().message().find("part 'stop'"), std::string::npos)
       << read.status().message();
 }
 
