@@ -1,8 +1,15 @@
+#include <cstring>
+
 #include "app/cli.h"
 #include "app/commands.h"
 #include "common/platform.h"
 
 int main(int argc, char** argv) {
+  // The commands that run training or evaluation steps wait passively
+  // between OpenMP regions (common/platform.h); the others start once.
+  if (argc > 1 && (std::strcmp(argv[1], "train") == 0 || std::strcmp(argv[1], "score") == 0)) {
+    pbert::UsePassiveOpenMpWait(argv);
+  }
   // Before any BLAS call and before LibTorch starts its threads.
   pbert::TuneMalloc();
   pbert::TuneOpenBlasKernels();

@@ -571,4 +571,7 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Main(argc, argv); }
+int main(int argc, char** argv) {
+  pbert::UsePassiveOpenMpWait(argv);  // as packed-bert train does; the peers inherit it
+  return Main(argc, argv);
+}

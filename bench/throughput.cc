@@ -82,6 +82,7 @@ int Fail(const T& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pbert::UsePassiveOpenMpWait(argv);  // as packed-bert train does
   int rounds = 3, steps = 4, threads = 2;
   std::vector<std::string> models = {"tiny", "medium"}, corpus;
   std::vector<int> lengths = {128, 512};

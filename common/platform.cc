@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -121,6 +122,15 @@ BlasKernels Tune() {
 }
 
 }  // namespace
+
+void UsePassiveOpenMpWait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) {
+    return;  // the user's choice
+  }
+  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
+  execv("/proc/self/exe", argv);
+  // Not re-executed (no /proc): the process goes on with OpenMP's default.
+}
 
 void TuneMalloc() {
   if (const char* tunables = std::getenv("GLIBC_TUNABLES");

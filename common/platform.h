@@ -49,6 +49,19 @@ const BlasKernels& TuneOpenBlasKernels();
 // as if it had not been set. Call before TuneOpenBlasKernels().
 void IgnoreOpenBlasCoretype();
 
+// OpenMP's wait policy. OpenMP's worker threads (LibTorch's intra-op pool
+// and OpenBLAS's, both libgomp's) spin after each parallel region before
+// they sleep: with another busy process on the cores they spin in its time
+// slices, and a step took 3.7-4.6x its unloaded time (bench/step --load 1,
+// 2 cores). Passive waiting keeps it at 1.5-2.4x, for 5-10% of the unloaded
+// step. libgomp reads OMP_WAIT_POLICY once, when the program is loaded (a
+// setenv even in an ELF pre-initialiser is undone by libc's start-up), so
+// unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set this sets
+// OMP_WAIT_POLICY=PASSIVE and re-executes the program with `argv` (about
+// 0.5 s: LibTorch is loaded twice). OMP_WAIT_POLICY=ACTIVE is the faster
+// choice on a machine the run has to itself. Call first in main().
+void UsePassiveOpenMpWait(char** argv);
+
 // Keeps freed memory for reuse instead of returning it to the kernel. glibc
 // serves blocks above its mmap threshold (at most 32 MiB) with fresh mmap
 // calls and unmaps them on free, and trims the heap top above 128 KiB: a

@@ -394,5 +394,25 @@ TEST(CliTest, MlperfPathOnFilesOtherToolsWrote) {
   EXPECT_NE(mllog.find("\"key\":\"eval_accuracy\""), std::string::npos) << mllog;
 }
 
+// train and score wait passively unless the environment says otherwise
+// (common/platform.h): libgomp prints the spin count it read at load with
+// OMP_DISPLAY_ENV=verbose (0: passive; it shows 'PASSIVE' also when unset).
+TEST(CliTest, OpenMpWaitIsPassiveUnlessSet) {
+  auto help_with = [](const std::string& environment) {
+    return testing::RunShell("env " + environment + " OMP_DISPLAY_ENV=verbose " +
+                             std::string(PBERT_BINARY) + " train --help");
+  };
+  Result r = help_with("-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.err.find("GOMP_SPINCOUNT") == std::string::npos) {
+    GTEST_SKIP() << "the OpenMP runtime is not libgomp (no OMP_DISPLAY_ENV output)";
+  }
+  EXPECT_NE(r.err.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << r.err;
+  r = help_with("OMP_WAIT_POLICY=active");
+  EXPECT_NE(r.err.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << r.err;
+  r = help_with("-u OMP_WAIT_POLICY GOMP_SPINCOUNT=1000");
+  EXPECT_NE(r.err.find("GOMP_SPINCOUNT = '1000'"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace pbert::app
