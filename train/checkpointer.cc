@@ -51,6 +51,29 @@ void RemoveStaleTemporaries(const std::string& root) {
   }
 }
 
+// LAMB's state as LibTorch's OutputArchive writes it.
+absl::StatusOr<std::string> OptimizerBytes(const optim::Lamb& optimizer) {
+  std::ostringstream bytes;
+  try {
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    archive.save_to(bytes);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise the optimizer state: ", e.what()));
+  }
+  return bytes.str();
+}
+
+// Removes all but the newest `keep` checkpoints of `root`.
+void KeepNewest(const std::string& root, int keep) {
+  std::vector<std::string> all = Checkpoints(root);
+  std::error_code error;
+  for (size_t i = 0; i + keep < all.size(); ++i) {
+    fs::remove_all(all[i], error);
+    logging::Get("checkpoint")->debug("removed {}", all[i]);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t step,
@@ -86,15 +109,8 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   RETURN_IF_ERROR(model::SaveWeights(model, temp + "/model.safetensors",
                                          {{"format", "pt"}, {"step", std::to_string(step)}}));
   FaultPoint("checkpoint-write", step);
-  std::ostringstream optimizer_bytes;
-  try {
-    torch::serialize::OutputArchive archive;
-    optimizer.save(archive);
-    archive.save_to(optimizer_bytes);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("cannot serialise the optimizer state: ", e.what()));
-  }
-  RETURN_IF_ERROR(WriteFileAtomically(temp + "/optimizer.pt", optimizer_bytes.str()));
+  ASSIGN_OR_RETURN(std::string optimizer_bytes, OptimizerBytes(optimizer));
+  RETURN_IF_ERROR(WriteFileAtomically(temp + "/optimizer.pt", optimizer_bytes));
   RETURN_IF_ERROR(WriteFileAtomically(temp + "/config.yaml", config_yaml));
   RETURN_IF_ERROR(WriteFileAtomically(temp + "/trainer_state.json", state.dump(2) + "\n"));
   RETURN_IF_ERROR(SyncPath(temp));
@@ -114,13 +130,7 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   fs::remove_all(old, error);
   RETURN_IF_ERROR(SyncPath(root));
 
-  if (keep > 0) {
-    std::vector<std::string> all = Checkpoints(root);
-    for (size_t i = 0; i + keep < all.size(); ++i) {
-      fs::remove_all(all[i], error);
-      logging::Get("checkpoint")->debug("removed {}", all[i]);
-    }
-  }
+  if (keep > 0) KeepNewest(root, keep);
   return final_dir;
 }
 

@@ -23,6 +23,44 @@ uint64_t MicroBatchSeed(uint64_t step_seed, uint64_t micro) {
   return z ^ (z >> 31);
 }
 
+// The step's totals (masked tokens, sequences) over all micro-batches and
+// ranks, from the tensors alone: no graph is kept waiting for them.
+model::StepTotals SumTotals(const std::vector<data::PackedBatch>& batches,
+                            distributed::Communicator& communicator) {
+  model::StepTotals local;
+  for (const auto& batch : batches) local += model::TotalsOf(batch);
+  std::vector<double> summed =
+      communicator.Sum({local.mlm_tokens, local.mlm_sequences, local.nsp_sequences});
+  return {summed[0], summed[1], summed[2]};
+}
+
+// Sums the gradients and metrics over the ranks, unscales (fp16), clips, and
+// steps the optimizer unless the loss or a gradient is not finite.
+StepResult ApplyGradients(std::vector<at::Tensor>& parameters, optim::Lamb& optimizer,
+                          distributed::Communicator& communicator,
+                          const PretrainingMetrics& local, double lr, const StepOptions& options,
+                          model::LossScaler* scaler) {
+  communicator.SumGradients(parameters, options.bucket_bytes);
+  StepResult result;
+  result.metrics = PretrainingMetrics::FromVector(communicator.Sum(local.ToVector()));
+  bool finite = std::isfinite(result.metrics.loss);
+  if (scaler != nullptr) {
+    const bool unscaled = scaler->Unscale(parameters);
+    scaler->Update(unscaled);
+    finite = finite && unscaled;
+  }
+  result.grad_norm = optim::ClipGradNorm(parameters, options.max_grad_norm);
+  finite = finite && std::isfinite(result.grad_norm);
+  if (!finite) {
+    optimizer.zero_grad();
+    return result;
+  }
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+  optimizer.step();
+  result.applied = true;
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::Lamb& optimizer,
@@ -31,12 +69,7 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
                                      const StepOptions& options, model::LossScaler* scaler) {
   model->train();
   std::vector<at::Tensor> parameters = model->parameters();
-  // Totals first, from the tensors alone: no graph is kept waiting for them.
-  model::StepTotals local;
-  for (const auto& batch : batches) local += model::TotalsOf(batch);
-  std::vector<double> summed =
-      communicator.Sum({local.mlm_tokens, local.mlm_sequences, local.nsp_sequences});
-  const model::StepTotals totals{summed[0], summed[1], summed[2]};
+  const model::StepTotals totals = SumTotals(batches, communicator);
 
   optimizer.zero_grad();
   PretrainingMetrics metrics;
@@ -85,27 +118,7 @@ absl::StatusOr<StepResult> TrainStep(model::BertForPreTraining& model, optim::La
     metrics.AddSums(host.slice(0, 0, 8));
     metrics.loss = host[8].item<double>();
   }
-  communicator.SumGradients(parameters, options.bucket_bytes);
-  metrics = PretrainingMetrics::FromVector(communicator.Sum(metrics.ToVector()));
-
-  StepResult result;
-  result.metrics = metrics;
-  bool finite = std::isfinite(metrics.loss);
-  if (scaler != nullptr) {
-    const bool unscaled = scaler->Unscale(parameters);
-    scaler->Update(unscaled);
-    finite = finite && unscaled;
-  }
-  result.grad_norm = optim::ClipGradNorm(parameters, options.max_grad_norm);
-  finite = finite && std::isfinite(result.grad_norm);
-  if (!finite) {
-    optimizer.zero_grad();
-    return result;
-  }
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-  optimizer.step();
-  result.applied = true;
-  return result;
+  return ApplyGradients(parameters, optimizer, communicator, metrics, lr, options, scaler);
 }
 
 RandomState SaveRandomState() {
