@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -247,21 +248,39 @@ int Main(int argc, char** argv) {
   int load = 0;
   bool tune_malloc = true;
   std::vector<std::string> models = {"tiny", "mid"};
+  const char* usage =
+      "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mid] "
+      "[--precision fp32|bf16|auto] [--profile CASE] [--peers all|eager|none] "
+      "[--malloc tuned|glibc] [--load N]\n";
+  // A whole number in [low, high], or the usage line and exit 2.
+  auto number = [&](const std::string& flag, const std::string& value, int low, int high) {
+    int n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < low || n > high) {
+      std::cerr << "bench/step: " << flag << " must be a whole number in [" << low << ", "
+                << high << "], got '" << value << "'\n" << usage;
+      std::exit(2);
+    }
+    return n;
+  };
+  if (argc % 2 == 0) {
+    std::cerr << usage;
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--rounds") rounds = std::stoi(value);
-    else if (flag == "--steps") steps = std::stoi(value);
-    else if (flag == "--threads") threads = std::stoi(value);
+    if (flag == "--rounds") rounds = number(flag, value, 1, 1000);
+    else if (flag == "--steps") steps = number(flag, value, 1, 1000);
+    else if (flag == "--threads") threads = number(flag, value, 1, 1024);
     else if (flag == "--models") models = absl::StrSplit(value, ',');
     else if (flag == "--precision") precision_name = value;
     else if (flag == "--profile") profile = value;
-    else if (flag == "--peers") peer_set = value;
-    else if (flag == "--load") load = std::stoi(value);
-    else if (flag == "--malloc") tune_malloc = value != "glibc";
-    else {
-      std::cerr << "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mid] "
-                   "[--precision fp32|bf16|auto] [--profile CASE] [--peers all|eager|none] "
-                   "[--malloc tuned|glibc] [--load N]\n";
+    else if (flag == "--peers" && (value == "all" || value == "eager" || value == "none")) {
+      peer_set = value;
+    } else if (flag == "--load") load = number(flag, value, 0, 64);
+    else if (flag == "--malloc" && (value == "tuned" || value == "glibc")) {
+      tune_malloc = value == "tuned";
+    } else {
+      std::cerr << "bench/step: unknown flag or value: " << flag << " " << value << "\n" << usage;
       return 2;
     }
   }
@@ -556,9 +575,9 @@ int Main(int argc, char** argv) {
                   c.name.c_str(), Median(our_timing[i - 1].seconds) / Median(our_timing[i].seconds));
     }
   }
-  rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  std::printf("\npeak RSS: packed-bert %.0f MB", usage.ru_maxrss / 1024.0);
+  rusage self_usage;
+  getrusage(RUSAGE_SELF, &self_usage);
+  std::printf("\npeak RSS: packed-bert %.0f MB", self_usage.ru_maxrss / 1024.0);
   for (auto& peer : peers) {
     std::printf(", %s %.0f MB", peer->name.c_str(),
                 peer->Ask("rss")["maxrss_kb"].get<double>() / 1024.0);

@@ -81,13 +81,23 @@ const CpuFeatures& Cpu() {
 
 namespace {
 
-BlasKernels Tune() {
-  using CoreName = char* (*)();
+// Makes a dynamic-architecture OpenBLAS choose its kernels again, as it does
+// when loaded (reading OPENBLAS_CORETYPE); false for a single-architecture
+// build or another BLAS.
+bool ReselectOpenBlasKernels() {
   using Init = void (*)();
-  BlasKernels out;
-  auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   auto quit = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
   auto init = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (quit == nullptr || init == nullptr) return false;
+  quit();
+  init();
+  return true;
+}
+
+BlasKernels Tune() {
+  using CoreName = char* (*)();
+  BlasKernels out;
+  auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   if (core_name == nullptr) return out;  // not OpenBLAS
   out.loaded = out.chosen = core_name();
   const CpuFeatures& cpu = Cpu();
@@ -107,14 +117,13 @@ BlasKernels Tune() {
     out.slower = true;
     return out;
   }
-  if (quit == nullptr || init == nullptr) {  // a single-architecture build
+  setenv("OPENBLAS_CORETYPE", wanted.c_str(), /*overwrite=*/1);
+  if (!ReselectOpenBlasKernels()) {
+    unsetenv("OPENBLAS_CORETYPE");
     out.note = absl::StrCat("OpenBLAS was built for ", out.loaded, " only; this CPU has ",
                             cpu.Describe());
     return out;
   }
-  setenv("OPENBLAS_CORETYPE", wanted.c_str(), /*overwrite=*/1);
-  quit();
-  init();
   out.chosen = core_name();
   out.note = absl::StrCat("OpenBLAS chose ", out.loaded, " kernels for this CPU (",
                           cpu.Describe(), "); using ", out.chosen);
@@ -144,13 +153,7 @@ void TuneMalloc() {
 void IgnoreOpenBlasCoretype() {
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) return;
   unsetenv("OPENBLAS_CORETYPE");
-  using Init = void (*)();
-  auto quit = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
-  auto init = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
-  if (quit != nullptr && init != nullptr) {
-    quit();
-    init();
-  }
+  ReselectOpenBlasKernels();
 }
 
 const BlasKernels& TuneOpenBlasKernels() {
