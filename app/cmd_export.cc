@@ -1,4 +1,7 @@
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
@@ -10,7 +13,26 @@
 namespace pbert::app {
 namespace {
 
+// --out names a file that is not part of the store being read.
+absl::Status CheckOut(const std::string& out, const std::string& store) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::is_directory(out, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out ", out, " is a folder; name the HDF5 file to write"));
+  }
+  const fs::path file = fs::weakly_canonical(out, error);
+  const fs::path folder = fs::weakly_canonical(store, error);
+  const auto [end, unused] = std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
+  if (!error && end == folder.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--out ", out, " is inside the store ", store, " being exported; write it elsewhere"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunExport(const Args& args) {
+  RETURN_IF_ERROR(CheckOut(args.Get("out"), args.Get("store")));
   RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
   ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(args.Get("store")));
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 0));

@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "distributed/communicator.h"
 #include "train/resume.h"
+#include "train/run_folder.h"
 #include "train/trainer.h"
 
 namespace pbert::app {
@@ -72,6 +73,21 @@ std::string Report(const train::TrainResult& r, const ExperimentConfig& config, 
 }
 
 // Joins the run's process group (a group of one without a launcher).
+// What a run is built from; each part outlives the trainer that refers to it.
+struct Parts {
+  ExperimentConfig config;
+  std::optional<train::CheckpointInfo> resume;
+  train::TrainingData data;
+  train::TrainingPlan plan;
+  std::string config_yaml;
+};
+
+struct Setup {
+  const distributed::Environment& environment;
+  distributed::Communicator& communicator;
+  train::RunFolder* folder;  // rank 0's; null on the other ranks
+};
+
 absl::StatusOr<std::unique_ptr<distributed::Communicator>> Join(
     const ExperimentConfig& config, const distributed::Environment& environment) {
   const distributed::Backend backend =
@@ -86,33 +102,54 @@ absl::StatusOr<std::unique_ptr<distributed::Communicator>> Join(
   return distributed::Communicator::Create(environment, backend, config.dist.timeout());
 }
 
+// Checks everything the run needs and builds its trainer; writes nothing
+// but a new run's packed rows and the effective config, once all is checked.
+absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const Setup& s,
+                                                        Parts& parts) {
+  const ExperimentConfig& config = parts.config;
+  ASSIGN_OR_RETURN(parts.resume, train::FindResumePoint(args.Get("resume"), args.Has("force"),
+                                                        config, s.environment));
+  if (s.folder && !parts.resume) RETURN_IF_ERROR(s.folder->AcceptNewRun());
+  ASSIGN_OR_RETURN(parts.data, train::TrainingData::Open(config));
+  ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.data, s.communicator.rank(),
+                                                         s.communicator.world_size()));
+  logging::Get("train")->info("{}", parts.plan.description);
+  parts.config_yaml =
+      absl::StrCat(config::Dump(config), "\n# effective: ", parts.plan.description, "\n");
+  ASSIGN_OR_RETURN(auto trainer,
+                   train::Trainer::Create({config, parts.data, parts.plan, s.communicator,
+                                           parts.resume ? &*parts.resume : nullptr,
+                                           parts.config_yaml,
+                                           [] { return stop_requested.load(); }}));
+  if (s.folder && !trainer->finished()) {
+    if (!parts.resume) RETURN_IF_ERROR(parts.data.WritePackedRows(config.run.output_dir));
+    RETURN_IF_ERROR(WriteEffectiveConfig(config, parts.plan.description));
+  }
+  return trainer;
+}
+
 absl::Status RunTrain(const Args& args) {
-  ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args));
+  Parts parts;
+  ASSIGN_OR_RETURN(parts.config, LoadConfig(args));
+  const ExperimentConfig& config = parts.config;
   RETURN_IF_ERROR(config.CheckTrainable());
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
   ASSIGN_OR_RETURN(auto communicator, Join(config, environment));
-  const bool rank0 = communicator->rank() == 0;
-  ASSIGN_OR_RETURN(std::optional<train::CheckpointInfo> resume,
-                   train::FindResumePoint(args.Get("resume"), args.Has("force"), config,
-                                          environment));
-  if (rank0) RETURN_IF_ERROR(CreateOutputDir(config));
-  ASSIGN_OR_RETURN(train::TrainingData data,
-                   train::TrainingData::Open(config, rank0 && !resume.has_value()));
-  ASSIGN_OR_RETURN(train::TrainingPlan plan,
-                   train::TrainingPlan::Make(config, data, communicator->rank(),
-                                             communicator->world_size()));
-  logging::Get("train")->info("{}", plan.description);
-  if (rank0) RETURN_IF_ERROR(WriteEffectiveConfig(config, plan.description));
+  // Rank 0 writes the run folder, and holds it until the process ends.
+  std::optional<train::RunFolder> folder;
+  if (communicator->rank() == 0) {
+    ASSIGN_OR_RETURN(train::RunFolder claimed, train::RunFolder::Claim(config.run.output_dir));
+    folder.emplace(std::move(claimed));
+  }
+  auto prepared = Prepare(args, {environment, *communicator, folder ? &*folder : nullptr}, parts);
+  if (!prepared.ok()) {
+    if (folder) folder->Release();  // refused: the folder as it was
+    return prepared.status();
+  }
   InstallStopHandlers();
-  const std::string config_yaml =
-      absl::StrCat(config::Dump(config), "\n# effective: ", plan.description, "\n");
-  ASSIGN_OR_RETURN(auto trainer,
-                   train::Trainer::Create({config, data, plan, *communicator,
-                                           resume ? &*resume : nullptr, config_yaml,
-                                           [] { return stop_requested.load(); }}));
   WarnIfSlowKernels();
-  ASSIGN_OR_RETURN(train::TrainResult result, trainer->Train());
-  if (rank0) std::cout << Report(result, config, args);
+  ASSIGN_OR_RETURN(train::TrainResult result, (*prepared)->Train());
+  if (folder) std::cout << Report(result, config, args);
   return absl::OkStatus();
 }
 

@@ -56,11 +56,17 @@ void WarnIfSlowKernels() {
 }
 
 absl::Status CreateOutputDir(const ExperimentConfig& config) {
+  const std::string& dir = config.run.output_dir;
   std::error_code error;
-  std::filesystem::create_directories(config.run.output_dir, error);
+  if (std::filesystem::exists(dir, error) && !std::filesystem::is_directory(dir, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run.output_dir '", dir, "' is a file; name a folder for the run"));
+  }
+  std::filesystem::create_directories(dir, error);
   if (error) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create run.output_dir '",
-                                                    config.run.output_dir, "': ", error.message()));
+    return absl::InvalidArgumentError(absl::StrCat("cannot create run.output_dir '", dir, "': ",
+                                                   error.message(),
+                                                   "; choose a folder you can write"));
   }
   return absl::OkStatus();
 }

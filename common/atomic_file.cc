@@ -134,7 +134,7 @@ absl::Status WriteFully(int fd, absl::Span<const uint8_t> data, const std::strin
 
 absl::Status AtomicFileWriter::Write(absl::Span<const uint8_t> data) {
   if (fd_ < 0) return absl::FailedPreconditionError("write after commit: " + path_);
-  RETURN_IF_ERROR(WriteFully(fd_, data, temp_path_));
+  RETURN_IF_ERROR(WriteFully(fd_, data, path_));
   size_ += data.size();
   return absl::OkStatus();
 }

@@ -20,4 +20,16 @@ absl::Status ErrnoError(absl::string_view what, int errno_value) {
   }
 }
 
+std::string FirstLine(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+
+bool IsOutOfMemory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
+  const std::string what = FirstLine(e);
+  return what.find("not enough memory") != std::string::npos ||
+         what.find("out of memory") != std::string::npos;
+}
+
 }  // namespace pbert

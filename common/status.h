@@ -1,6 +1,8 @@
 // Status helpers used at every I/O, config and CLI boundary.
 #pragma once
 
+#include <exception>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -39,5 +41,13 @@ inline absl::Status Annotate(const absl::Status& status, absl::string_view conte
 
 // A status for a failed system call, with errno's text.
 absl::Status ErrnoError(absl::string_view what, int errno_value);
+
+// The first line of an exception's message: LibTorch's carry a C++ stack
+// trace after it, which is no use to a user.
+std::string FirstLine(const std::exception& e);
+
+// Whether `e` is an allocation failure: std::bad_alloc, or LibTorch's
+// allocators ("not enough memory", "out of memory").
+bool IsOutOfMemory(const std::exception& e);
 
 }  // namespace pbert

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
 
@@ -41,6 +42,41 @@ bool IsAbbreviation(absl::string_view word) {
     return true;  // an initial: "J. R. R. Tolkien"
   }
   return kAbbreviations->contains(absl::AsciiStrToLower(word));
+}
+
+// The byte offset of the first byte of `text` that is not well-formed
+// UTF-8, or npos.
+size_t FirstInvalidUtf8(absl::string_view text) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = bytes[i];
+    size_t follow = 0;
+    unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      follow = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      follow = 2;
+      if (c == 0xe0) low = 0xa0;   // no overlong forms
+      if (c == 0xed) high = 0x9f;  // no surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      follow = 3;
+      if (c == 0xf0) low = 0x90;
+      if (c == 0xf4) high = 0x8f;  // nothing above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + follow >= n) return i;  // cut short
+    for (size_t k = 1; k <= follow; ++k) {
+      const unsigned char b = bytes[i + k];
+      if (k == 1 ? (b < low || b > high) : (b < 0x80 || b > 0xbf)) return i;
+    }
+    i += follow + 1;
+  }
+  return absl::string_view::npos;
 }
 
 }  // namespace
@@ -105,6 +141,12 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
     if (line.find('\0') != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ":", line_number, ": a NUL byte; this looks like a binary file, not text"));
+    }
+    if (const size_t bad = FirstInvalidUtf8(line); bad != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: not UTF-8 (byte 0x%02x at column %d); convert the file, e.g. iconv -f latin1 "
+          "-t utf-8",
+          path, line_number, static_cast<unsigned char>(line[bad]), bad + 1));
     }
     absl::string_view text = absl::StripAsciiWhitespace(line);
     if (format == CorpusFormat::kText) {

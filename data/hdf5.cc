@@ -383,11 +383,17 @@ absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& ins
     }
     labels[r] = static_cast<int8_t>(in.next_sentence_label);
   }
-  // HDF5 writes by file name: into the atomic writer's temporary file, which
-  // Commit() then fsyncs and renames over the target.
-  ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  // HDF5 builds the file in memory (its core driver, no backing store); the
+  // bytes then go to disk through the atomic writer, whose errors (a full
+  // disk) are statuses and whose temporary goes away on failure. HDF5 never
+  // writes to disk itself, so it cannot fail half-way through a file.
+  std::vector<uint8_t> image;
   try {
-    H5::H5File file(writer.temp_path(), H5F_ACC_TRUNC);
+    H5::FileAccPropList access;
+    if (H5Pset_fapl_core(access.getId(), 1 << 20, /*backing_store=*/0) < 0) {
+      return absl::InternalError("HDF5: cannot select the in-memory file driver");
+    }
+    H5::H5File file(path, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, access);
     auto write = [&](const char* name, const void* data, const H5::PredType& type,
                      std::vector<hsize_t> dims) {
       H5::DSetCreatPropList properties;
@@ -406,10 +412,19 @@ absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& ins
     write("masked_lm_positions", positions.data(), H5::PredType::NATIVE_INT32, {N, P});
     write("masked_lm_ids", masked.data(), H5::PredType::NATIVE_INT32, {N, P});
     write(kLabels, labels.data(), H5::PredType::NATIVE_INT8, {N});
+    file.flush(H5F_SCOPE_GLOBAL);
+    const ssize_t size = H5Fget_file_image(file.getId(), nullptr, 0);
+    if (size < 0) return absl::InternalError("HDF5: cannot take the in-memory file's image");
+    image.resize(static_cast<size_t>(size));
+    if (H5Fget_file_image(file.getId(), image.data(), image.size()) != size) {
+      return absl::InternalError("HDF5: cannot take the in-memory file's image");
+    }
     file.close();
   } catch (const H5::Exception& e) {
     return Hdf5Error(path, e);
   }
+  ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  RETURN_IF_ERROR(writer.Write(image));
   return writer.Commit();
 }
 

@@ -52,6 +52,8 @@ absl::StatusOr<LengthHistogram> ReadHistogramFile(const std::string& path, int m
   std::string line;
   int line_number = 0;
   int length = 0;
+  uint64_t tokens = 0;
+  constexpr uint64_t kMaxTokens = uint64_t{1} << 53;
   while (std::getline(in, line)) {
     ++line_number;
     absl::string_view text = absl::StripAsciiWhitespace(line);
@@ -67,6 +69,15 @@ absl::StatusOr<LengthHistogram> ReadHistogramFile(const std::string& path, int m
       return absl::OutOfRangeError(absl::StrCat(
           path, ":", line_number, ": ", count, " sequences of length ", length,
           " exceed the maximum length ", max_len, "; raise --max-len (data.max_seq_len)"));
+    }
+    // Totals stay exact in a double (the packing ratios and reports use
+    // them): at most 2^53 tokens, far above any corpus.
+    uint64_t line_tokens = 0;
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(length), &line_tokens) ||
+        __builtin_add_overflow(tokens, line_tokens, &tokens) || tokens > kMaxTokens) {
+      return absl::OutOfRangeError(absl::StrCat(
+          path, ":", line_number, ": the counts up to here hold more than 2^53 tokens; a "
+          "histogram counts the sequences of one dataset, far fewer"));
     }
     histogram.counts[length] = count;
   }

@@ -165,8 +165,10 @@ void Loader::Work() {
       built = Build(step);
     } catch (const std::exception& e) {
       // LibTorch reports allocation failures and the like by exception.
-      built = absl::ResourceExhaustedError(
-          absl::StrCat("building the batches of step ", step, ": ", e.what()));
+      built = absl::Status(
+          IsOutOfMemory(e) ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kInternal,
+          absl::StrCat("building the batches of step ", step, ": ", FirstLine(e),
+                       IsOutOfMemory(e) ? "; lower train.micro_batch_rows" : ""));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

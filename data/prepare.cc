@@ -132,10 +132,9 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
     return absl::InvalidArgumentError("prepare needs an output folder (prepare.output)");
   }
   // Fail before the work, not after it.
-  if (!o.overwrite && std::filesystem::exists(o.output)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        o.output, " already exists; add --overwrite to replace it, or choose another folder"));
-  }
+  std::vector<std::string> read = o.inputs;
+  read.push_back(o.vocab);
+  RETURN_IF_ERROR(CheckStoreTarget(o.output, read, o.overwrite));
   ASSIGN_OR_RETURN(Vocabulary loaded, Vocabulary::Load(o.vocab));
   auto vocabulary = std::make_shared<const Vocabulary>(std::move(loaded));
   PrepareSummary summary;

@@ -27,6 +27,9 @@ class SequenceSource {
   virtual std::vector<uint16_t> Lengths() const;
   // Record `index`, checked against limits(); the error names the record.
   virtual absl::Status Read(uint64_t index, Instance* out) const = 0;
+  // The checksum of the vocabulary the ids come from; 0 where the source
+  // does not record it (HDF5 files).
+  virtual uint64_t vocab_checksum() const { return 0; }
 };
 
 // Instances held in memory, each checked against `limits` on construction.

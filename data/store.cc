@@ -1,5 +1,6 @@
 #include "data/store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -126,18 +127,47 @@ StoreWriter::~StoreWriter() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
+absl::Status CheckStoreTarget(const std::string& dir, const std::vector<std::string>& inputs,
+                              bool overwrite) {
+  std::error_code error;
+  for (fs::path p = fs::path(dir).parent_path(); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, error) && !fs::is_directory(p, error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": ", p.string(), " is a file, not a folder; choose another folder"));
+    }
+    if (p == p.parent_path()) break;
+  }
+  if (fs::exists(dir, error)) {
+    if (!overwrite) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          dir, " already exists; add --overwrite to replace it, or choose another folder"));
+    }
+    if (!fs::is_directory(dir, error) || !fs::exists(fs::path(dir) / kManifest, error)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, " exists and is not an instance store; --overwrite replaces only a store: choose "
+               "another folder"));
+    }
+  }
+  // What is read may not lie in what is replaced.
+  const fs::path target = fs::weakly_canonical(dir, error);
+  for (const std::string& input : inputs) {
+    const fs::path file = fs::weakly_canonical(input, error);
+    const auto [end, unused] =
+        std::mismatch(target.begin(), target.end(), file.begin(), file.end());
+    if (end == target.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(input, " is read from inside ", dir, ", which the store would replace; "
+                              "choose another folder"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& dir,
                                                                  const StoreInfo& info,
                                                                  uint64_t records_per_shard,
                                                                  bool overwrite) {
-  if (fs::exists(dir) && !overwrite) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        dir, " already exists; add --overwrite to replace it, or choose another folder"));
-  }
-  if (overwrite && fs::exists(dir) && !fs::exists(fs::path(dir) / kManifest)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(dir, " exists and is not an instance store; it is not replaced"));
-  }
+  RETURN_IF_ERROR(CheckStoreTarget(dir, {}, overwrite));
   if (info.max_len == 0 || info.max_len > 65535 || info.vocab_size == 0 || records_per_shard == 0) {
     return absl::InvalidArgumentError("store limits must be positive (max_len <= 65535)");
   }

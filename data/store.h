@@ -28,6 +28,12 @@ struct StoreInfo {
   std::string source;  // free text: how the store was made
 };
 
+// Whether a store may be written at `dir`: its parents are folders; it does
+// not exist, or (`overwrite`) is a store; no file of `inputs` (what the
+// store is made from) lies inside it. InvalidArgument or AlreadyExists.
+absl::Status CheckStoreTarget(const std::string& dir, const std::vector<std::string>& inputs,
+                              bool overwrite);
+
 // Writes a store into a temporary folder beside `dir` and renames it into
 // place on Finish(), so a failed or interrupted run leaves nothing behind.
 class StoreWriter {
@@ -84,6 +90,7 @@ class InstanceStore : public SequenceSource {
   }
   const std::string& name() const override { return dir_; }
   const StoreInfo& info() const { return info_; }
+  uint64_t vocab_checksum() const override { return info_.vocab_checksum; }
   const std::string& dir() const { return dir_; }
   int id_bytes() const { return id_bytes_; }
 

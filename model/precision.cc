@@ -18,7 +18,7 @@ absl::StatusOr<Precision> ResolvePrecision(Precision precision, c10::DeviceType 
     case Precision::kFp16:
       if (!cuda) {
         return absl::InvalidArgumentError(
-            "model.precision fp16 needs a CUDA device; use fp32 (fastest on CPU) or bf16");
+            "model.precision fp16 needs a CUDA device; on a CPU use auto, fp32 or bf16");
       }
       break;
     case Precision::kFp32:

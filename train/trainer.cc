@@ -64,13 +64,11 @@ absl::Status Trainer::BuildModel() {
   return absl::OkStatus();
 }
 
-// The parts that keep state across a resume, from `state`.
+// The parts that keep state across a resume, from `state`. The logs are
+// opened by `OpenLogs`, when training starts: a run refused while it is
+// created writes nothing.
 absl::Status Trainer::OpenParts(const TrainerState& state) {
-  const std::string& dir = config_.run.output_dir;
-  ASSIGN_OR_RETURN(mllog_, MlperfLog::Open(rank0_ ? dir + "/mllog.txt" : "", state.mllog));
-  ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(rank0_ ? dir + "/metrics.jsonl" : "", state.metrics,
-                                              config_.train.log_every_steps,
-                                              static_cast<int>(config_.data.max_seq_len)));
+  log_state_ = {state.mllog, state.metrics};
   ASSIGN_OR_RETURN(loader_,
                    data::Loader::Create(setup_.data.train, setup_.data.rows, plan_.loader,
                                         state.loader));
@@ -86,17 +84,6 @@ absl::Status Trainer::OpenParts(const TrainerState& state) {
 }
 
 absl::Status Trainer::InitNew() {
-  const std::string& dir = config_.run.output_dir;
-  if (rank0_) {
-    // A new run never appends to, or overwrites, an earlier run's records.
-    for (const char* name : {"mllog.txt", "metrics.jsonl"}) {
-      if (std::filesystem::exists(dir + "/" + name)) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            dir, " holds an earlier run (", name, "); continue it with --resume auto, ",
-            "or choose another run.output_dir"));
-      }
-    }
-  }
   RETURN_IF_ERROR(BuildModel());
   if (!config_.train.init_checkpoint.empty()) {
     RETURN_IF_ERROR(Annotate(model::LoadWeights(*model_, config_.train.init_checkpoint),
@@ -105,7 +92,16 @@ absl::Status Trainer::InitNew() {
   TrainerState state;
   state.evaluation.next_samples = static_cast<uint64_t>(plan_.eval_every_samples);
   state.loop.train_index_checksum = ChecksumText(setup_.data.rows->Checksum());
-  RETURN_IF_ERROR(OpenParts(state));
+  return OpenParts(state);
+}
+
+absl::Status Trainer::OpenLogs() {
+  const std::string& dir = config_.run.output_dir;
+  ASSIGN_OR_RETURN(mllog_, MlperfLog::Open(rank0_ ? dir + "/mllog.txt" : "", log_state_.mllog));
+  ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(rank0_ ? dir + "/metrics.jsonl" : "",
+                                              log_state_.metrics, config_.train.log_every_steps,
+                                              static_cast<int>(config_.data.max_seq_len)));
+  if (setup_.resume) return absl::OkStatus();
   const auto [beta1, beta2] = plan_.optim.lamb.betas();
   const optim::ScheduleOptions& s = plan_.optim.schedule;
   return mllog_->Start(
@@ -151,6 +147,7 @@ absl::StatusOr<TrainResult> Trainer::Train() {
     return r;
   }
   try {
+    RETURN_IF_ERROR(OpenLogs());
     return Loop();
   } catch (const std::exception& e) {
     return LostContact(e);
@@ -165,6 +162,12 @@ absl::Status Trainer::LostContact(const std::exception& e) {
   if (mllog_) {
     (void)mllog_->RunStop("aborted", loop_.samples);
     (void)mllog_->Sync();
+  }
+  if (IsOutOfMemory(e)) {  // the config asks for more than the machine has
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
+        "); lower train.micro_batch_rows (now ", config_.train.micro_batch_rows,
+        ") and raise optim.accumulation_steps to keep the batch"));
   }
   if (comm_.world_size() <= 1) throw;
   std::string what = e.what();
@@ -183,7 +186,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
                     static_cast<uint64_t>(loop_.step));
   while (true) {
     if (stop_.Requested(comm_)) {
-      RETURN_IF_ERROR(Save());
+      RETURN_IF_ERROR(Save(SaveReason::kStop));
       progress.Finish();
       return Result("interrupted");
     }
@@ -194,6 +197,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
                                                 plan_.step, scaler_.get()));
     loop_.step += 1;
     loop_.samples += static_cast<uint64_t>(step.metrics.nsp_sequences);
+    loss_finite_ = std::isfinite(step.metrics.loss);
     FaultPoint("after-step", loop_.step, comm_.rank());
     if (absl::Status bad = stop_.Count(step, loop_.step, checkpointer_.last()); !bad.ok()) {
       return Abort(bad);
@@ -218,7 +222,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
       return Finish();
     }
     if (evaluated) RETURN_IF_ERROR(mllog_->BlockStart(loop_.samples));
-    if (checkpointer_.Due(loop_.step)) RETURN_IF_ERROR(Save());
+    if (checkpointer_.Due(loop_.step)) RETURN_IF_ERROR(Save(SaveReason::kDue));
   }
 }
 
@@ -242,10 +246,26 @@ absl::Status Trainer::Evaluate() {
   return metrics_->AddEvaluation(eval, seconds, Position());
 }
 
-// `final`: the run's last save, whose state (its status) differs from an
-// earlier save of the same step.
-absl::Status Trainer::Save(bool final) {
-  if (checkpointer_.Saved(loop_.step) && !final) return absl::OkStatus();
+// `reason`: a save that is due, on a stop request, or the run's last save,
+// whose state (its status) differs from an earlier save of the same step.
+absl::Status Trainer::Save(SaveReason reason) {
+  if (checkpointer_.Saved(loop_.step) && reason != SaveReason::kEnd) return absl::OkStatus();
+  // Weights that give a non-finite loss, or hold inf or NaN themselves (a
+  // learning rate far too high), are never saved: a due checkpoint is left
+  // out (train.max_bad_steps decides whether the run goes on), a last one
+  // ends the run.
+  if (const std::string why = Diverged(); !why.empty()) {
+    if (reason == SaveReason::kDue) {
+      Log()->warn("checkpoint of step {} left out: {}", loop_.step, why);
+      return absl::OkStatus();
+    }
+    const std::string& last = checkpointer_.last();
+    (void)mllog_->RunStop("aborted", loop_.samples);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the weights diverged by step ", loop_.step, " (", why,
+        "), so no checkpoint was written; lower optim.lr (now ", config_.optim.schedule.peak_lr,
+        ")", last.empty() ? "" : absl::StrCat(" and resume from ", last, " with --force")));
+  }
   loop_.train_seconds = Elapsed();
   session_start_ = Clock::now();
   RETURN_IF_ERROR(metrics_->Flush(Position()));
@@ -257,7 +277,7 @@ absl::Status Trainer::Save(bool final) {
 absl::StatusOr<TrainResult> Trainer::Finish() {
   loop_.status = evaluation_.reached() ? "success" : "aborted";
   RETURN_IF_ERROR(mllog_->RunStop(loop_.status, loop_.samples));
-  RETURN_IF_ERROR(Save(/*final=*/true));
+  RETURN_IF_ERROR(Save(SaveReason::kEnd));
   return Result(loop_.status);
 }
 
@@ -267,6 +287,16 @@ absl::Status Trainer::Abort(const absl::Status& why) {
   RETURN_IF_ERROR(mllog_->BlockStop(loop_.samples));
   RETURN_IF_ERROR(mllog_->RunStop("aborted", loop_.samples));
   return why;
+}
+
+std::string Trainer::Diverged() const {
+  if (!loss_finite_) return absl::StrCat("the loss of step ", loop_.step, " is not finite");
+  for (const auto& item : model_->named_parameters()) {
+    if (!item.value().isfinite().all().template item<bool>()) {
+      return absl::StrCat(item.key(), " holds inf or NaN");
+    }
+  }
+  return "";
 }
 
 TrainerState Trainer::State() {

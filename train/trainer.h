@@ -60,6 +60,8 @@ struct TrainerSetup {
 class Trainer {
  public:
   // A new run, a resumed one, or a finished one (which trains nothing).
+  // Builds and checks everything and writes nothing: the logs are opened
+  // (and a new run's MLLOG header written) when `Train` starts.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainerSetup& setup);
 
   // Trains until the run ends or is asked to stop. A collective that fails
@@ -67,22 +69,30 @@ class Trainer {
   // error naming the lost ranks and where to resume.
   absl::StatusOr<TrainResult> Train();
 
+  // A resumed run that had finished: `Train` only reports it.
+  bool finished() const { return finished_ != nullptr; }
+
  private:
   explicit Trainer(const TrainerSetup& setup);
   absl::Status InitNew();
   absl::Status InitResume(const CheckpointInfo& checkpoint);
   absl::Status BuildModel();
   absl::Status OpenParts(const TrainerState& state);
+  absl::Status OpenLogs();
 
   absl::StatusOr<TrainResult> Loop();
   absl::Status EndBlock();
   absl::Status Evaluate();
-  absl::Status Save(bool final = false);
+  enum class SaveReason { kDue, kStop, kEnd };
+  absl::Status Save(SaveReason reason);
   absl::StatusOr<TrainResult> Finish();
   absl::Status Abort(const absl::Status& why);
   absl::Status LostContact(const std::exception& e);
 
   TrainerState State();
+  // Why the weights may not be saved ("" if they may): the last step's loss
+  // was not finite, or a weight is not.
+  std::string Diverged() const;
   LoopPosition Position() const;
   double Elapsed() const;
   TrainResult Result(const std::string& status) const;
@@ -102,7 +112,12 @@ class Trainer {
   Checkpointer checkpointer_;
   std::unique_ptr<MlperfLog> mllog_;
   std::unique_ptr<MetricsLog> metrics_;
+  struct {
+    MlperfLogState mllog;
+    MetricsLogState metrics;
+  } log_state_;  // what the logs reopen at (empty for a new run)
   LoopState loop_;
+  bool loss_finite_ = true;  // of the last step
   std::chrono::steady_clock::time_point session_start_;
   // A resumed run that had finished: its saved state, and nothing to train.
   std::unique_ptr<TrainerState> finished_;

@@ -47,7 +47,7 @@ absl::StatusOr<std::shared_ptr<const data::SequenceSource>> OpenStore(
 
 // data.pack_index, or the store packed with the packing section.
 absl::StatusOr<std::shared_ptr<const data::PackIndex>> TrainRows(
-    const ExperimentConfig& config, const data::SequenceSource& store, bool write) {
+    const ExperimentConfig& config, const data::SequenceSource& store, std::string* packed_with) {
   auto log = logging::Get("train");
   if (!config.data.pack_index.empty()) {
     ASSIGN_OR_RETURN(data::PackIndex index, data::PackIndex::Read(config.data.pack_index));
@@ -61,18 +61,21 @@ absl::StatusOr<std::shared_ptr<const data::PackIndex>> TrainRows(
   const data::PackingReport& r = packed.run.report;
   log->info("packed {} with {}: {} sequences in {} rows, packing factor {:.4f}, efficiency {:.2f}%",
             store.name(), r.algorithm, r.sequences, r.rows, r.packing_factor, 100 * r.efficiency);
-  if (write) {
-    RETURN_IF_ERROR(packed.index.Write(config.run.output_dir + "/pack.pbpack", r.algorithm));
-  }
+  *packed_with = r.algorithm;
   return std::make_shared<const data::PackIndex>(std::move(packed.index));
 }
 
 }  // namespace
 
-absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config, bool write_rows) {
+absl::Status TrainingData::WritePackedRows(const std::string& run_dir) const {
+  if (packed_with.empty()) return absl::OkStatus();
+  return rows->Write(run_dir + "/pack.pbpack", packed_with);
+}
+
+absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config) {
   TrainingData data;
   ASSIGN_OR_RETURN(data.train, OpenStore(config));
-  ASSIGN_OR_RETURN(data.rows, TrainRows(config, *data.train, write_rows));
+  ASSIGN_OR_RETURN(data.rows, TrainRows(config, *data.train, &data.packed_with));
   if (config.data.eval.empty()) {
     logging::Get("train")->warn(
         "no data.eval: the run trains without evaluating and cannot reach its target");
@@ -81,6 +84,13 @@ absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config, 
   ASSIGN_OR_RETURN(data.eval, data::OpenSequences(config.data.eval, static_cast<uint32_t>(
                                                                         config.model.bert.vocab_size())));
   RETURN_IF_ERROR(CheckFits(*data.eval, config, config.data.eval));
+  const uint64_t train_vocab = data.train->vocab_checksum(), eval_vocab = data.eval->vocab_checksum();
+  if (train_vocab != 0 && eval_vocab != 0 && train_vocab != eval_vocab) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data.eval %s was made with another vocabulary than data.store %s (vocab_checksum %016x "
+        "against %016x in their store.json): prepare both with the same vocab.txt",
+        config.data.eval, config.data.store, eval_vocab, train_vocab));
+  }
   ASSIGN_OR_RETURN(data::PackedSequences packed,
                    data::PackLengths(config.train.eval_packed ? config.packing.algorithm : "none",
                                      data.eval->Lengths(), config.PackingOptions()));

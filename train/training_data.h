@@ -31,11 +31,18 @@ struct TrainingData {
     return static_cast<double>(rows->sequences()) / static_cast<double>(rows->rows());
   }
 
+  // The packing algorithm when the rows were packed by `Open`, "" when they
+  // were read from data.pack_index.
+  std::string packed_with;
+
   // Opens and checks data.store and data.eval against the model and
   // data.max_seq_len; the training rows are data.pack_index or the store
-  // packed with the packing section, then written to
-  // RUN_DIR/pack.pbpack when `write_rows`.
-  static absl::StatusOr<TrainingData> Open(const ExperimentConfig& config, bool write_rows);
+  // packed with the packing section. Writes nothing.
+  static absl::StatusOr<TrainingData> Open(const ExperimentConfig& config);
+
+  // Rows packed by `Open`: written to RUN_DIR/pack.pbpack, so that the run
+  // can be repeated from them. Does nothing for rows read from a file.
+  absl::Status WritePackedRows(const std::string& run_dir) const;
 };
 
 // The values a run derives from its config and data, computed once.

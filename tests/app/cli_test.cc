@@ -205,6 +205,52 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
   fs::remove_all(dir);
 }
 
+// export onto a disk that fills (a file size limit: writes fail with EFBIG,
+// as on a full disk, SIGXFSZ ignored), into its own store, onto a folder.
+TEST(CliTest, ExportFailuresAreOneLineAndLeaveNothing) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_export";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "out");
+  const std::string data = (dir / "d.hdf5").string(), store = (dir / "store").string();
+  ASSERT_TRUE(
+      data::WriteHdf5(data, pbert::testing::RandomInstances(400, 5, 60, 500, 5), 64, 40).ok());
+  pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
+  Result r = RunBinary("prepare --input-format hdf5 --vocab " + (dir / "vocab.txt").string() +
+                       " --out " + store + " --log-level warn " + data);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string out = (dir / "out" / "e.hdf5").string();
+  r = testing::RunShell(absl::StrCat("trap '' XFSZ; ulimit -f 16; exec ", PBERT_BINARY,
+                                     " export --store ", store, " --out ", out));
+  EXPECT_EQ(r.exit_code, 1);
+  // The progress bar's line, then the error's.
+  const std::vector<std::string> lines = absl::StrSplit(r.err, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << r.err;
+  EXPECT_NE(lines[0].find("[progress] export  100.0%"), std::string::npos) << r.err;
+  EXPECT_EQ(lines[1], "packed-bert export: error: cannot write " + out + ": File too large");
+  EXPECT_TRUE(fs::is_empty(dir / "out")) << "the temporary file was left";
+
+  const std::string shard = store + "/shard-00000.pbstore";
+  ASSERT_TRUE(fs::exists(shard));
+  const auto before = fs::file_size(shard);
+  r = RunBinary("export --store " + store + " --out " + shard + " --overwrite");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert export: error: --out " + shard + " is inside the store " + store +
+                       " being exported; write it elsewhere\n");
+  EXPECT_EQ(fs::file_size(shard), before);
+  r = RunBinary("export --store " + store + " --out " + (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert export: error: --out " + (dir / "out").string() +
+                       " is a folder; name the HDF5 file to write\n");
+  // The export itself, read back.
+  r = RunBinary("export --store " + store + " --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto back = data::Hdf5Reader::Open(out);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)->size(), 400);
+  fs::remove_all(dir);
+}
+
 TEST(CliTest, AblationsAreRefusedInClosedDivisionRuns) {
   Result r = RunBinary("train --set model.ablation=no_position_reset");
   EXPECT_EQ(r.exit_code, 2);
@@ -264,8 +310,29 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
   r = RunBinary("prepare --vocab " + full_vocab + " --out " + out + " " + empty);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(empty + " is empty"), std::string::npos) << r.err;
-  // Nothing half-written: only the four inputs are in the folder.
-  EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 4);
+  // An output that is an input, the vocabulary, under a file, or a folder
+  // that is not a store: refused before any tokenizing, exit 2.
+  const std::string prepare = "prepare --vocab " + full_vocab + " --overwrite --out ";
+  for (const std::string& target : {text, full_vocab, std::string("/"), root.string()}) {
+    r = RunBinary(prepare + target + " " + text);
+    EXPECT_EQ(r.exit_code, 2) << target;
+    EXPECT_EQ(r.err, "packed-bert prepare: error: " + target +
+                         " exists and is not an instance store; --overwrite replaces only a "
+                         "store: choose another folder\n");
+  }
+  r = RunBinary(prepare + text + "/store " + text);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert prepare: error: " + text + "/store: " + text +
+                       " is a file, not a folder; choose another folder\n");
+  // Text that is not UTF-8 (Latin-1) is named, not silently dropped.
+  std::string latin1 = WriteConfig("pbert_cli_prepare/latin1.txt", "Hello there.\nCaf\xe9 here.\n");
+  r = RunBinary("prepare --vocab " + full_vocab + " --out " + out + " " + latin1);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert prepare: error: " + latin1 +
+                       ":2: not UTF-8 (byte 0xe9 at column 4); convert the file, e.g. iconv -f "
+                       "latin1 -t utf-8\n");
+  // Nothing half-written: only the five inputs are in the folder.
+  EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 5);
 }
 
 TEST(CliTest, PreparePackVerifyOnRealText) {

@@ -3,7 +3,11 @@
 // input. Small random data, a tiny model: each run takes a few seconds.
 #include <torch/torch.h>
 
+#include <signal.h>
+
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -28,12 +32,12 @@ using testing::RunBinary;
 // Random sequences whose even masked slots always hide token 7, so that a
 // model can learn half of the MLM task (MLM accuracy ~0.5, under MLPerf's
 // 0.720) and an evaluation can reach a low target.
-void WriteStore(const std::string& dir, int count, uint32_t seed) {
+void WriteStore(const std::string& dir, int count, uint32_t seed, uint64_t vocab_checksum = 0) {
   auto instances = pbert::testing::RandomInstances(count, 8, 60, 100, seed);
   for (auto& in : instances) {
     for (size_t m = 0; m < in.masked_ids.size(); m += 2) in.masked_ids[m] = 7;
   }
-  auto writer = data::StoreWriter::Create(dir, {100, 0, 64, 64, "test"}, 1000);
+  auto writer = data::StoreWriter::Create(dir, {100, vocab_checksum, 64, 64, "test"}, 1000);
   ASSERT_TRUE(writer.ok()) << writer.status();
   for (const auto& in : instances) ASSERT_TRUE((*writer)->Add(in).ok());
   ASSERT_TRUE((*writer)->Finish().ok());
@@ -360,14 +364,32 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: cannot open HDF5 file ", root_,
                                 "/missing.hdf5: No such file or directory\n"));
-  EXPECT_FALSE(fs::exists(root_ + "/noeval/mllog.txt"));
+  EXPECT_FALSE(fs::exists(root_ + "/noeval")) << "a refused run leaves nothing";
+
+  // Stores of two vocabularies (store.json's vocab_checksum).
+  WriteStore(root_ + "/train_a", 100, 4, 0xaaaa);
+  WriteStore(root_ + "/eval_b", 20, 5, 0xbbbb);
+  r = RunBinary(Args("vocab", "--set data.store=" + root_ + "/train_a --set data.eval=" + root_ +
+                                  "/eval_b"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: data.eval ", root_,
+                                "/eval_b was made with another vocabulary than data.store ", root_,
+                                "/train_a (vocab_checksum 000000000000bbbb against "
+                                "000000000000aaaa in their store.json): prepare both with the "
+                                "same vocab.txt\n"));
+  // Learning so fast that the weights overflow: stopped, nothing saved.
+  r = RunBinary(Args("diverged", "--set optim.lr=1e30"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no checkpoint was written; lower optim.lr"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(root_ + "/diverged/checkpoints/step-00000006"));
 
   ASSERT_EQ(RunBinary(Args("run", "--set optim.total_steps=6")).exit_code, 0);
   r = RunBinary(Args("run", "--set optim.total_steps=6"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("holds an earlier run (mllog.txt); continue it with --resume auto"),
-            std::string::npos)
-      << r.err;
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: ", root_, "/run holds a run with "
+                                "checkpoints (newest ", root_, "/run/checkpoints/step-00000006); "
+                                "continue it with --resume auto, or choose another "
+                                "run.output_dir\n"));
   r = RunBinary(Args("other", "--resume " + root_));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: '", root_,
@@ -383,6 +405,100 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   EXPECT_NE(r.err.find("optim.lr (0.02 -> 0.5); resume with the same config, or add --force"),
             std::string::npos)
       << r.err;
+}
+
+// The files of a run folder (but the lock, which holds the last holder's
+// pid), each with a hash of its contents.
+std::map<std::string, size_t> Contents(const std::string& dir) {
+  std::map<std::string, size_t> files;
+  if (!fs::exists(dir)) return files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().filename() != "run.lock") {
+      files[entry.path().string()] = std::hash<std::string>()(testing::ReadText(entry.path()));
+    }
+  }
+  return files;
+}
+
+// Runs refused while they check their data, weights and model leave no
+// folder behind, and a refused run leaves an earlier run's folder as it was.
+TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
+  testing::WriteFile(root_ + "/garbage.safetensors", "not a weight file");
+  testing::WriteFile(root_ + "/garbage.pbpack", "not a pack index");
+  for (const std::string refused :
+       {"--set train.init_checkpoint=" + root_ + "/garbage.safetensors",
+        "--set data.pack_index=" + root_ + "/garbage.pbpack", "--set data.eval=" + root_ + "/none",
+        std::string("--set model.precision=fp16")}) {
+    Result r = RunBinary(Args("nested/refused", refused));
+    EXPECT_EQ(r.exit_code, 2) << refused << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(root_ + "/nested")) << refused << " left a folder";
+  }
+  // Into the folder of a run stopped at step 6: a new run, and a forced
+  // resume with another model size, are refused and change nothing there;
+  // resuming once it has finished trains nothing and writes nothing.
+  Result r = RunBinary(Args("run"), "PBERT_FAULT=after-step:6:0:TERM");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto before = Contents(root_ + "/run");
+  r = RunBinary(Args("run", "--set model.hidden_size=48"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  r = RunBinary(Args("run", "--set model.hidden_size=48 --resume auto --force"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(Contents(root_ + "/run"), before);
+  ASSERT_EQ(RunBinary(Args("run", "--resume auto")).exit_code, 0);
+  const auto finished = Contents(root_ + "/run");
+  r = RunBinary(Args("run", "--set optim.total_steps=6 --resume auto --force"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("this run had finished"), std::string::npos) << r.out;
+  EXPECT_EQ(Contents(root_ + "/run"), finished);
+}
+
+// One run at a time in a folder: a second `train` into a folder another one
+// holds is refused before it writes anything; once the holder is gone (here
+// killed before its first checkpoint), the folder takes a new run, and
+// `--resume auto` starts one there too.
+TEST_F(TrainTest, ARunFolderHoldsOneRunAtATime) {
+  const std::string run = root_ + "/run";
+  // The first run stops itself (SIGSTOP) after step 2, holding the folder.
+  Result started = testing::RunShell(absl::StrCat(
+      "PBERT_FAULT=after-step:2:0:STOP ", PBERT_BINARY, " ", Args("run"),
+      " >/dev/null 2>", root_, "/first.err & echo $!"));
+  const int pid = std::stoi(started.out);
+  auto stopped = [&] {
+    const std::string stat = testing::ReadText(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && stat.substr(paren + 2, 1) == "T";
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!stopped() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(stopped()) << testing::ReadText(root_ + "/first.err");
+  const auto before = Contents(run);
+  Result second = RunBinary(Args("run"));
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_EQ(second.err, absl::StrCat("packed-bert train: error: run.output_dir '", run,
+                                     "' is in use by another packed-bert train (pid ", pid,
+                                     "); wait for it to end, or choose another run.output_dir\n"));
+  EXPECT_EQ(Contents(run), before) << "the refused run wrote into the folder";
+  ::kill(pid, SIGKILL);
+  testing::RunShell(absl::StrCat("while kill -0 ", pid, " 2>/dev/null; do sleep 0.05; done"));
+  ASSERT_FALSE(fs::exists(run + "/checkpoints/step-00000006"));
+
+  // Killed before its first checkpoint: nothing to continue, so a new run
+  // (and --resume auto) starts over, replacing the logs.
+  for (const std::string extra : {"", "--resume auto"}) {
+    Result again = RunBinary(Args("run", extra + " --set optim.total_steps=6"));
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.err.find("holds the logs of a run that stopped before its first checkpoint"),
+              std::string::npos)
+        << again.err;
+    if (extra.empty()) fs::remove_all(run + "/checkpoints");  // dead again, for --resume auto
+  }
+  // One run's MLLOG: a single run_start.
+  const std::string mllog = testing::ReadText(run + "/mllog.txt");
+  EXPECT_EQ(mllog.find("\"run_start\""), mllog.rfind("\"run_start\"")) << mllog;
 }
 
 }  // namespace

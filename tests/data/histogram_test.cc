@@ -43,6 +43,14 @@ TEST(HistogramTest, ErrorsNameFileAndLine) {
             path +
                 ":3: 4 sequences of length 3 exceed the maximum length 2; raise --max-len "
                 "(data.max_seq_len)");
+  // 2^53 tokens in all is the most (exact in a double); 10^18 sequences of
+  // length 2 would wrap a 64-bit count of tokens.
+  path = WriteTemp("pbert_hist_huge.txt", "0\n1000000000000000000\n");
+  EXPECT_EQ(ReadHistogramFile(path, 8).status().message(),
+            path + ":2: the counts up to here hold more than 2^53 tokens; a histogram counts the "
+                   "sequences of one dataset, far fewer");
+  path = WriteTemp("pbert_hist_edge.txt", "0\n4503599627370496\n");  // 2^52 x 2 = 2^53
+  EXPECT_TRUE(ReadHistogramFile(path, 8).ok());
   path = WriteTemp("pbert_hist_empty.txt", "# nothing\n");
   EXPECT_FALSE(ReadHistogramFile(path, 8).ok());
   EXPECT_EQ(ReadHistogramFile("/nonexistent/h.txt", 8).status().code(),

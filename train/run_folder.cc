@@ -1,0 +1,136 @@
+#include "train/run_folder.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "train/checkpointer.h"
+
+namespace pbert::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kLockName[] = "run.lock";
+
+// The outermost folder of `dir` that does not exist yet, "" if it exists.
+std::string MissingRoot(const fs::path& dir) {
+  std::error_code error;
+  fs::path root;
+  for (fs::path p = fs::absolute(dir, error); !p.empty() && !fs::exists(p, error);
+       p = p.parent_path()) {
+    root = p;
+    if (p == p.parent_path()) break;
+  }
+  return root.string();
+}
+
+// Removes `dir` and its parents up to `root` while they are empty.
+void RemoveEmpty(const fs::path& dir, const fs::path& root) {
+  std::error_code error;
+  for (fs::path p = fs::absolute(dir, error); !p.empty(); p = p.parent_path()) {
+    if (!fs::remove(p, error) || p == root || p == p.parent_path()) break;
+  }
+}
+
+// The pid the holder of `fd`'s lock wrote, "" if unreadable.
+std::string HolderPid(int fd) {
+  char text[32] = {};
+  const ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+  return n > 0 ? std::string(absl::StripAsciiWhitespace(std::string(text, n))) : "";
+}
+
+}  // namespace
+
+absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
+  std::error_code error;
+  if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run.output_dir '", dir, "' is a file; name a folder for the run"));
+  }
+  const std::string created_root = MissingRoot(dir);
+  fs::create_directories(dir, error);
+  if (error) {
+    if (!created_root.empty()) RemoveEmpty(dir, created_root);
+    return absl::InvalidArgumentError(absl::StrCat("cannot create run.output_dir '", dir, "': ",
+                                                   error.message(),
+                                                   "; choose a folder you can write"));
+  }
+  const std::string lock = absl::StrCat(dir, "/", kLockName);
+  bool created_lock = true;
+  int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    created_lock = false;
+    fd = open(lock.c_str(), O_RDWR | O_CLOEXEC);
+  }
+  if (fd < 0) {
+    const std::string why = std::strerror(errno);
+    if (!created_root.empty()) RemoveEmpty(dir, created_root);
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", lock, ": ", why,
+                                                   "; choose a run.output_dir you can write"));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const std::string pid = HolderPid(fd);
+    close(fd);  // the lock file is the other run's: it stays
+    return absl::AlreadyExistsError(absl::StrCat(
+        "run.output_dir '", dir, "' is in use by another packed-bert train",
+        pid.empty() ? "" : absl::StrCat(" (pid ", pid, ")"),
+        "; wait for it to end, or choose another run.output_dir"));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    logging::Get("train")->debug("could not write the pid into {}", lock);
+  }
+  return RunFolder(dir, fd, created_root, created_lock);
+}
+
+absl::Status RunFolder::AcceptNewRun() const {
+  if (const std::string newest = LatestCheckpoint(dir_); !newest.empty()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(dir_, " holds a run with checkpoints (newest ", newest,
+                     "); continue it with --resume auto, or choose another run.output_dir"));
+  }
+  std::error_code error;
+  for (const char* name : {"mllog.txt", "metrics.jsonl"}) {
+    if (fs::exists(absl::StrCat(dir_, "/", name), error)) {
+      logging::Get("train")->warn(
+          "{} holds the logs of a run that stopped before its first checkpoint, with nothing "
+          "to continue: this new run replaces them",
+          dir_);
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+RunFolder::RunFolder(RunFolder&& other) noexcept
+    : dir_(std::move(other.dir_)),
+      fd_(other.fd_),
+      created_root_(std::move(other.created_root_)),
+      created_lock_(other.created_lock_) {
+  other.fd_ = -1;
+}
+
+RunFolder::~RunFolder() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void RunFolder::Release() {
+  if (fd_ < 0) return;
+  std::error_code error;
+  // Removed while still locked, so that no other run can take the old file.
+  if (created_lock_) fs::remove(absl::StrCat(dir_, "/", kLockName), error);
+  close(fd_);
+  fd_ = -1;
+  if (!created_root_.empty()) RemoveEmpty(dir_, created_root_);
+}
+
+}  // namespace pbert::train

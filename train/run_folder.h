@@ -1,0 +1,53 @@
+// The run folder (run.output_dir) as one run's own: `Claim` takes it for
+// this process, so that two runs never write into one folder, and refuses,
+// before anything is written, a folder that cannot hold the run. A run that
+// is refused later, while it checks its data, weights and model, leaves the
+// folder as it found it (`Release` on the error path).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace pbert::train {
+
+class RunFolder {
+ public:
+  // Takes `dir` (created if missing) for this process: locks RUN_DIR/run.lock
+  // and writes its pid there. Refuses (InvalidArgument or AlreadyExists, for
+  // exit 2) a path that is a file or cannot be created, and a folder another
+  // `train` holds.
+  static absl::StatusOr<RunFolder> Claim(const std::string& dir);
+
+  // Checks that a new run may start here: refuses a folder whose run has
+  // checkpoints (AlreadyExists). A folder whose run stopped before its
+  // first checkpoint (killed, out of memory, a failed step) holds nothing
+  // to continue: the new run replaces its logs, with a warning.
+  absl::Status AcceptNewRun() const;
+
+  RunFolder(RunFolder&& other) noexcept;
+  RunFolder& operator=(RunFolder&&) = delete;
+  RunFolder(const RunFolder&) = delete;
+  ~RunFolder();  // unlocks; the lock file stays for the next run
+
+  // The run was refused before it wrote anything: removes the lock file
+  // and the folders this claim created, if
+  // they are empty.
+  void Release();
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  RunFolder(std::string dir, int fd, std::string created_root, bool created_lock)
+      : dir_(std::move(dir)),
+        fd_(fd),
+        created_root_(std::move(created_root)),
+        created_lock_(created_lock) {}
+
+  std::string dir_;
+  int fd_ = -1;
+  std::string created_root_;  // the outermost folder this claim created, "" if none
+  bool created_lock_ = false;
+};
+
+}  // namespace pbert::train
