@@ -28,6 +28,12 @@ struct ModelConfig {
   // The shape's own checks, and whether its weights, gradients and LAMB's
   // two moments fit this machine's memory.
   absl::Status Validate() const;
+
+  // Whether a training micro-batch of `rows` rows of `seq_len` tokens can
+  // fit this machine's memory: a lower bound of the activations the
+  // backward pass keeps (fp32, dropout masks and attention scores left out)
+  // against the physical memory. Refuses (InvalidArgument) what cannot.
+  absl::Status CheckMicroBatchFits(int64_t rows, int64_t seq_len) const;
 };
 
 }  // namespace pbert::model

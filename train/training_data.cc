@@ -115,6 +115,8 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   plan.loader.batches_per_step = plan.optim.accumulation_steps;
   plan.loader.shape = {static_cast<int>(config.data.max_seq_len),
                        config.packing.options.max_depth, 0};
+  RETURN_IF_ERROR(config.model.CheckMicroBatchFits(config.train.micro_batch_rows,
+                                                   config.data.max_seq_len));
   plan.loader.rank = rank;
   plan.loader.world_size = world_size;
   plan.loader.seed = static_cast<uint64_t>(config.run.seed);

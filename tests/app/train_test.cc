@@ -377,6 +377,17 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
                                 "/train_a (vocab_checksum 000000000000bbbb against "
                                 "000000000000aaaa in their store.json): prepare both with the "
                                 "same vocab.txt\n"));
+  // A micro-batch no machine has the memory for (92 TB of activations).
+  r = RunBinary(Args("huge", "--set train.micro_batch_rows=1048576 --set model.num_layers=24 "
+                             "--set model.hidden_size=1024 --set model.intermediate_size=4096"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("packed-bert train: error: train.micro_batch_rows 1048576 (of 64 tokens) "
+                        "needs at least 92",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(root_ + "/huge"));
   // Learning so fast that the weights overflow: stopped, nothing saved.
   r = RunBinary(Args("diverged", "--set optim.lr=1e30"));
   EXPECT_NE(r.exit_code, 0);
