@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <iostream>
 #include <thread>
 #include <filesystem>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -416,6 +419,211 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   EXPECT_NE(r.err.find("optim.lr (0.02 -> 0.5); resume with the same config, or add --force"),
             std::string::npos)
       << r.err;
+}
+
+// Two hosts on this machine: network namespaces joined by a veth pair
+// (10.231.0.1 and .2), as root. Each command runs in one of them; the
+// file system is shared, as a cluster's is.
+class TwoHosts {
+ public:
+  TwoHosts() {
+    const std::string id = std::to_string(::getpid() % 100000);
+    for (int n = 0; n < 2; ++n) {
+      names_[n] = "pbert" + id + (n == 0 ? "a" : "b");
+      links_[n] = "pbv" + id + (n == 0 ? "a" : "b");
+    }
+    const std::string setup = absl::StrCat(
+        "ip netns add ", names_[0], " && ip netns add ", names_[1], " && ip link add ", links_[0],
+        " type veth peer name ", links_[1], " && ip link set ", links_[0], " netns ", names_[0],
+        " && ip link set ", links_[1], " netns ", names_[1], " && ip -n ", names_[0],
+        " addr add 10.231.0.1/24 dev ", links_[0], " && ip -n ", names_[1],
+        " addr add 10.231.0.2/24 dev ", links_[1], " && ip -n ", names_[0], " link set ",
+        links_[0], " up && ip -n ", names_[1], " link set ", links_[1], " up && ip -n ",
+        names_[0], " link set lo up && ip -n ", names_[1], " link set lo up");
+    Result r = testing::RunShell(setup);
+    made_ = r.exit_code == 0;
+    why_ = r.err.substr(0, r.err.find('\n'));
+  }
+  ~TwoHosts() {  // whatever still runs in them goes too
+    for (const std::string& name : names_) {
+      testing::RunShell(absl::StrCat("ip netns pids ", name, " 2>/dev/null | xargs -r kill -9; ",
+                                     "ip netns del ", name, " 2>/dev/null"));
+    }
+  }
+  bool made() const { return made_; }
+  const std::string& why() const { return why_; }
+  // `command` as run on host `n`, with Gloo on its veth end.
+  std::string On(int n, const std::string& command) const {
+    return absl::StrCat("ip netns exec ", names_[n], " env GLOO_SOCKET_IFNAME=", links_[n], " ",
+                        command);
+  }
+  std::string SetLink(int n, const char* state) const {
+    return absl::StrCat("ip -n ", names_[n], " link set ", links_[n], " ", state);
+  }
+
+ private:
+  std::string names_[2], links_[2];
+  bool made_ = false;
+  std::string why_;
+};
+
+// Runs `commands[n]` on host n at once; returns each one's result. Output
+// goes to files under `dir`.
+std::vector<Result> OnBothHosts(const TwoHosts& hosts, const std::string& dir,
+                                const std::string (&commands)[2]) {
+  std::string script;
+  for (int n = 0; n < 2; ++n) {
+    absl::StrAppend(&script, "timeout 300 ", hosts.On(n, commands[n]), " >", dir, "/host", n,
+                    ".out 2>", dir, "/host", n, ".err & ");
+  }
+  absl::StrAppend(&script, "wait %1; echo $? >", dir, "/host0.rc; wait %2; echo $? >", dir,
+                  "/host1.rc");
+  testing::RunShell(script);
+  std::vector<Result> results;
+  for (int n = 0; n < 2; ++n) {
+    const std::string base = absl::StrCat(dir, "/host", n);
+    results.push_back({std::stoi(testing::ReadText(base + ".rc")), testing::ReadText(base + ".out"),
+                       testing::ReadText(base + ".err")});
+  }
+  return results;
+}
+
+// Two nodes of one worker each, under `packed-bert launch` and under
+// torchrun (--nnodes 2, Gloo over the veth pair), give the weights of one
+// process accumulating the two micro-batches. Then, mid-run, node 1's link
+// goes down: both sides name the lost rank within dist.timeout_s, rank 0's
+// MLLOG ends aborted, and with the link up again the job resumes from the
+// newest checkpoint.
+TEST_F(TrainTest, TwoNodesOverANetwork) {
+  TwoHosts hosts;
+  if (!hosts.made()) {
+    GTEST_SKIP() << "needs network namespaces (root, ip netns and veth): " << hosts.why();
+  }
+  const std::string rows = "--set train.micro_batch_rows=4 ";
+  Result one = RunBinary(Args("one", rows + "--set optim.accumulation_steps=2"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto expect_same = [&](const std::string& run) {
+    auto a = Weights("one", 12), b = Weights(run, 12);
+    ASSERT_EQ(a.size(), b.size()) << run;
+    ASSERT_FALSE(a.empty());
+    for (const auto& [name, tensor] : a) {
+      const double scale = tensor.abs().max().item<double>();
+      EXPECT_LE((tensor - b.at(name)).abs().max().item<double>(), 1e-6 * scale) << run << name;
+    }
+  };
+  auto launch = [&](int node, int port, const std::string& run, const std::string& extra) {
+    return absl::StrCat(PBERT_BINARY, " launch --nnodes 2 --node-rank ", node,
+                        " --nproc-per-node 1 --master-addr 10.231.0.1 --master-port ", port,
+                        " --grace-s 5 -- packed-bert ", Args(run, rows + extra));
+  };
+  std::vector<Result> r =
+      OnBothHosts(hosts, root_, {launch(0, 29741, "launched", ""), launch(1, 29741, "launched", "")});
+  ASSERT_EQ(r[0].exit_code, 0) << r[0].err;
+  ASSERT_EQ(r[1].exit_code, 0) << r[1].err;
+  EXPECT_NE(r[0].out.find("[rank 0] steps             12 (0 skipped)"), std::string::npos)
+      << r[0].out;
+  expect_same("launched");
+
+  // A long run; node 1's link goes down once the first checkpoint is there.
+  const std::string run = root_ + "/cut";
+  const std::string lengthy =
+      "--set optim.total_steps=100000 --set train.eval_every_samples=100000 "
+      "--set dist.timeout_s=5";
+  std::string script;
+  for (int n = 0; n < 2; ++n) {
+    absl::StrAppend(&script, "(timeout 300 ", hosts.On(n, launch(n, 29743, "cut", lengthy)), " >",
+                    root_, "/cut", n, ".out 2>", root_, "/cut", n, ".err; echo $? >", root_,
+                    "/cut", n, ".rc) >/dev/null 2>&1 & ");
+  }
+  testing::RunShell(script + "true");
+  auto wait_for = [](const std::function<bool()>& done, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return done();
+  };
+  ASSERT_TRUE(wait_for([&] { return fs::exists(run + "/checkpoints/step-00000006"); }, 120))
+      << testing::ReadText(root_ + "/cut0.err");
+  const auto cut = std::chrono::steady_clock::now();
+  ASSERT_EQ(testing::RunShell(hosts.SetLink(1, "down")).exit_code, 0);
+  // When each node's worker says it lost the other: rank 0 after
+  // dist.timeout_s and up to 3 s waiting for other survivors' marks in the
+  // store; rank 1, cut off from the store on node 0, after the collective's
+  // timeout and the store's.
+  double named[2] = {-1, -1};
+  ASSERT_TRUE(wait_for(
+      [&] {
+        for (int n = 0; n < 2; ++n) {
+          if (named[n] < 0 &&
+              testing::ReadText(absl::StrCat(root_, "/cut", n, ".err")).find("lost contact") !=
+                  std::string::npos) {
+            named[n] = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+          }
+        }
+        return named[0] >= 0 && named[1] >= 0;
+      },
+      120));
+  std::cout << "after node 1's link went down, rank 0 named rank 1 in " << named[0]
+            << " s and rank 1 gave up in " << named[1] << " s (dist.timeout_s 5)\n";
+  EXPECT_LT(named[0], 5 + 3 + 4) << "dist.timeout_s, the wait for other survivors, slack";
+  EXPECT_LT(named[1], 5 + 5 + 4) << "dist.timeout_s twice (collective, store), slack";
+  ASSERT_TRUE(wait_for([&] { return fs::exists(root_ + "/cut0.rc") && fs::exists(root_ + "/cut1.rc"); },
+                       60));
+  const std::string err0 = testing::ReadText(root_ + "/cut0.err");
+  EXPECT_NE(testing::ReadText(root_ + "/cut0.rc"), "0\n");
+  EXPECT_NE(err0.find("[rank 0] packed-bert train: error: rank 0 lost contact with the other ranks: "
+                      "rank 1 is gone or not answering"),
+            std::string::npos)
+      << err0;
+  EXPECT_NE(testing::ReadText(root_ + "/cut1.rc"), "0\n");
+  EXPECT_NE(testing::ReadText(root_ + "/cut1.err").find("[rank 1] packed-bert train: error: rank 1 "
+                                                        "lost contact with the other ranks: rank 0, "
+                                                        "which hosts the rendezvous store, is "
+                                                        "unreachable"),
+            std::string::npos)
+      << testing::ReadText(root_ + "/cut1.err");
+  const std::string mllog = testing::ReadText(run + "/mllog.txt");
+  EXPECT_NE(mllog.rfind("\"key\":\"run_stop\""), std::string::npos);
+  EXPECT_NE(mllog.find("\"status\":\"aborted\""), std::string::npos) << mllog.substr(mllog.size() - 400);
+
+  // Link up: the job resumes from the newest checkpoint and goes on (one
+  // step here: train.max_samples, which a resume may change, ends it).
+  ASSERT_EQ(testing::RunShell(hosts.SetLink(1, "up")).exit_code, 0);
+  const std::string newest = fs::path(testing::RunShell("ls -d " + run + "/checkpoints/step-* | tail -1").out).stem();
+  int64_t step = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(std::string(newest).substr(5), &step)) << newest;
+  const std::string resume = lengthy + " --set train.max_samples=1 --resume auto";
+  r = OnBothHosts(hosts, root_, {launch(0, 29744, "cut", resume), launch(1, 29744, "cut", resume)});
+  ASSERT_EQ(r[0].exit_code, 0) << r[0].err;
+  ASSERT_EQ(r[1].exit_code, 0) << r[1].err;
+  EXPECT_NE(r[0].out.find(absl::StrCat("[rank 0] steps             ", step + 1, " ")),
+            std::string::npos)
+      << r[0].out;
+
+  // torchrun, static rendezvous at node 0 (skipped where it cannot start a
+  // worker, as in LaunchAndTorchrunRunsGiveCompliantMllogs).
+  if (std::system("/usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "torchrun part skipped: needs python3-torch (apt-get install python3-torch)";
+  }
+  Result probe = testing::RunShell(
+      "timeout 120 /usr/bin/python3 -m torch.distributed.run --nproc_per_node 1 --redirects 1 "
+      "--tee 1 --no_python true");
+  if (probe.exit_code != 0 && probe.err.find("without libuv support") != std::string::npos) {
+    GTEST_SKIP() << "torchrun part skipped: this python3-torch's torchrun cannot start a worker "
+                    "(built without libuv, which its rendezvous asks for; docs/distributed.md)";
+  }
+  auto node = [&](int n) {
+    return absl::StrCat(
+        "/usr/bin/python3 -m torch.distributed.run --nnodes 2 --node_rank ", n,
+        " --nproc_per_node 1 --master_addr 10.231.0.1 --master_port 29742 --no_python "
+        "--redirects 1 --tee 1 ",
+        PBERT_BINARY, " ", Args("torchrun", rows));
+  };
+  r = OnBothHosts(hosts, root_, {node(0), node(1)});
+  ASSERT_EQ(r[0].exit_code, 0) << r[0].err;
+  ASSERT_EQ(r[1].exit_code, 0) << r[1].err;
+  expect_same("torchrun");
 }
 
 // The files of a run folder (but the lock, which holds the last holder's
