@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
 #include "common/status.h"
+#include "data/corpus.h"
 #include "data/tokenizer.h"
 
 namespace pbert::app {
@@ -31,7 +32,10 @@ absl::Status RunTokenize(const Args& args) {
   const bool as_tokens = args.Has("tokens");
   std::string line, out;
   std::vector<int32_t> ids;
+  const std::string name = args.positional().empty() ? "standard input" : args.positional()[0];
+  uint64_t line_number = 0;
   while (std::getline(*in, line)) {
+    RETURN_IF_ERROR(data::CheckUtf8(line, name, ++line_number));
     ids.clear();
     tokenizer.Encode(line, &ids);
     for (size_t i = 0; i < ids.size(); ++i) {

@@ -81,6 +81,15 @@ size_t FirstInvalidUtf8(absl::string_view text) {
 
 }  // namespace
 
+absl::Status CheckUtf8(absl::string_view line, const std::string& file, uint64_t line_number) {
+  const size_t bad = FirstInvalidUtf8(line);
+  if (bad == absl::string_view::npos) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s:%d: not UTF-8 (byte 0x%02x at column %d); convert the file, e.g. iconv -f latin1 -t "
+      "utf-8",
+      file, line_number, static_cast<unsigned char>(line[bad]), bad + 1));
+}
+
 std::vector<std::string> SplitSentences(absl::string_view paragraph) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -142,12 +151,7 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
       return absl::InvalidArgumentError(absl::StrCat(
           path, ":", line_number, ": a NUL byte; this looks like a binary file, not text"));
     }
-    if (const size_t bad = FirstInvalidUtf8(line); bad != absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s:%d: not UTF-8 (byte 0x%02x at column %d); convert the file, e.g. iconv -f latin1 "
-          "-t utf-8",
-          path, line_number, static_cast<unsigned char>(line[bad]), bad + 1));
-    }
+    RETURN_IF_ERROR(CheckUtf8(line, path, line_number));
     absl::string_view text = absl::StripAsciiWhitespace(line);
     if (format == CorpusFormat::kText) {
       if (text.empty()) {

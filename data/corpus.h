@@ -39,4 +39,9 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
 // quote; not after common abbreviations or single-letter initials.
 std::vector<std::string> SplitSentences(absl::string_view paragraph);
 
+// OK if `line` (line `line_number` of `file`) is well-formed UTF-8; else
+// InvalidArgument naming the file, line and the first bad byte, with what to
+// do. The tokenizer takes UTF-8: other bytes would be dropped unseen.
+absl::Status CheckUtf8(absl::string_view line, const std::string& file, uint64_t line_number);
+
 }  // namespace pbert::data

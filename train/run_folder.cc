@@ -51,6 +51,9 @@ std::string HolderPid(int fd) {
 }  // namespace
 
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
+  if (dir.empty()) {
+    return absl::InvalidArgumentError("run.output_dir is empty; name a folder for the run");
+  }
   std::error_code error;
   if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
     return absl::InvalidArgumentError(

@@ -380,6 +380,15 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
                                 "/train_a (vocab_checksum 000000000000bbbb against "
                                 "000000000000aaaa in their store.json): prepare both with the "
                                 "same vocab.txt\n"));
+  // A run folder that is a file, or cannot be made.
+  r = RunBinary(Args("x", "--set run.output_dir=" + config_));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: run.output_dir '", config_,
+                                "' is a file; name a folder for the run\n"));
+  r = RunBinary(Args("x", "--set run.output_dir=" + config_ + "/run"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: cannot create run.output_dir '",
+                                config_, "/run': Not a directory; choose a folder you can write\n"));
   // A micro-batch no machine has the memory for (92 TB of activations).
   r = RunBinary(Args("huge", "--set train.micro_batch_rows=1048576 --set model.num_layers=24 "
                              "--set model.hidden_size=1024 --set model.intermediate_size=4096"));

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "data/corpus.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/data/shared_data.h"
@@ -178,6 +179,28 @@ TEST_F(InstancesTest, StatisticsMatchAnIndependentReferenceGenerator) {
   o.max_seq_len = 128;
   o.dupe_factor = 5;
   CompareWithReference(small, *tokenizer_, o);
+}
+
+// The well-formed byte sequences of the Unicode Standard's Table 3-7, and
+// what falls outside it: a Latin-1 byte, an overlong form, a surrogate,
+// above U+10FFFF, a sequence cut short, a stray continuation byte.
+TEST(Utf8Test, TakesWellFormedUtf8AndNamesTheFirstBadByte) {
+  for (const char* good : {"plain ASCII", "Caf\xc3\xa9", "\xe2\x82\xac 5", "\xe0\xa0\x80",
+                           "\xed\x9f\xbf", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf", ""}) {
+    EXPECT_TRUE(CheckUtf8(good, "f.txt", 1).ok()) << good;
+  }
+  const std::pair<const char*, int> bad[] = {
+      {"Caf\xe9 au lait", 4}, {"a\xc0\x80", 2},     {"\xed\xa0\x80", 1}, {"ok \xf4\x90\x80\x80", 4},
+      {"\xf5\x80\x80\x80", 1}, {"end \xe2\x82", 5}, {"\x80", 1},          {"\xc3\xa9\xbf", 3}};
+  for (const auto& [text, column] : bad) {
+    absl::Status s = CheckUtf8(text, "f.txt", 7);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(std::string(s.message()).find(absl::StrCat("f.txt:7: not UTF-8 (byte 0x")),
+              std::string::npos);
+    EXPECT_NE(std::string(s.message()).find(absl::StrCat(" at column ", column, ")")),
+              std::string::npos)
+        << s.message();
+  }
 }
 
 TEST(SentenceSplitTest, SplitsAtSentenceEndsOnly) {
