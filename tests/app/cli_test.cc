@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "data/hdf5.h"
 #include "gtest/gtest.h"
