@@ -441,8 +441,12 @@ class TwoHosts {
       names_[n] = "pbert" + id + (n == 0 ? "a" : "b");
       links_[n] = "pbv" + id + (n == 0 ? "a" : "b");
     }
+    // `ip -n` remounts / in a namespace of its own, which a chroot whose
+    // root is no mount point does not allow: checked before anything is made.
     const std::string setup = absl::StrCat(
-        "ip netns add ", names_[0], " && ip netns add ", names_[1], " && ip link add ", links_[0],
+        "command -v ip >/dev/null || { echo 'no ip command (apt-get install iproute2)' >&2; "
+        "exit 1; }; mountpoint -q / || { echo '/ is not a mount point (a chroot?), which ip "
+        "netns needs' >&2; exit 1; }; ip netns add ", names_[0], " && ip netns add ", names_[1], " && ip link add ", links_[0],
         " type veth peer name ", links_[1], " && ip link set ", links_[0], " netns ", names_[0],
         " && ip link set ", links_[1], " netns ", names_[1], " && ip -n ", names_[0],
         " addr add 10.231.0.1/24 dev ", links_[0], " && ip -n ", names_[1],
