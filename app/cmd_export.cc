@@ -1,10 +1,10 @@
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
+#include "common/folders.h"
 #include "common/progress.h"
 #include "common/status.h"
 #include "data/hdf5.h"
@@ -15,16 +15,12 @@ namespace {
 
 // --out names a file that is not part of the store being read.
 absl::Status CheckOut(const std::string& out, const std::string& store) {
-  namespace fs = std::filesystem;
   std::error_code error;
-  if (fs::is_directory(out, error)) {
+  if (std::filesystem::is_directory(out, error)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--out ", out, " is a folder; name the HDF5 file to write"));
   }
-  const fs::path file = fs::weakly_canonical(out, error);
-  const fs::path folder = fs::weakly_canonical(store, error);
-  const auto [end, unused] = std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
-  if (!error && end == folder.end()) {
+  if (IsInside(out, store)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--out ", out, " is inside the store ", store, " being exported; write it elsewhere"));
   }

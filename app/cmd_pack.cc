@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "app/config.h"
 #include "common/atomic_file.h"
+#include "common/folders.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "data/histogram.h"
@@ -20,29 +21,6 @@
 namespace pbert::app {
 namespace {
 
-// A failed pack leaves no empty run folder behind it: the folders it
-// creates are removed again, deepest first, if they are still empty.
-class CreatedFolders {
- public:
-  explicit CreatedFolders(const std::string& dir) {
-    for (std::filesystem::path p = dir; !p.empty() && !std::filesystem::exists(p);
-         p = p.parent_path()) {
-      created_.push_back(p);
-    }
-  }
-  ~CreatedFolders() {
-    std::error_code ignored;
-    for (const auto& dir : created_) {
-      if (!kept_) std::filesystem::remove(dir, ignored);  // only if empty
-    }
-  }
-  void Keep() { kept_ = true; }
-
- private:
-  std::vector<std::filesystem::path> created_;  // deepest first
-  bool kept_ = false;
-};
-
 // Where the pack index of a store goes: --out, data.pack_index or
 // RUN_DIR/pack.pbpack.
 std::string RowsPath(const Args& args, const ExperimentConfig& config) {
@@ -54,7 +32,7 @@ std::string RowsPath(const Args& args, const ExperimentConfig& config) {
 // what config.yaml records beyond the config.
 absl::StatusOr<std::string> WriteRows(const Args& args, const ExperimentConfig& config,
                                       const data::PackedSequences& packed) {
-  CreatedFolders created(config.run.output_dir);
+  CreatedFolders created(config.run.output_dir);  // a failed pack leaves none
   RETURN_IF_ERROR(CreateOutputDir(config));
   const std::string out = RowsPath(args, config);
   const data::PackingReport& r = packed.run.report;

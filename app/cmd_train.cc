@@ -72,7 +72,6 @@ std::string Report(const train::TrainResult& r, const ExperimentConfig& config, 
   return out;
 }
 
-// Joins the run's process group (a group of one without a launcher).
 // What a run is built from; each part outlives the trainer that refers to it.
 struct Parts {
   ExperimentConfig config;
@@ -88,6 +87,7 @@ struct Setup {
   train::RunFolder* folder;  // rank 0's; null on the other ranks
 };
 
+// Joins the run's process group (a group of one without a launcher).
 absl::StatusOr<std::unique_ptr<distributed::Communicator>> Join(
     const ExperimentConfig& config, const distributed::Environment& environment) {
   const distributed::Backend backend =

@@ -8,6 +8,7 @@
 #include "app/runtime.h"
 #include "common/atomic_file.h"
 #include "common/config.h"
+#include "common/folders.h"
 #include "common/logging.h"
 #include "common/platform.h"
 #include "common/status.h"
@@ -56,19 +57,7 @@ void WarnIfSlowKernels() {
 }
 
 absl::Status CreateOutputDir(const ExperimentConfig& config) {
-  const std::string& dir = config.run.output_dir;
-  std::error_code error;
-  if (std::filesystem::exists(dir, error) && !std::filesystem::is_directory(dir, error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("run.output_dir '", dir, "' is a file; name a folder for the run"));
-  }
-  std::filesystem::create_directories(dir, error);
-  if (error) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot create run.output_dir '", dir, "': ",
-                                                   error.message(),
-                                                   "; choose a folder you can write"));
-  }
-  return absl::OkStatus();
+  return CreateFolder(config.run.output_dir, "run.output_dir");
 }
 
 absl::Status WriteEffectiveConfig(const ExperimentConfig& config, const std::string& effective) {

@@ -165,10 +165,11 @@ void Loader::Work() {
       built = Build(step);
     } catch (const std::exception& e) {
       // LibTorch reports allocation failures and the like by exception.
+      const bool memory = IsOutOfMemory(e);
       built = absl::Status(
-          IsOutOfMemory(e) ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kInternal,
+          memory ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kInternal,
           absl::StrCat("building the batches of step ", step, ": ", FirstLine(e),
-                       IsOutOfMemory(e) ? "; lower train.micro_batch_rows" : ""));
+                       memory ? "; lower train.micro_batch_rows" : ""));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -1,6 +1,5 @@
 #include "data/store.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
 #include "common/checksum.h"
+#include "common/folders.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -149,12 +149,8 @@ absl::Status CheckStoreTarget(const std::string& dir, const std::vector<std::str
     }
   }
   // What is read may not lie in what is replaced.
-  const fs::path target = fs::weakly_canonical(dir, error);
   for (const std::string& input : inputs) {
-    const fs::path file = fs::weakly_canonical(input, error);
-    const auto [end, unused] =
-        std::mismatch(target.begin(), target.end(), file.begin(), file.end());
-    if (end == target.end()) {
+    if (IsInside(input, dir)) {
       return absl::InvalidArgumentError(
           absl::StrCat(input, " is read from inside ", dir, ", which the store would replace; "
                               "choose another folder"));

@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -11,7 +12,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/folders.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "train/checkpointer.h"
 
 namespace pbert::train {
@@ -21,52 +24,20 @@ namespace fs = std::filesystem;
 
 constexpr char kLockName[] = "run.lock";
 
-// The outermost folder of `dir` that does not exist yet, "" if it exists.
-std::string MissingRoot(const fs::path& dir) {
-  std::error_code error;
-  fs::path root;
-  for (fs::path p = fs::absolute(dir, error); !p.empty() && !fs::exists(p, error);
-       p = p.parent_path()) {
-    root = p;
-    if (p == p.parent_path()) break;
-  }
-  return root.string();
-}
-
-// Removes `dir` and its parents up to `root` while they are empty.
-void RemoveEmpty(const fs::path& dir, const fs::path& root) {
-  std::error_code error;
-  for (fs::path p = fs::absolute(dir, error); !p.empty(); p = p.parent_path()) {
-    if (!fs::remove(p, error) || p == root || p == p.parent_path()) break;
-  }
-}
-
-// The pid the holder of `fd`'s lock wrote, "" if unreadable.
+// The pid the holder of `fd`'s lock wrote, "" if there is none.
 std::string HolderPid(int fd) {
   char text[32] = {};
   const ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
-  return n > 0 ? std::string(absl::StripAsciiWhitespace(std::string(text, n))) : "";
+  const std::string pid(absl::StripAsciiWhitespace(std::string(text, n > 0 ? n : 0)));
+  const bool digits = !pid.empty() && std::all_of(pid.begin(), pid.end(), absl::ascii_isdigit);
+  return digits ? pid : "";
 }
 
 }  // namespace
 
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
-  if (dir.empty()) {
-    return absl::InvalidArgumentError("run.output_dir is empty; name a folder for the run");
-  }
-  std::error_code error;
-  if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("run.output_dir '", dir, "' is a file; name a folder for the run"));
-  }
-  const std::string created_root = MissingRoot(dir);
-  fs::create_directories(dir, error);
-  if (error) {
-    if (!created_root.empty()) RemoveEmpty(dir, created_root);
-    return absl::InvalidArgumentError(absl::StrCat("cannot create run.output_dir '", dir, "': ",
-                                                   error.message(),
-                                                   "; choose a folder you can write"));
-  }
+  CreatedFolders created(dir);  // removed again if the claim fails
+  RETURN_IF_ERROR(CreateFolder(dir, "run.output_dir"));
   const std::string lock = absl::StrCat(dir, "/", kLockName);
   bool created_lock = true;
   int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -76,13 +47,13 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
   }
   if (fd < 0) {
     const std::string why = std::strerror(errno);
-    if (!created_root.empty()) RemoveEmpty(dir, created_root);
     return absl::InvalidArgumentError(absl::StrCat("cannot write ", lock, ": ", why,
                                                    "; choose a run.output_dir you can write"));
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const std::string pid = HolderPid(fd);
-    close(fd);  // the lock file is the other run's: it stays
+    close(fd);  // the lock file, and so the folder, are the other run's
+    created.Keep();
     return absl::AlreadyExistsError(absl::StrCat(
         "run.output_dir '", dir, "' is in use by another packed-bert train",
         pid.empty() ? "" : absl::StrCat(" (pid ", pid, ")"),
@@ -92,7 +63,7 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
     logging::Get("train")->debug("could not write the pid into {}", lock);
   }
-  return RunFolder(dir, fd, created_root, created_lock);
+  return RunFolder(dir, fd, std::move(created), created_lock);
 }
 
 absl::Status RunFolder::AcceptNewRun() const {
@@ -117,12 +88,13 @@ absl::Status RunFolder::AcceptNewRun() const {
 RunFolder::RunFolder(RunFolder&& other) noexcept
     : dir_(std::move(other.dir_)),
       fd_(other.fd_),
-      created_root_(std::move(other.created_root_)),
+      created_(std::move(other.created_)),
       created_lock_(other.created_lock_) {
   other.fd_ = -1;
 }
 
 RunFolder::~RunFolder() {
+  created_.Keep();  // the run's: only Release removes
   if (fd_ >= 0) close(fd_);
 }
 
@@ -133,7 +105,7 @@ void RunFolder::Release() {
   if (created_lock_) fs::remove(absl::StrCat(dir_, "/", kLockName), error);
   close(fd_);
   fd_ = -1;
-  if (!created_root_.empty()) RemoveEmpty(dir_, created_root_);
+  created_.RemoveIfEmpty();
 }
 
 }  // namespace pbert::train

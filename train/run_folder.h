@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/folders.h"
 
 namespace pbert::train {
 
@@ -38,15 +39,12 @@ class RunFolder {
   const std::string& dir() const { return dir_; }
 
  private:
-  RunFolder(std::string dir, int fd, std::string created_root, bool created_lock)
-      : dir_(std::move(dir)),
-        fd_(fd),
-        created_root_(std::move(created_root)),
-        created_lock_(created_lock) {}
+  RunFolder(std::string dir, int fd, CreatedFolders created, bool created_lock)
+      : dir_(std::move(dir)), fd_(fd), created_(std::move(created)), created_lock_(created_lock) {}
 
   std::string dir_;
   int fd_ = -1;
-  std::string created_root_;  // the outermost folder this claim created, "" if none
+  CreatedFolders created_;  // the folders this claim made
   bool created_lock_ = false;
 };
 

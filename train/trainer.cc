@@ -170,8 +170,7 @@ absl::Status Trainer::LostContact(const std::exception& e) {
         ") and raise optim.accumulation_steps to keep the batch"));
   }
   if (comm_.world_size() <= 1) throw;
-  std::string what = e.what();
-  what = what.substr(0, what.find('\n'));
+  const std::string what = FirstLine(e);
   const std::string& last = checkpointer_.last();
   return absl::UnavailableError(absl::StrCat(
       "rank ", comm_.rank(), " lost contact with the other ranks: ", comm_.DescribeLostRanks(),

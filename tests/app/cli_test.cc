@@ -180,18 +180,26 @@ std::string SharedData(const std::string& name) {
   return std::string(PBERT_SHARED_DATA_DIR) + "/" + name;
 }
 
-TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "pbert_cli_counts";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+// A fresh folder `dir` with an instance store of `count` random sequences
+// in dir/store, made by prepare from an MLPerf HDF5 file; "" on failure.
+std::string MakeStore(const std::filesystem::path& dir, int count, uint32_t seed) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
   const std::string data = (dir / "d.hdf5").string(), store = (dir / "store").string();
-  ASSERT_TRUE(
-      data::WriteHdf5(data, pbert::testing::RandomInstances(30, 5, 40, 500, 4), 64, 40).ok());
+  EXPECT_TRUE(
+      data::WriteHdf5(data, pbert::testing::RandomInstances(count, 5, 60, 500, seed), 64, 40).ok());
   pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
   Result prepared = RunBinary("prepare --input-format hdf5 --vocab " + (dir / "vocab.txt").string() +
                               " --out " + store + " --log-level warn " + data);
-  ASSERT_EQ(prepared.exit_code, 0) << prepared.err;
+  EXPECT_EQ(prepared.exit_code, 0) << prepared.err;
+  return prepared.exit_code == 0 ? store : "";
+}
+
+TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_counts";
+  const std::string store = MakeStore(dir, 30, 4);
+  ASSERT_FALSE(store.empty());
   Result r = RunBinary("export --store " + store + " --out " + (dir / "e.hdf5").string() +
                        " --limit -3");
   EXPECT_EQ(r.exit_code, 2);
@@ -211,17 +219,11 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
 TEST(CliTest, ExportFailuresAreOneLineAndLeaveNothing) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "pbert_cli_export";
-  fs::remove_all(dir);
+  const std::string store = MakeStore(dir, 400, 5);
+  ASSERT_FALSE(store.empty());
   fs::create_directories(dir / "out");
-  const std::string data = (dir / "d.hdf5").string(), store = (dir / "store").string();
-  ASSERT_TRUE(
-      data::WriteHdf5(data, pbert::testing::RandomInstances(400, 5, 60, 500, 5), 64, 40).ok());
-  pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
-  Result r = RunBinary("prepare --input-format hdf5 --vocab " + (dir / "vocab.txt").string() +
-                       " --out " + store + " --log-level warn " + data);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string out = (dir / "out" / "e.hdf5").string();
-  r = testing::RunShell(absl::StrCat("trap '' XFSZ; ulimit -f 16; exec ", PBERT_BINARY,
+  Result r = testing::RunShell(absl::StrCat("trap '' XFSZ; ulimit -f 16; exec ", PBERT_BINARY,
                                      " export --store ", store, " --out ", out));
   EXPECT_EQ(r.exit_code, 1);
   // The progress bar's line, then the error's.

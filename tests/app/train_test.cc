@@ -384,7 +384,7 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   r = RunBinary(Args("x", "--set run.output_dir=" + config_));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: run.output_dir '", config_,
-                                "' is a file; name a folder for the run\n"));
+                                "' is a file; name a folder\n"));
   r = RunBinary(Args("x", "--set run.output_dir=" + config_ + "/run"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: cannot create run.output_dir '",

@@ -1,0 +1,40 @@
+// Folders the tools create and the paths they must keep apart.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace pbert {
+
+// Creates `dir` and its missing parents. A path that is a file, or one that
+// cannot be created, is InvalidArgument naming `key` (the config key or flag
+// that gave it) and what to do.
+absl::Status CreateFolder(const std::string& dir, absl::string_view key);
+
+// Whether `path` is `folder` or lies inside it (after resolving `..` and
+// symbolic links of the parts that exist).
+bool IsInside(const std::string& path, const std::string& folder);
+
+// The folders of `dir` that do not exist yet, noted before they are made, so
+// that a command that fails leaves none of them behind: removed again,
+// deepest first, while they are empty, on `RemoveIfEmpty` or on destruction
+// unless `Keep` was called.
+class CreatedFolders {
+ public:
+  explicit CreatedFolders(const std::string& dir);
+  CreatedFolders(CreatedFolders&&) = default;
+  CreatedFolders& operator=(CreatedFolders&&) = default;
+  ~CreatedFolders();
+
+  void Keep() { created_.clear(); }
+  void RemoveIfEmpty();
+
+ private:
+  std::vector<std::filesystem::path> created_;  // deepest first
+};
+
+}  // namespace pbert

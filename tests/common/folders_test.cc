@@ -1,0 +1,75 @@
+#include "common/folders.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace pbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FoldersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / "pbert_folders_test";
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "store");
+    std::ofstream(root_ / "file.txt") << "x";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string At(const std::string& name) const { return (root_ / name).string(); }
+  fs::path root_;
+};
+
+TEST_F(FoldersTest, InsideMeansTheFolderOrBelowItAfterResolving) {
+  EXPECT_TRUE(IsInside(At("store"), At("store")));
+  EXPECT_TRUE(IsInside(At("store/shard-00000.pbstore"), At("store")));
+  EXPECT_TRUE(IsInside(At("other/../store/x"), At("store")));
+  EXPECT_FALSE(IsInside(At("store2/x"), At("store")));  // a prefix of the name is not inside
+  EXPECT_FALSE(IsInside(At("file.txt"), At("store")));
+  fs::create_directory_symlink(root_ / "store", root_ / "link");
+  EXPECT_TRUE(IsInside(At("link/x"), At("store")));
+}
+
+TEST_F(FoldersTest, CreateFolderNamesTheKeyAndWhatToDo) {
+  EXPECT_TRUE(CreateFolder(At("a/b/c"), "run.output_dir").ok());
+  EXPECT_TRUE(fs::is_directory(At("a/b/c")));
+  EXPECT_EQ(CreateFolder(At("file.txt"), "run.output_dir").message(),
+            "run.output_dir '" + At("file.txt") + "' is a file; name a folder");
+  EXPECT_EQ(CreateFolder(At("file.txt/run"), "run.output_dir").message(),
+            "cannot create run.output_dir '" + At("file.txt/run") +
+                "': Not a directory; choose a folder you can write");
+  EXPECT_EQ(CreateFolder("", "run.output_dir").message(), "run.output_dir is empty; name a folder");
+}
+
+TEST_F(FoldersTest, CreatedFoldersGoAgainWhileEmptyUnlessKept) {
+  {
+    CreatedFolders created(At("x/y/z"));
+    ASSERT_TRUE(CreateFolder(At("x/y/z"), "dir").ok());
+  }
+  EXPECT_FALSE(fs::exists(At("x"))) << "all three were made here and are empty";
+  {
+    CreatedFolders created(At("x/y/z"));
+    ASSERT_TRUE(CreateFolder(At("x/y/z"), "dir").ok());
+    std::ofstream(At("x/y/kept.txt")) << "x";
+  }
+  EXPECT_FALSE(fs::exists(At("x/y/z")));
+  EXPECT_TRUE(fs::exists(At("x/y/kept.txt"))) << "a folder with a file stays, and its parents";
+  {
+    CreatedFolders created(At("store/new"));  // store existed before
+    ASSERT_TRUE(CreateFolder(At("store/new"), "dir").ok());
+    created.Keep();
+  }
+  EXPECT_TRUE(fs::is_directory(At("store/new")));
+  {
+    CreatedFolders created(At("store/gone"));
+    ASSERT_TRUE(CreateFolder(At("store/gone"), "dir").ok());
+  }
+  EXPECT_FALSE(fs::exists(At("store/gone")));
+  EXPECT_TRUE(fs::is_directory(At("store"))) << "what existed before is never removed";
+}
+
+}  // namespace
+}  // namespace pbert
