@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -13,7 +14,10 @@ namespace fs = std::filesystem;
 class FoldersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / "pbert_folders_test";
+    // ctest runs each test in its own process, in parallel: one folder per test.
+    root_ = fs::temp_directory_path() /
+            (std::string("pbert_folders_") +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_ / "store");
     std::ofstream(root_ / "file.txt") << "x";
