@@ -1,5 +1,4 @@
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -8,6 +7,7 @@
 #include "common/atomic_file.h"
 #include "common/status.h"
 #include "common/svg_chart.h"
+#include "common/text_lines.h"
 #include "nlohmann/json.hpp"
 
 namespace pbert::app {
@@ -22,14 +22,15 @@ struct RunMetrics {
 
 absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
-  std::ifstream in(path);
-  if (!in) {
+  if (!std::filesystem::exists(path)) {
     return absl::NotFoundError(absl::StrCat(
         path, " not found; give the run.output_dir of a packed-bert train run"));
   }
+  ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, "metrics file"));
   RunMetrics m;
   std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
+  while (lines.Next(&line)) {
+    const uint64_t number = lines.line_number();
     if (line.empty()) continue;
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("kind")) {
@@ -38,6 +39,7 @@ absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
     }
     (j["kind"] == "eval" ? m.eval : m.train).push_back(std::move(j));
   }
+  RETURN_IF_ERROR(lines.status());
   return m;
 }
 

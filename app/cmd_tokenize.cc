@@ -1,11 +1,12 @@
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
 #include "common/status.h"
+#include "common/text_lines.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
 
@@ -22,20 +23,18 @@ absl::Status RunTokenize(const Args& args) {
   if (max_chars < 1) return absl::InvalidArgumentError("--max-chars-per-word must be >= 1");
   data::Tokenizer tokenizer(std::make_shared<const data::Vocabulary>(std::move(vocabulary)),
                             !args.Has("cased"), static_cast<int>(max_chars));
-  std::ifstream file;
-  std::istream* in = &std::cin;
-  if (!args.positional().empty()) {
-    file.open(args.positional()[0], std::ios::binary);
-    if (!file) return ErrnoError(absl::StrCat("cannot open ", args.positional()[0]), errno);
-    in = &file;
+  std::optional<TextLines> lines;
+  if (args.positional().empty()) {
+    lines.emplace(TextLines::StandardInput());
+  } else {
+    ASSIGN_OR_RETURN(TextLines file, TextLines::Open(args.positional()[0], "input"));
+    lines.emplace(std::move(file));
   }
   const bool as_tokens = args.Has("tokens");
   std::string line, out;
   std::vector<int32_t> ids;
-  const std::string name = args.positional().empty() ? "standard input" : args.positional()[0];
-  uint64_t line_number = 0;
-  while (std::getline(*in, line)) {
-    RETURN_IF_ERROR(data::CheckUtf8(line, name, ++line_number));
+  while (lines->Next(&line)) {
+    RETURN_IF_ERROR(data::CheckUtf8(line, lines->name(), lines->line_number()));
     ids.clear();
     tokenizer.Encode(line, &ids);
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -52,6 +51,7 @@ absl::Status RunTokenize(const Args& args) {
       out.clear();
     }
   }
+  RETURN_IF_ERROR(lines->status());
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) return ErrnoError("cannot write standard output", errno);
   return absl::OkStatus();

@@ -39,7 +39,9 @@ function(pbert_cc_test)
   if(ARG_TORCH)
     pbert_use_torch(${ARG_NAME})
   endif()
-  gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60)
+  # Every test is bounded: one that hangs (a pipe never opened, a rank that
+  # never answers) fails after 10 minutes instead of holding up the run.
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
 endfunction()
 
 # LibTorch for a target, with one precompiled <torch/torch.h> shared by the

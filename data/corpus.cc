@@ -1,7 +1,6 @@
 #include "data/corpus.h"
 
 #include <cctype>
-#include <fstream>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
@@ -10,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
+#include "common/text_lines.h"
 
 namespace pbert::data {
 namespace {
@@ -114,24 +114,9 @@ std::vector<std::string> SplitSentences(absl::string_view paragraph) {
   return out;
 }
 
-absl::StatusOr<CorpusFormat> DetectCorpusFormat(const std::string& path) {
-  RETURN_IF_ERROR(CheckReadableFile(path, "input"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view text = absl::StripAsciiWhitespace(line);
-    if (text.empty()) continue;
-    return absl::StartsWith(text, "<doc") ? CorpusFormat::kWikiExtractor : CorpusFormat::kText;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(path, " is empty; nothing to prepare"));
-}
-
 absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
                         const std::function<void(Document&&)>& on_document, CorpusStats* stats) {
-  RETURN_IF_ERROR(CheckReadableFile(path, "input"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);
+  ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, "input"));
   Document document;
   const uint64_t sentences_before = stats->sentences;
   auto flush = [&] {
@@ -142,17 +127,15 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
     document.clear();
   };
   std::string line;
-  uint64_t line_number = 0;
   bool title_next = false;
-  while (std::getline(in, line)) {
-    ++line_number;
+  while (lines.Next(&line)) {
     stats->bytes += line.size() + 1;
-    if (line.find('\0') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ":", line_number, ": a NUL byte; this looks like a binary file, not text"));
-    }
-    RETURN_IF_ERROR(CheckUtf8(line, path, line_number));
+    RETURN_IF_ERROR(CheckUtf8(line, path, lines.line_number()));
     absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (format == CorpusFormat::kAuto) {
+      if (text.empty()) continue;
+      format = absl::StartsWith(text, "<doc") ? CorpusFormat::kWikiExtractor : CorpusFormat::kText;
+    }
     if (format == CorpusFormat::kText) {
       if (text.empty()) {
         flush();
@@ -172,11 +155,11 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
       for (std::string& s : SplitSentences(text)) document.push_back(std::move(s));
     }
   }
-  if (in.bad()) return ErrnoError(absl::StrCat("cannot read ", path), errno);
+  RETURN_IF_ERROR(lines.status());
   flush();
   if (stats->sentences == sentences_before) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " holds no sentences", line_number == 0 ? " (the file is empty)" : "",
+        absl::StrCat(path, " holds no sentences", lines.line_number() == 0 ? " (the file is empty)" : "",
                      "; expected WikiExtractor output or one sentence per line"));
   }
   return absl::OkStatus();

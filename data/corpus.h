@@ -17,11 +17,9 @@ namespace pbert::data {
 // A document as its sentences, in order.
 using Document = std::vector<std::string>;
 
-enum class CorpusFormat { kWikiExtractor, kText };
-
-// WikiExtractor if the first non-blank line of `path` starts with "<doc",
-// else text; an empty file is an error.
-absl::StatusOr<CorpusFormat> DetectCorpusFormat(const std::string& path);
+// kAuto: WikiExtractor if the first non-blank line starts with "<doc", else
+// text.
+enum class CorpusFormat { kAuto, kWikiExtractor, kText };
 
 struct CorpusStats {
   uint64_t bytes = 0;
@@ -29,8 +27,10 @@ struct CorpusStats {
   uint64_t sentences = 0;
 };
 
-// Streams the documents of `path` to `on_document`. Fails, naming the file,
-// if it is empty, looks binary (NUL bytes), or holds no sentence.
+// Streams the documents of `path` to `on_document`, reading it once (a pipe
+// reads as a file does). Fails, naming the file, if it is empty, looks
+// binary (NUL bytes), is not UTF-8, has a line over TextLines' limit, or
+// holds no sentence.
 absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
                         const std::function<void(Document&&)>& on_document, CorpusStats* stats);
 

@@ -1,6 +1,7 @@
 #include "data/hdf5.h"
 
 #include <H5Cpp.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -51,6 +52,17 @@ struct Hdf5Reader::Impl {
 
 Hdf5Reader::Hdf5Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Hdf5Reader::~Hdf5Reader() = default;
+
+bool IsHdf5File(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  H5::Exception::dontPrint();
+  try {
+    return H5::H5File::isHdf5(path);
+  } catch (const H5::Exception&) {
+    return false;
+  }
+}
 
 absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& path) {
   H5::Exception::dontPrint();

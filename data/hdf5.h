@@ -23,6 +23,10 @@ namespace pbert::data {
 
 enum class Hdf5Layout { kFixed, kVariable, kPacked };
 
+// Whether `path` is a regular file in HDF5's format. A pipe or device is
+// never read, so that the reader given it next starts at its first byte.
+bool IsHdf5File(const std::string& path);
+
 // "MLPerf fixed-width", "NVIDIA variable-length", "NVIDIA packed".
 const char* Hdf5LayoutName(Hdf5Layout layout);
 

@@ -1,12 +1,12 @@
 #include "data/histogram.h"
 
-#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
+#include "common/text_lines.h"
 
 namespace pbert::data {
 
@@ -45,17 +45,14 @@ absl::StatusOr<LengthHistogram> HistogramOf(absl::Span<const uint16_t> lengths, 
 }
 
 absl::StatusOr<LengthHistogram> ReadHistogramFile(const std::string& path, int max_len) {
-  RETURN_IF_ERROR(CheckReadableFile(path, "histogram file"));
-  std::ifstream in(path);
-  if (!in) return ErrnoError(absl::StrCat("cannot open histogram file ", path), errno);
+  ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, "histogram file"));
   LengthHistogram histogram(max_len);
   std::string line;
-  int line_number = 0;
   int length = 0;
   uint64_t tokens = 0;
   constexpr uint64_t kMaxTokens = uint64_t{1} << 53;
-  while (std::getline(in, line)) {
-    ++line_number;
+  while (lines.Next(&line)) {
+    const uint64_t line_number = lines.line_number();
     absl::string_view text = absl::StripAsciiWhitespace(line);
     if (text.empty() || text[0] == '#') continue;
     ++length;
@@ -81,7 +78,7 @@ absl::StatusOr<LengthHistogram> ReadHistogramFile(const std::string& path, int m
     }
     histogram.counts[length] = count;
   }
-  if (in.bad()) return ErrnoError(absl::StrCat("cannot read ", path), errno);
+  RETURN_IF_ERROR(lines.status());
   if (histogram.sequences() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the histogram holds no sequences"));
   }

@@ -98,7 +98,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
   return writer->Finish();
 }
 
-absl::StatusOr<CorpusFormat> CorpusFormatOf(InputFormat format, const std::string& path) {
+CorpusFormat CorpusFormatOf(InputFormat format) {
   switch (format) {
     case InputFormat::kWiki:
       return CorpusFormat::kWikiExtractor;
@@ -108,7 +108,23 @@ absl::StatusOr<CorpusFormat> CorpusFormatOf(InputFormat format, const std::strin
     case InputFormat::kHdf5:
       break;
   }
-  return DetectCorpusFormat(path);
+  return CorpusFormat::kAuto;
+}
+
+// kAuto: HDF5 if every input is an HDF5 file; else text, each file's kind
+// (WikiExtractor or plain) told by its first line.
+absl::StatusOr<InputFormat> ResolveInputFormat(InputFormat format,
+                                               const std::vector<std::string>& inputs) {
+  if (format != InputFormat::kAuto) return format;
+  const std::string* hdf5 = nullptr;
+  const std::string* text = nullptr;
+  for (const std::string& path : inputs) (IsHdf5File(path) ? hdf5 : text) = &path;
+  if (hdf5 != nullptr && text != nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(*hdf5, " is HDF5 and ", *text,
+                     " is not; prepare HDF5 and text inputs into separate stores"));
+  }
+  return hdf5 != nullptr ? InputFormat::kHdf5 : InputFormat::kAuto;
 }
 
 }  // namespace
@@ -139,16 +155,16 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   auto vocabulary = std::make_shared<const Vocabulary>(std::move(loaded));
   PrepareSummary summary;
   summary.histogram = LengthHistogram(o.instances.max_seq_len);
-  if (o.input_format == InputFormat::kHdf5) {
+  ASSIGN_OR_RETURN(const InputFormat input_format, ResolveInputFormat(o.input_format, o.inputs));
+  if (input_format == InputFormat::kHdf5) {
     RETURN_IF_ERROR(ImportHdf5(o, *vocabulary, progress, &summary));
     return summary;
   }
 
   std::vector<Document> documents;
   for (const std::string& path : o.inputs) {
-    ASSIGN_OR_RETURN(CorpusFormat format, CorpusFormatOf(o.input_format, path));
     RETURN_IF_ERROR(ReadCorpus(
-        path, format, [&](Document&& d) { documents.push_back(std::move(d)); }, &summary.corpus));
+        path, CorpusFormatOf(input_format), [&](Document&& d) { documents.push_back(std::move(d)); }, &summary.corpus));
     if (progress) progress("read", 1, o.inputs.size());
   }
 

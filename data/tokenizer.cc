@@ -6,7 +6,6 @@
 #include <unicode/unistr.h>
 #include <unicode/utf8.h>
 
-#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -14,6 +13,7 @@
 #include "common/checksum.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
+#include "common/text_lines.h"
 
 namespace pbert::data {
 namespace {
@@ -93,13 +93,16 @@ std::string LowerAndStripAccents(absl::string_view word) {
 }  // namespace
 
 absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
-  RETURN_IF_ERROR(CheckReadableFile(path, "vocabulary"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError(absl::StrCat("cannot open vocabulary ", path), errno);
+  ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, "vocabulary"));
   Vocabulary v;
   std::string line;
   ChecksumStream checksum;
-  while (std::getline(in, line)) {
+  while (lines.Next(&line)) {
+    if (lines.line_number() == 1 && absl::StartsWith(line, "\xEF\xBB\xBF")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":1: starts with a UTF-8 byte order mark, which would become part of its first "
+          "token; remove it: sed -i '1s/^\\xEF\\xBB\\xBF//' ", path));
+    }
     std::string token(absl::StripAsciiWhitespace(line));
     int32_t id = static_cast<int32_t>(v.tokens_.size());
     bool fresh = absl::StartsWith(token, "##") && token.size() > 2
@@ -112,6 +115,7 @@ absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
     checksum.Update({reinterpret_cast<const uint8_t*>(token.data()), token.size() + 1});
     v.tokens_.push_back(std::move(token));
   }
+  RETURN_IF_ERROR(lines.status());
   if (v.tokens_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the vocabulary is empty"));
   }

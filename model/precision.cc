@@ -4,25 +4,64 @@
 #include <ATen/autocast_mode.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/platform.h"
+#include "common/status.h"
 #include "common/torch_compat_ops.h"
 
 namespace pbert::model {
+
+const absl::Status& CpuRunsBf16() {
+  static const absl::Status status = [] {
+    try {
+      AutocastGuard guard(Precision::kBf16, c10::DeviceType::CPU);
+      // As the model computes, with shapes large enough that LibTorch hands
+      // them to oneDNN: a linear layer on [rows, tokens, hidden] (mm with a
+      // transposed weight) and attention scores (bmm).
+      // Constants: the probe leaves the random generator as it was.
+      at::Tensor x = at::ones({4, 32, 128});
+      at::Tensor w = at::full({128, 128}, 0.01).requires_grad_();
+      at::Tensor y = at::linear(x, w, at::zeros({128}));
+      at::Tensor scores = at::matmul(y, y.transpose(1, 2));
+      scores.sum().backward();
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      return absl::FailedPreconditionError(FirstLine(e));
+    }
+  }();
+  return status;
+}
 
 absl::StatusOr<Precision> ResolvePrecision(Precision precision, c10::DeviceType device) {
   const bool cuda = device == c10::DeviceType::CUDA;
   switch (precision) {
     case Precision::kAuto:
       if (cuda) return Precision::kFp16;
-      return Cpu().bf16() ? Precision::kBf16 : Precision::kFp32;
+      if (!Cpu().bf16()) return Precision::kFp32;
+      if (const absl::Status& bf16 = CpuRunsBf16(); !bf16.ok()) {
+        logging::Get("model")->warn(
+            "model.precision auto: this CPU has bf16 instructions but LibTorch cannot run bf16 "
+            "here ({}); training in fp32",
+            std::string(bf16.message()));
+        return Precision::kFp32;
+      }
+      return Precision::kBf16;
     case Precision::kFp16:
       if (!cuda) {
         return absl::InvalidArgumentError(
             "model.precision fp16 needs a CUDA device; on a CPU use auto, fp32 or bf16");
       }
       break;
-    case Precision::kFp32:
     case Precision::kBf16:
+      if (!cuda) {
+        if (const absl::Status& bf16 = CpuRunsBf16(); !bf16.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("model.precision bf16: LibTorch cannot run bf16 on this CPU (",
+                           bf16.message(), "); use auto or fp32"));
+        }
+      }
+      break;
+    case Precision::kFp32:
       break;
   }
   return precision;

@@ -30,7 +30,16 @@ constexpr ChoiceList<Precision> ChoicesOf(Precision) { return kPrecisions; }
 // the CPU has AVX512_BF16 or AMX-BF16, else fp32; on CUDA fp16 with dynamic
 // loss scaling, as NVIDIA's MLPerf BERT trains (untested here: no GPU).
 // fp16 on CPU is an error that says what to use.
+// bf16 on CPU (asked for, or picked by auto) must also run: a bf16 product
+// forward and backward is tried once, since the CPU may have the
+// instructions while LibTorch's oneDNN is not allowed them
+// (ONEDNN_MAX_CPU_ISA); auto then falls back to fp32 with a warning, bf16 is
+// an error naming the key.
 absl::StatusOr<Precision> ResolvePrecision(Precision precision, c10::DeviceType device);
+
+// OK if bf16 autocast runs on this CPU (tried once, then remembered); else
+// the first line of LibTorch's error.
+const absl::Status& CpuRunsBf16();
 
 // Runs its scope under autocast for `device` (nothing for fp32); parameters
 // stay fp32, so the optimizer updates fp32 master weights.

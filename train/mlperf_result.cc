@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
+#include "common/text_lines.h"
 #include "nlohmann/json.hpp"
 
 namespace pbert::train {
@@ -15,14 +15,14 @@ namespace pbert::train {
 absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
   std::string path = given;
   if (std::filesystem::is_directory(path)) path += "/mllog.txt";
-  RETURN_IF_ERROR(CheckReadableFile(path, "MLLOG file"));
-  std::ifstream in(path);
+  ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, "MLLOG file"));
   MlperfRun run;
   run.path = path;
   std::optional<int64_t> start_ms, stop_ms;
   std::string line;
   const std::string marker = ":::MLLOG ";
-  for (int number = 1; std::getline(in, line); ++number) {
+  while (lines.Next(&line)) {
+    const uint64_t number = lines.line_number();
     const size_t at = line.find(marker);
     if (at == std::string::npos) continue;
     nlohmann::json j = nlohmann::json::parse(line.substr(at + marker.size()), nullptr, false);
@@ -44,6 +44,7 @@ absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
       ++run.evaluations;
     }
   }
+  RETURN_IF_ERROR(lines.status());
   if (!start_ms) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": no run_start; not the MLLOG of a run"));
   }

@@ -2,6 +2,7 @@
 // and messages.
 #include "app/cli.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cmath>
@@ -312,7 +313,9 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
                                        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n");
   r = RunBinary("prepare --vocab " + full_vocab + " --out " + out + " " + empty);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find(empty + " is empty"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err, "packed-bert prepare: error: " + empty +
+                       " holds no sentences (the file is empty); expected WikiExtractor output "
+                       "or one sentence per line\n");
   // An output that is an input, the vocabulary, under a file, or a folder
   // that is not a store: refused before any tokenizing, exit 2.
   const std::string prepare = "prepare --vocab " + full_vocab + " --overwrite --out ";
@@ -336,6 +339,62 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
                        "latin1 -t utf-8\n");
   // Nothing half-written: only the five inputs are in the folder.
   EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 5);
+}
+
+// The checksum of the first shard that store.json lists.
+std::string ShardChecksum(const std::string& store) {
+  std::ifstream in(store + "/store.json");
+  return nlohmann::json::parse(in, nullptr, false).value("shards", nlohmann::json::array())
+      .at(0).value("checksum", "");
+}
+
+TEST(CliTest, PrepareReadsEachInputOnceAndRefusesEndlessBinary) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_inputs";
+  const std::string hdf5_store = MakeStore(dir, 40, 6);
+  ASSERT_FALSE(hdf5_store.empty());
+  const std::string vocab = (dir / "vocab.txt").string();
+  // HDF5 is told by its signature: no --input-format needed, same store.
+  Result r = RunBinary("prepare --log-level warn --vocab " + vocab + " --out " +
+                       (dir / "auto").string() + " " + (dir / "d.hdf5").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ShardChecksum((dir / "auto").string()), ShardChecksum(hdf5_store));
+  // A pipe (as bash's <(zcat a.gz) gives) is read once, from its first byte:
+  // the same store as from the file. Words from the test vocabulary (w12...).
+  std::string text;
+  for (int d = 0; d < 30; ++d) {
+    for (int s = 0; s < 4; ++s) absl::StrAppend(&text, "w", 10 + d, " w", 20 + s, " w", 30 + d + s, "\n");
+    text += "\n";
+  }
+  const std::string file = testing::WriteFile((dir / "text.txt").string(), text);
+  const std::string fifo = (dir / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string prepare = "prepare --log-level warn --vocab " + vocab + " --out ";
+  r = RunBinary(prepare + (dir / "from_file").string() + " " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunBinary(prepare + (dir / "from_pipe").string() + " " + fifo,
+                "cat " + file + " > " + fifo + " &");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ShardChecksum((dir / "from_pipe").string()), ShardChecksum((dir / "from_file").string()));
+  // Endless binary input ends at its first block with one line.
+  r = RunBinary(prepare + (dir / "zero").string() + " /dev/zero");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert prepare: error: /dev/zero:1: a NUL byte; this looks like a "
+                   "binary file, not text\n");
+  r = RunBinary("tokenize --vocab " + vocab + " /dev/zero");
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunBinary("pack --histogram /dev/zero");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert pack: error: /dev/zero:1: a NUL byte; this looks like a binary "
+                   "file, not text\n");
+  // HDF5 and text together: one line, before any work.
+  r = RunBinary(prepare + (dir / "mixed").string() + " " + file + " " + (dir / "d.hdf5").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert prepare: error: " + (dir / "d.hdf5").string() + " is HDF5 and " +
+                       file + " is not; prepare HDF5 and text inputs into separate stores\n");
+  EXPECT_FALSE(fs::exists(dir / "zero"));
+  EXPECT_FALSE(fs::exists(dir / "mixed"));
+  fs::remove_all(dir);
 }
 
 TEST(CliTest, PreparePackVerifyOnRealText) {

@@ -130,6 +130,7 @@ INSTANTIATE_TEST_SUITE_P(
 class Bf16EquivalenceTest : public ::testing::TestWithParam<std::tuple<int, AttentionKind>> {};
 
 TEST_P(Bf16EquivalenceTest, PackedEqualsAloneWithinBf16Rounding) {
+  if (!CpuRunsBf16().ok()) GTEST_SKIP() << "LibTorch cannot run bf16 here: " << CpuRunsBf16();
   const auto [depth, attention] = GetParam();
   torch::manual_seed(depth);
   BertForPreTraining model(TinyOptions().attention(attention));

@@ -1,0 +1,125 @@
+#include "common/text_lines.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TextLinesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // ctest runs each test in its own process, in parallel: one folder per test.
+    root_ = fs::temp_directory_path() /
+            (std::string("pbert_lines_") +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    std::string path = root_ / name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  // Every line of `path`, and the status at the end.
+  static std::pair<std::vector<std::string>, absl::Status> ReadAll(const std::string& path,
+                                                                   size_t max = TextLines::kMaxLineBytes) {
+    auto lines = TextLines::Open(path, "input", max);
+    if (!lines.ok()) return {{}, lines.status()};
+    std::vector<std::string> out;
+    std::string line;
+    while (lines->Next(&line)) {
+      out.push_back(line);
+      EXPECT_EQ(lines->line_number(), out.size());
+    }
+    return {out, lines->status()};
+  }
+  fs::path root_;
+};
+
+using Lines = std::vector<std::string>;
+
+TEST_F(TextLinesTest, SplitsAtNewlinesLikeGetline) {
+  auto [lines, status] = ReadAll(Write("a.txt", "one\n\ntwo\r\nlast"));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(lines, (Lines{"one", "", "two\r", "last"}));
+  std::tie(lines, status) = ReadAll(Write("b.txt", "x\n"));
+  EXPECT_EQ(lines, (Lines{"x"}));
+  std::tie(lines, status) = ReadAll(Write("empty.txt", ""));
+  EXPECT_TRUE(status.ok());
+  EXPECT_TRUE(lines.empty());
+}
+
+TEST_F(TextLinesTest, LinesAcrossBlocksComeWhole) {
+  // Lines of 3 MiB, 1 byte and 700 KiB: they straddle the 1 MiB reads.
+  const std::string a(3 << 20, 'a'), b = "b", c(700 << 10, 'c');
+  auto [lines, status] = ReadAll(Write("big.txt", a + "\n" + b + "\n" + c + "\n"));
+  EXPECT_TRUE(status.ok()) << status;
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], a);
+  EXPECT_EQ(lines[1], b);
+  EXPECT_EQ(lines[2], c);
+}
+
+TEST_F(TextLinesTest, ANulByteNamesItsLine) {
+  // The NUL is on line 4, in the second block of the file.
+  const std::string first((1 << 20) + 10, 'x');
+  const std::string path = Write("bin.txt", first + "\nok\nok\nab" + std::string(1, '\0') + "\n");
+  auto [lines, status] = ReadAll(path);
+  EXPECT_EQ(status.message(), path + ":4: a NUL byte; this looks like a binary file, not text");
+  EXPECT_TRUE(lines.empty()) << "the first line ends in the block that holds the NUL, refused whole";
+}
+
+TEST_F(TextLinesTest, ALineOverTheLimitIsRefused) {
+  const std::string path = Write("long.txt", "short\n" + std::string(100, 'x') + "\nafter\n");
+  auto [lines, status] = ReadAll(path, 64);
+  EXPECT_EQ(status.message(),
+            path + ":2: a line longer than 64 bytes; expected text with one sentence, paragraph "
+                   "or entry per line");
+  EXPECT_EQ(lines, (Lines{"short"}));
+  std::tie(lines, status) = ReadAll(path, 100);  // exactly at the limit
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(lines.size(), 3u);
+}
+
+TEST_F(TextLinesTest, EndlessZerosEndAtTheFirstBlock) {
+  if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero here";
+  auto [lines, status] = ReadAll("/dev/zero");
+  EXPECT_EQ(status.message(), "/dev/zero:1: a NUL byte; this looks like a binary file, not text");
+}
+
+TEST_F(TextLinesTest, APipeIsReadOnceFromItsStart) {
+  // A named pipe as bash's <(...) gives: a writer that goes once.
+  const std::string path = root_ / "fifo";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::ofstream(path) << "first\nsecond\n";
+  });
+  auto [lines, status] = ReadAll(path);
+  writer.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(lines, (Lines{"first", "second"}));
+}
+
+TEST_F(TextLinesTest, AFolderOrAMissingFileIsOneLine) {
+  EXPECT_EQ(TextLines::Open(root_.string(), "vocabulary").status().message(),
+            "vocabulary " + root_.string() + " is a folder; give a file");
+  EXPECT_EQ(TextLines::Open(root_ / "none.txt", "vocabulary").status().message(),
+            "cannot open vocabulary " + (root_ / "none.txt").string() + ": No such file or directory");
+}
+
+}  // namespace
+}  // namespace pbert
