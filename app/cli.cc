@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/folders.h"
 
 namespace pbert::app {
 
@@ -53,9 +54,11 @@ Flag OverwriteFlag() { return {"overwrite", "", "replace an existing output"}; }
 
 absl::Status RefuseToOverwrite(const Args& args, const std::string& path) {
   std::error_code error;
-  if (args.Has("overwrite") || !std::filesystem::exists(path, error)) return absl::OkStatus();
-  return absl::AlreadyExistsError(
-      absl::StrCat(path, " already exists; add --overwrite to replace it, or choose another name"));
+  if (!args.Has("overwrite") && std::filesystem::exists(path, error)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        path, " already exists; add --overwrite to replace it, or choose another name"));
+  }
+  return CheckWritable(path, "output", Writes::kFile);
 }
 
 int ExitCodeFor(const absl::Status& status) {

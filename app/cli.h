@@ -55,8 +55,9 @@ std::vector<Flag> ConfigFlags();
 // --overwrite, for commands that write files.
 Flag OverwriteFlag();
 
-// Fails if `path` exists and the command line has no --overwrite: outputs
-// are never replaced by accident.
+// Fails if `path` exists and the command line has no --overwrite (outputs
+// are never replaced by accident), or if it could not be written
+// (CheckWritable): both before the command's work.
 absl::Status RefuseToOverwrite(const Args& args, const std::string& path);
 
 class CommandLine {

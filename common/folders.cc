@@ -1,6 +1,11 @@
 #include "common/folders.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +28,55 @@ absl::Status CreateFolder(const std::string& dir, absl::string_view key) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create ", key, " '", dir, "': ",
                                                    error.message(),
                                                    "; choose a folder you can write"));
+  }
+  return absl::OkStatus();
+}
+
+std::string WithoutTrailingSlash(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+absl::Status CheckWritable(const std::string& path, absl::string_view what, Writes writes) {
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
+  const bool makes_parents = writes == Writes::kFolder;
+  if (!makes_parents && path.back() == '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " names a folder; name the file to write"));
+  }
+  const fs::path target = WithoutTrailingSlash(path);
+  const std::string name = target.filename().string();
+  std::error_code error;
+  // The nearest part of the path that exists must be a folder we can write.
+  fs::path existing = target.parent_path();
+  if (existing.empty()) existing = ".";
+  if (!fs::exists(existing, error) && !makes_parents) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", what, " ", path,
+                                                   ": its folder ", existing.string(),
+                                                   " does not exist; create it or choose another"));
+  }
+  while (!fs::exists(existing, error)) {
+    const fs::path up = existing.parent_path();
+    if (up == existing) break;
+    existing = up.empty() ? fs::path(".") : up;
+  }
+  if (!fs::is_directory(existing, error)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", what, " ", path, ": ",
+                                                   existing.string(),
+                                                   " is a file, not a folder; choose another"));
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", what, " ", path, ": ",
+                                                   existing.string(), ": ", std::strerror(errno),
+                                                   "; choose a folder you can write"));
+  }
+  long name_max = ::pathconf(existing.c_str(), _PC_NAME_MAX);
+  if (name_max <= 0) name_max = NAME_MAX;
+  if (name.size() + kTemporarySuffixBytes > static_cast<size_t>(name_max)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write ", what, " ", path, ": its name has ", name.size(),
+        " bytes; names in ", existing.string(), " hold at most ", name_max, ", and ",
+        kTemporarySuffixBytes, " go to the temporary written beside it: choose a shorter name"));
   }
   return absl::OkStatus();
 }

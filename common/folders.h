@@ -15,6 +15,24 @@ namespace pbert {
 // that gave it) and what to do.
 absl::Status CreateFolder(const std::string& dir, absl::string_view key);
 
+// What a command writes: a file (AtomicFileWriter: its folder must exist) or
+// a folder (a store: made with its missing parents). Both are written as a
+// temporary beside the target, named with this many more bytes
+// (".tmp.XXXXXX", ".tmp-XXXXXX"), then renamed.
+enum class Writes { kFile, kFolder };
+inline constexpr size_t kTemporarySuffixBytes = 11;
+
+// Fails, before any work, if `path` could not be written: a file named with
+// a trailing '/', a name that leaves no room for the temporary's suffix
+// within the file system's limit, a file standing in its path, a missing
+// folder for a file, or a nearest existing folder that cannot be written.
+// InvalidArgument naming `what` (a flag or key), the path and what to do.
+absl::Status CheckWritable(const std::string& path, absl::string_view what, Writes writes);
+
+// `path` without trailing '/' ("/" stays), so that `path` + ".tmp" lies
+// beside it, not inside it.
+std::string WithoutTrailingSlash(std::string path);
+
 // Whether `path` is `folder` or lies inside it (after resolving `..` and
 // symbolic links of the parts that exist).
 bool IsInside(const std::string& path, const std::string& folder);

@@ -127,8 +127,9 @@ StoreWriter::~StoreWriter() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-absl::Status CheckStoreTarget(const std::string& dir, const std::vector<std::string>& inputs,
+absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::string>& inputs,
                               bool overwrite) {
+  const std::string dir = WithoutTrailingSlash(given);
   std::error_code error;
   for (fs::path p = fs::path(dir).parent_path(); !p.empty(); p = p.parent_path()) {
     if (fs::exists(p, error) && !fs::is_directory(p, error)) {
@@ -148,6 +149,7 @@ absl::Status CheckStoreTarget(const std::string& dir, const std::vector<std::str
                "another folder"));
     }
   }
+  RETURN_IF_ERROR(CheckWritable(dir, "the store", Writes::kFolder));
   // What is read may not lie in what is replaced.
   for (const std::string& input : inputs) {
     if (IsInside(input, dir)) {
@@ -159,10 +161,11 @@ absl::Status CheckStoreTarget(const std::string& dir, const std::vector<std::str
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& dir,
+absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::string& given,
                                                                  const StoreInfo& info,
                                                                  uint64_t records_per_shard,
                                                                  bool overwrite) {
+  const std::string dir = WithoutTrailingSlash(given);  // its temporary lies beside it
   RETURN_IF_ERROR(CheckStoreTarget(dir, {}, overwrite));
   if (info.max_len == 0 || info.max_len > 65535 || info.vocab_size == 0 || records_per_shard == 0) {
     return absl::InvalidArgumentError("store limits must be positive (max_len <= 65535)");

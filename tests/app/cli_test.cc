@@ -206,6 +206,12 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert export: error: --limit -3: must be 0 or more\n");
   EXPECT_FALSE(fs::exists(dir / "e.hdf5"));
+  // An output that cannot be written fails before the work.
+  const std::string nowhere = (dir / "missing" / "e.hdf5").string();
+  r = RunBinary("export --store " + store + " --out " + nowhere);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert export: error: cannot write output " + nowhere + ": its folder " +
+                       (dir / "missing").string() + " does not exist; create it or choose another\n");
   // The pack fails writing its index; the run folder it made goes again.
   const fs::path run = dir / "runs" / "p";
   r = RunBinary("pack --store " + store + " --set run.output_dir=" + run.string() + " --out " +
@@ -370,7 +376,8 @@ TEST(CliTest, PrepareReadsEachInputOnceAndRefusesEndlessBinary) {
   const std::string fifo = (dir / "fifo").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const std::string prepare = "prepare --log-level warn --vocab " + vocab + " --out ";
-  r = RunBinary(prepare + (dir / "from_file").string() + " " + file);
+  // (A trailing '/' on --out names the same store.)
+  r = RunBinary(prepare + (dir / "from_file").string() + "/ " + file);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = RunBinary(prepare + (dir / "from_pipe").string() + " " + fifo,
                 "cat " + file + " > " + fifo + " &");

@@ -1,5 +1,7 @@
 #include "common/folders.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -46,6 +48,34 @@ TEST_F(FoldersTest, CreateFolderNamesTheKeyAndWhatToDo) {
             "cannot create run.output_dir '" + At("file.txt/run") +
                 "': Not a directory; choose a folder you can write");
   EXPECT_EQ(CreateFolder("", "run.output_dir").message(), "run.output_dir is empty; name a folder");
+}
+
+TEST_F(FoldersTest, CheckWritableFailsBeforeTheWorkNamingWhatToDo) {
+  EXPECT_TRUE(CheckWritable(At("out.hdf5"), "output", Writes::kFile).ok());
+  EXPECT_TRUE(CheckWritable(At("a/b/store"), "the store", Writes::kFolder).ok());
+  EXPECT_TRUE(CheckWritable(At("store/"), "the store", Writes::kFolder).ok());
+  EXPECT_FALSE(fs::exists(At("a"))) << "a check makes nothing";
+  EXPECT_EQ(CheckWritable(At("a/out.hdf5"), "output", Writes::kFile).message(),
+            "cannot write output " + At("a/out.hdf5") + ": its folder " + At("a") +
+                " does not exist; create it or choose another");
+  EXPECT_EQ(CheckWritable(At("file.txt/b/store"), "the store", Writes::kFolder).message(),
+            "cannot write the store " + At("file.txt/b/store") + ": " + At("file.txt") +
+                " is a file, not a folder; choose another");
+  EXPECT_EQ(CheckWritable(At("out/"), "output", Writes::kFile).message(),
+            "output " + At("out/") + " names a folder; name the file to write");
+  // The temporary beside it needs 11 more bytes of the name's limit (255 on
+  // most file systems).
+  const long name_max = ::pathconf(root_.c_str(), _PC_NAME_MAX);
+  ASSERT_GT(name_max, 11);
+  const std::string fits(name_max - 11, 'n'), too_long(name_max - 10, 'n');
+  EXPECT_TRUE(CheckWritable(At(fits), "output", Writes::kFile).ok());
+  EXPECT_EQ(CheckWritable(At(too_long), "output", Writes::kFile).message(),
+            "cannot write output " + At(too_long) + ": its name has " +
+                std::to_string(name_max - 10) + " bytes; names in " + root_.string() +
+                " hold at most " + std::to_string(name_max) +
+                ", and 11 go to the temporary written beside it: choose a shorter name");
+  EXPECT_EQ(WithoutTrailingSlash("a/b//"), "a/b");
+  EXPECT_EQ(WithoutTrailingSlash("/"), "/");
 }
 
 TEST_F(FoldersTest, CreatedFoldersGoAgainWhileEmptyUnlessKept) {
