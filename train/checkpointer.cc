@@ -23,6 +23,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A checkpoint whose files cannot be read (they are written atomically, so
+// the disk or a hand changed them): what is wrong, and what to do.
+absl::Status Damaged(const std::string& dir, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(
+      what, "; the checkpoint is damaged: resume from an earlier one (--resume ",
+      fs::path(dir).parent_path().string(), "/step-N) or move ", dir, " away"));
+}
+
 constexpr char kPrefix[] = "step-";
 constexpr char kTempMarker[] = ".tmp-";
 
@@ -157,8 +165,7 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
   try {
     info.state = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(
-        absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
+    return Damaged(dir, absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
   }
   ASSIGN_OR_RETURN(info.config_yaml, ReadFile(dir + "/config.yaml"));
   return info;
@@ -178,14 +185,18 @@ absl::Status Checkpointer::Save(int64_t step, const torch::nn::Module& model,
 
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
                                    optim::Lamb& optimizer) {
-  RETURN_IF_ERROR(model::LoadWeights(model, dir + "/model.safetensors"));
+  if (absl::Status loaded = model::LoadWeights(model, dir + "/model.safetensors"); !loaded.ok()) {
+    // A mis-shaped model is the config's doing; anything else, the file's.
+    const bool file = loaded.code() == absl::StatusCode::kDataLoss ||
+                      loaded.code() == absl::StatusCode::kNotFound;
+    return file ? Damaged(dir, loaded.message()) : loaded;
+  }
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(dir + "/optimizer.pt");
     optimizer.load(archive);
   } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat(dir, "/optimizer.pt cannot be read: ",
-                                            std::string(e.what()).substr(0, 200)));
+    return Damaged(dir, absl::StrCat(dir, "/optimizer.pt cannot be read: ", FirstLine(e)));
   }
   return absl::OkStatus();
 }

@@ -144,6 +144,21 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   EXPECT_EQ(killed.exit_code, -1) << "the process should have died by SIGKILL";
   EXPECT_TRUE(fs::exists(root_ + "/killed/checkpoints/step-00000006"));
   EXPECT_FALSE(fs::exists(root_ + "/killed/checkpoints/step-00000012"));
+  // A damaged checkpoint (a copy of the run, its optimizer state cut short)
+  // is one line saying what to do, not LibTorch's stack.
+  fs::copy(root_ + "/killed", root_ + "/damaged", fs::copy_options::recursive);
+  const std::string step6 = root_ + "/damaged/checkpoints/step-00000006";
+  fs::resize_file(step6 + "/optimizer.pt", 100);
+  Result damaged = RunBinary(Args("damaged", "--resume auto"));
+  EXPECT_EQ(damaged.exit_code, 2);
+  EXPECT_TRUE(absl::StartsWith(
+      damaged.err, "packed-bert train: error: " + step6 + "/optimizer.pt cannot be read: "))
+      << damaged.err;
+  EXPECT_TRUE(absl::EndsWith(damaged.err, "; the checkpoint is damaged: resume from an earlier one "
+                                          "(--resume " + root_ + "/damaged/checkpoints/step-N) or "
+                                          "move " + step6 + " away\n"))
+      << damaged.err;
+  EXPECT_EQ(std::count(damaged.err.begin(), damaged.err.end(), '\n'), 1) << damaged.err;
   Result resumed = RunBinary(Args("killed", "--resume auto"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   ExpectSameWeights("straight", "killed", 12);
