@@ -1,8 +1,10 @@
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +14,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "distributed/communicator.h"
+#include "train/fault.h"
 #include "train/resume.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
@@ -29,6 +32,30 @@ void InstallStopHandlers() {
   struct sigaction action {};
   action.sa_handler = OnStopSignal;
   action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// Until training starts, SIGINT or SIGTERM leaves the run folder as it was
+// (what Release removes, removed here with the calls a handler may make),
+// then ends the process as the signal would have.
+const std::vector<std::string>* release_on_signal = nullptr;
+
+void OnSignalBeforeTraining(int signal) {
+  if (release_on_signal != nullptr) {
+    for (const std::string& path : *release_on_signal) {
+      if (::unlink(path.c_str()) != 0) ::rmdir(path.c_str());  // a folder goes only if empty
+    }
+  }
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+void InstallHandlersBeforeTraining(const std::vector<std::string>* release) {
+  release_on_signal = release;
+  struct sigaction action {};
+  action.sa_handler = OnSignalBeforeTraining;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
@@ -111,6 +138,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const 
                                                         config, s.environment));
   if (s.folder && !parts.resume) RETURN_IF_ERROR(s.folder->AcceptNewRun());
   ASSIGN_OR_RETURN(parts.data, train::TrainingData::Open(config));
+  train::FaultPoint("checks", 0, s.communicator.rank());
   ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.data, s.communicator.rank(),
                                                          s.communicator.world_size()));
   logging::Get("train")->info("{}", parts.plan.description);
@@ -137,9 +165,12 @@ absl::Status RunTrain(const Args& args) {
   ASSIGN_OR_RETURN(auto communicator, Join(config, environment));
   // Rank 0 writes the run folder, and holds it until the process ends.
   std::optional<train::RunFolder> folder;
+  std::vector<std::string> release_paths;
   if (communicator->rank() == 0) {
     ASSIGN_OR_RETURN(train::RunFolder claimed, train::RunFolder::Claim(config.run.output_dir));
     folder.emplace(std::move(claimed));
+    release_paths = folder->ReleasePaths();
+    InstallHandlersBeforeTraining(&release_paths);
   }
   auto prepared = Prepare(args, {environment, *communicator, folder ? &*folder : nullptr}, parts);
   if (!prepared.ok()) {

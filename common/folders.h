@@ -50,6 +50,8 @@ class CreatedFolders {
 
   void Keep() { created_.clear(); }
   void RemoveIfEmpty();
+  // The folders it would remove, deepest first.
+  const std::vector<std::filesystem::path>& folders() const { return created_; }
 
  private:
   std::vector<std::filesystem::path> created_;  // deepest first

@@ -2,9 +2,10 @@
 // in the environment, the process sends itself signal SIG (KILL by default;
 // TERM, INT, or STOP to hang) when it reaches POINT at optimizer step STEP on rank RANK (0
 // by default), so that tests can check what a crash or a stop request at
-// that moment leaves behind. Points: "after-step" (a step has been applied,
-// nothing saved yet) and "checkpoint-write" (a checkpoint's files are half
-// written). Only the first attempt of a launch or torchrun job
+// that moment leaves behind. Points: "checks" (step 0: the run folder is
+// claimed, the checks before training are under way), "after-step" (a step
+// has been applied, nothing saved yet) and "checkpoint-write" (a
+// checkpoint's files are half written). Only the first attempt of a launch or torchrun job
 // (TORCHELASTIC_RESTART_COUNT unset or 0) fails, so that a restarted job can
 // go on. Unset, it costs one comparison. docs/training.md lists them.
 #pragma once

@@ -98,6 +98,14 @@ RunFolder::~RunFolder() {
   if (fd_ >= 0) close(fd_);
 }
 
+std::vector<std::string> RunFolder::ReleasePaths() const {
+  std::vector<std::string> paths;
+  if (fd_ < 0) return paths;
+  if (created_lock_) paths.push_back(absl::StrCat(dir_, "/", kLockName));
+  for (const fs::path& folder : created_.folders()) paths.push_back(folder.string());
+  return paths;
+}
+
 void RunFolder::Release() {
   if (fd_ < 0) return;
   std::error_code error;

@@ -36,6 +36,11 @@ class RunFolder {
   // they are empty.
   void Release();
 
+  // What Release would remove, in order (the lock file if this claim made
+  // it, then the folders it made, deepest first): for a signal handler,
+  // which may only unlink and rmdir.
+  std::vector<std::string> ReleasePaths() const;
+
   const std::string& dir() const { return dir_; }
 
  private:

@@ -681,6 +681,12 @@ TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(root_ + "/nested")) << refused << " left a folder";
   }
+  // Stopped by a signal during those checks: the same.
+  for (const char* signal : {"TERM", "INT"}) {
+    Result r = RunBinary(Args("nested/stopped"), absl::StrCat("PBERT_FAULT=checks:0:0:", signal));
+    EXPECT_EQ(r.exit_code, -1) << signal << " should end the process as the signal does";
+    EXPECT_FALSE(fs::exists(root_ + "/nested")) << signal << " left a folder";
+  }
   // Into the folder of a run stopped at step 6: a new run, and a forced
   // resume with another model size, are refused and change nothing there;
   // resuming once it has finished trains nothing and writes nothing.
