@@ -6,8 +6,8 @@
 #include <iostream>
 #include <new>
 
-#include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,7 +52,7 @@ std::vector<Flag> ConfigFlags() {
 
 Flag OverwriteFlag() { return {"overwrite", "", "replace an existing output"}; }
 
-absl::Status RefuseToOverwrite(const Args& args, const std::string& path) {
+absl::Status CheckOutput(const Args& args, const std::string& path) {
   std::error_code error;
   if (!args.Has("overwrite") && std::filesystem::exists(path, error)) {
     return absl::AlreadyExistsError(absl::StrCat(

@@ -58,7 +58,7 @@ Flag OverwriteFlag();
 // Fails if `path` exists and the command line has no --overwrite (outputs
 // are never replaced by accident), or if it could not be written
 // (CheckWritable): both before the command's work.
-absl::Status RefuseToOverwrite(const Args& args, const std::string& path);
+absl::Status CheckOutput(const Args& args, const std::string& path);
 
 class CommandLine {
  public:

@@ -14,7 +14,7 @@ namespace pbert::app {
 namespace {
 
 // --out names a file that is not part of the store being read.
-absl::Status CheckOut(const std::string& out, const std::string& store) {
+absl::Status CheckOutsideStore(const std::string& out, const std::string& store) {
   std::error_code error;
   if (std::filesystem::is_directory(out, error)) {
     return absl::InvalidArgumentError(
@@ -28,8 +28,8 @@ absl::Status CheckOut(const std::string& out, const std::string& store) {
 }
 
 absl::Status RunExport(const Args& args) {
-  RETURN_IF_ERROR(CheckOut(args.Get("out"), args.Get("store")));
-  RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
+  RETURN_IF_ERROR(CheckOutsideStore(args.Get("out"), args.Get("store")));
+  RETURN_IF_ERROR(CheckOutput(args, args.Get("out")));
   ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(args.Get("store")));
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 0));
   const uint64_t n = limit < 0 ? store.size() : std::min<uint64_t>(limit, store.size());

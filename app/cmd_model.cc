@@ -19,7 +19,7 @@ namespace {
 // model convert IN OUT: any weight format to Hugging Face safetensors.
 absl::Status Convert(const Args& args) {
   const std::string in = args.positional()[1], out = args.positional()[2];
-  RETURN_IF_ERROR(RefuseToOverwrite(args, out));
+  RETURN_IF_ERROR(CheckOutput(args, out));
   auto log = logging::Get("model");
   ASSIGN_OR_RETURN(model::Weights weights, model::ReadWeights(in));
   if (!weights.unknown.empty()) {
@@ -58,7 +58,7 @@ absl::Status RunModel(const Args& args) {
   }
   if (!args.Has("out")) return absl::InvalidArgumentError("model init needs --out FILE");
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"seed", "run.seed"}}));
-  RETURN_IF_ERROR(RefuseToOverwrite(args, args.Get("out")));
+  RETURN_IF_ERROR(CheckOutput(args, args.Get("out")));
   at::manual_seed(static_cast<uint64_t>(config.run.seed));
   model::BertForPreTraining bert(config.model.bert);
   int64_t parameters = 0;

@@ -80,7 +80,7 @@ absl::StatusOr<PackInput> ReadPackInput(const Args& args, const ExperimentConfig
   }
   input.name = config.data.store;
   // Fail before the work, not after it.
-  RETURN_IF_ERROR(RefuseToOverwrite(args, RowsPath(args, config)));
+  RETURN_IF_ERROR(CheckOutput(args, RowsPath(args, config)));
   ASSIGN_OR_RETURN(input.store, data::InstanceStore::Open(input.name));
   if (input.store->info().max_len > config.data.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat(

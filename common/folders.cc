@@ -20,13 +20,12 @@ absl::Status CreateFolder(const std::string& dir, absl::string_view key) {
   }
   std::error_code error;
   if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, " '", dir, "' is a file; name a folder"));
+    return absl::InvalidArgumentError(absl::StrCat(key, " '", dir, "' is a file; name a folder"));
   }
   fs::create_directories(dir, error);
   if (error) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot create ", key, " '", dir, "': ",
-                                                   error.message(),
+    return absl::InvalidArgumentError(absl::StrCat("cannot create ", key, " '", dir,
+                                                   "': ", error.message(),
                                                    "; choose a folder you can write"));
   }
   return absl::OkStatus();
@@ -74,9 +73,9 @@ absl::Status CheckWritable(const std::string& path, absl::string_view what, Writ
   if (name_max <= 0) name_max = NAME_MAX;
   if (name.size() + kTemporarySuffixBytes > static_cast<size_t>(name_max)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cannot write ", what, " ", path, ": its name has ", name.size(),
-        " bytes; names in ", existing.string(), " hold at most ", name_max, ", and ",
-        kTemporarySuffixBytes, " go to the temporary written beside it: choose a shorter name"));
+        "cannot write ", what, " ", path, ": its name has ", name.size(), " bytes; names in ",
+        existing.string(), " hold at most ", name_max, ", and ", kTemporarySuffixBytes,
+        " go to the temporary written beside it: choose a shorter name"));
   }
   return absl::OkStatus();
 }

@@ -158,9 +158,9 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
   RETURN_IF_ERROR(lines.status());
   flush();
   if (stats->sentences == sentences_before) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " holds no sentences", lines.line_number() == 0 ? " (the file is empty)" : "",
-                     "; expected WikiExtractor output or one sentence per line"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " holds no sentences", lines.line_number() == 0 ? " (the file is empty)" : "",
+        "; expected WikiExtractor output or one sentence per line"));
   }
   return absl::OkStatus();
 }

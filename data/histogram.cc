@@ -1,6 +1,5 @@
 #include "data/histogram.h"
 
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -166,10 +166,10 @@ void Loader::Work() {
     } catch (const std::exception& e) {
       // LibTorch reports allocation failures and the like by exception.
       const bool memory = IsOutOfMemory(e);
-      built = absl::Status(
-          memory ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kInternal,
-          absl::StrCat("building the batches of step ", step, ": ", FirstLine(e),
-                       memory ? "; lower train.micro_batch_rows" : ""));
+      built =
+          absl::Status(memory ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kInternal,
+                       absl::StrCat("building the batches of step ", step, ": ", FirstLine(e),
+                                    memory ? "; lower train.micro_batch_rows" : ""));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -164,7 +164,8 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   std::vector<Document> documents;
   for (const std::string& path : o.inputs) {
     RETURN_IF_ERROR(ReadCorpus(
-        path, CorpusFormatOf(input_format), [&](Document&& d) { documents.push_back(std::move(d)); }, &summary.corpus));
+        path, CorpusFormatOf(input_format),
+        [&](Document&& d) { documents.push_back(std::move(d)); }, &summary.corpus));
     if (progress) progress("read", 1, o.inputs.size());
   }
 

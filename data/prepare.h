@@ -16,8 +16,9 @@
 namespace pbert::data {
 
 // The input formats: kAuto is HDF5 if every input is an HDF5 file, else
-// text, WikiExtractor for each file whose first line starts with "<doc"; kHdf5 is any layout of data/hdf5.h (the rows of NVIDIA-packed
-// files are kept as the store's kKeptPackIndex).
+// text, WikiExtractor for each file whose first line starts with "<doc";
+// kHdf5 is any layout of data/hdf5.h (the rows of NVIDIA-packed files are
+// kept as the store's kKeptPackIndex).
 enum class InputFormat { kAuto, kWiki, kText, kHdf5 };
 inline constexpr Choice<InputFormat> kInputFormats[] = {{"auto", InputFormat::kAuto},
                                                         {"wiki", InputFormat::kWiki},
@@ -45,7 +46,9 @@ struct PrepareOptions {
     using config::AtLeast;
     using config::InRange;
     v.Field("inputs", &inputs, "input files: WikiExtractor output, plain text or MLPerf/NVIDIA HDF5");
-    v.Field("input_format", &input_format, "auto: HDF5 if the inputs are HDF5 files; else WikiExtractor for a file that starts with <doc, plain text for others");
+    v.Field("input_format", &input_format,
+            "auto: HDF5 if the inputs are HDF5 files; else WikiExtractor for a file that starts "
+            "with <doc, plain text for others");
     v.Field("vocab", &vocab, "BERT vocab.txt");
     v.Field("lower_case", &lower_case, "lower-case and strip accents (uncased vocabularies)");
     v.Field("max_chars_per_word", &max_chars_per_word,

@@ -1,12 +1,12 @@
 #include "data/store.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
-
-#include <unistd.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -131,13 +131,6 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
                               bool overwrite) {
   const std::string dir = WithoutTrailingSlash(given);
   std::error_code error;
-  for (fs::path p = fs::path(dir).parent_path(); !p.empty(); p = p.parent_path()) {
-    if (fs::exists(p, error) && !fs::is_directory(p, error)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(dir, ": ", p.string(), " is a file, not a folder; choose another folder"));
-    }
-    if (p == p.parent_path()) break;
-  }
   if (fs::exists(dir, error)) {
     if (!overwrite) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -149,6 +142,7 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
                "another folder"));
     }
   }
+  // A file in its path, an unwritable folder or too long a name.
   RETURN_IF_ERROR(CheckWritable(dir, "the store", Writes::kFolder));
   // What is read may not lie in what is replaced.
   for (const std::string& input : inputs) {

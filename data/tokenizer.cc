@@ -6,12 +6,11 @@
 #include <unicode/unistr.h>
 #include <unicode/utf8.h>
 
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/checksum.h"
 #include "common/atomic_file.h"
+#include "common/checksum.h"
 #include "common/status.h"
 #include "common/text_lines.h"
 
@@ -100,8 +99,10 @@ absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
   while (lines.Next(&line)) {
     if (lines.line_number() == 1 && absl::StartsWith(line, "\xEF\xBB\xBF")) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ":1: starts with a UTF-8 byte order mark, which would become part of its first "
-          "token; remove it: sed -i '1s/^\\xEF\\xBB\\xBF//' ", path));
+          path,
+          ":1: starts with a UTF-8 byte order mark, which would become part of its first "
+          "token; remove it: sed -i '1s/^\\xEF\\xBB\\xBF//' ",
+          path));
     }
     std::string token(absl::StripAsciiWhitespace(line));
     int32_t id = static_cast<int32_t>(v.tokens_.size());

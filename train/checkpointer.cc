@@ -26,9 +26,9 @@ namespace fs = std::filesystem;
 // A checkpoint whose files cannot be read (they are written atomically, so
 // the disk or a hand changed them): what is wrong, and what to do.
 absl::Status Damaged(const std::string& dir, absl::string_view what) {
-  return absl::DataLossError(absl::StrCat(
-      what, "; the checkpoint is damaged: resume from an earlier one (--resume ",
-      fs::path(dir).parent_path().string(), "/step-N) or move ", dir, " away"));
+  return absl::DataLossError(
+      absl::StrCat(what, "; the checkpoint is damaged: resume from an earlier one (--resume ",
+                   fs::path(dir).parent_path().string(), "/step-N) or move ", dir, " away"));
 }
 
 constexpr char kPrefix[] = "step-";
@@ -165,7 +165,8 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
   try {
     info.state = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    return Damaged(dir, absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
+    return Damaged(dir,
+                   absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
   }
   ASSIGN_OR_RETURN(info.config_yaml, ReadFile(dir + "/config.yaml"));
   return info;

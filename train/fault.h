@@ -5,9 +5,9 @@
 // that moment leaves behind. Points: "checks" (step 0: the run folder is
 // claimed, the checks before training are under way), "after-step" (a step
 // has been applied, nothing saved yet) and "checkpoint-write" (a
-// checkpoint's files are half written). Only the first attempt of a launch or torchrun job
-// (TORCHELASTIC_RESTART_COUNT unset or 0) fails, so that a restarted job can
-// go on. Unset, it costs one comparison. docs/training.md lists them.
+// checkpoint's files are half written). Only the first attempt of a launch
+// or torchrun job (TORCHELASTIC_RESTART_COUNT unset or 0) fails, so that a
+// restarted job can go on. Unset, it costs one comparison. docs/training.md lists them.
 #pragma once
 
 #include <cstdint>

@@ -211,7 +211,8 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
   r = RunBinary("export --store " + store + " --out " + nowhere);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert export: error: cannot write output " + nowhere + ": its folder " +
-                       (dir / "missing").string() + " does not exist; create it or choose another\n");
+                       (dir / "missing").string() +
+                       " does not exist; create it or choose another\n");
   // The pack fails writing its index; the run folder it made goes again.
   const fs::path run = dir / "runs" / "p";
   r = RunBinary("pack --store " + store + " --set run.output_dir=" + run.string() + " --out " +
@@ -231,7 +232,7 @@ TEST(CliTest, ExportFailuresAreOneLineAndLeaveNothing) {
   fs::create_directories(dir / "out");
   const std::string out = (dir / "out" / "e.hdf5").string();
   Result r = testing::RunShell(absl::StrCat("trap '' XFSZ; ulimit -f 16; exec ", PBERT_BINARY,
-                                     " export --store ", store, " --out ", out));
+                                            " export --store ", store, " --out ", out));
   EXPECT_EQ(r.exit_code, 1);
   // The progress bar's line, then the error's.
   const std::vector<std::string> lines = absl::StrSplit(r.err, '\n', absl::SkipEmpty());
@@ -334,8 +335,8 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
   }
   r = RunBinary(prepare + text + "/store " + text);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert prepare: error: " + text + "/store: " + text +
-                       " is a file, not a folder; choose another folder\n");
+  EXPECT_EQ(r.err, "packed-bert prepare: error: cannot write the store " + text +
+                       "/store: " + text + " is a file, not a folder; choose another\n");
   // Text that is not UTF-8 (Latin-1) is named, not silently dropped.
   std::string latin1 = WriteConfig("pbert_cli_prepare/latin1.txt", "Hello there.\nCaf\xe9 here.\n");
   r = RunBinary("prepare --vocab " + full_vocab + " --out " + out + " " + latin1);
@@ -350,8 +351,10 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
 // The checksum of the first shard that store.json lists.
 std::string ShardChecksum(const std::string& store) {
   std::ifstream in(store + "/store.json");
-  return nlohmann::json::parse(in, nullptr, false).value("shards", nlohmann::json::array())
-      .at(0).value("checksum", "");
+  return nlohmann::json::parse(in, nullptr, false)
+      .value("shards", nlohmann::json::array())
+      .at(0)
+      .value("checksum", "");
 }
 
 TEST(CliTest, PrepareReadsEachInputOnceAndRefusesEndlessBinary) {
@@ -369,7 +372,8 @@ TEST(CliTest, PrepareReadsEachInputOnceAndRefusesEndlessBinary) {
   // the same store as from the file. Words from the test vocabulary (w12...).
   std::string text;
   for (int d = 0; d < 30; ++d) {
-    for (int s = 0; s < 4; ++s) absl::StrAppend(&text, "w", 10 + d, " w", 20 + s, " w", 30 + d + s, "\n");
+    for (int s = 0; s < 4; ++s)
+      absl::StrAppend(&text, "w", 10 + d, " w", 20 + s, " w", 30 + d + s, "\n");
     text += "\n";
   }
   const std::string file = testing::WriteFile((dir / "text.txt").string(), text);
@@ -382,18 +386,21 @@ TEST(CliTest, PrepareReadsEachInputOnceAndRefusesEndlessBinary) {
   r = RunBinary(prepare + (dir / "from_pipe").string() + " " + fifo,
                 "cat " + file + " > " + fifo + " &");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(ShardChecksum((dir / "from_pipe").string()), ShardChecksum((dir / "from_file").string()));
+  EXPECT_EQ(ShardChecksum((dir / "from_pipe").string()),
+            ShardChecksum((dir / "from_file").string()));
   // Endless binary input ends at its first block with one line.
   r = RunBinary(prepare + (dir / "zero").string() + " /dev/zero");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert prepare: error: /dev/zero:1: a NUL byte; this looks like a "
-                   "binary file, not text\n");
+  EXPECT_EQ(r.err,
+            "packed-bert prepare: error: /dev/zero:1: a NUL byte; this looks like a "
+            "binary file, not text\n");
   r = RunBinary("tokenize --vocab " + vocab + " /dev/zero");
   EXPECT_EQ(r.exit_code, 2);
   r = RunBinary("pack --histogram /dev/zero");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert pack: error: /dev/zero:1: a NUL byte; this looks like a binary "
-                   "file, not text\n");
+  EXPECT_EQ(r.err,
+            "packed-bert pack: error: /dev/zero:1: a NUL byte; this looks like a binary "
+            "file, not text\n");
   // HDF5 and text together: one line, before any work.
   r = RunBinary(prepare + (dir / "mixed").string() + " " + file + " " + (dir / "d.hdf5").string());
   EXPECT_EQ(r.exit_code, 2);

@@ -1,16 +1,15 @@
 // `packed-bert train` run as a user would: exact resume after kill -9,
 // crash-safe checkpoints, SIGTERM, the MLPerf compliance checker, and bad
 // input. Small random data, a tiny model: each run takes a few seconds.
-#include <torch/torch.h>
-
 #include <signal.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <thread>
-#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -18,12 +17,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "data/store.h"
-#include "gtest/gtest.h"
 #include "formats/safetensors.h"
+#include "gtest/gtest.h"
 #include "model/weights.h"
 #include "nlohmann/json.hpp"
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
+#include "tests/scratch_folder.h"
 
 namespace pbert::app {
 namespace {
@@ -49,10 +49,7 @@ void WriteStore(const std::string& dir, int count, uint32_t seed, uint64_t vocab
 class TrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            (std::string("pbert_train_") +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
+    root_ = pbert::testing::ScratchFolder().string();
     WriteStore(root_ + "/train", 400, 1);
     WriteStore(root_ + "/eval", 60, 2);
     config_ = testing::WriteFile(root_ + "/tiny.yaml", R"(
@@ -154,9 +151,13 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   EXPECT_TRUE(absl::StartsWith(
       damaged.err, "packed-bert train: error: " + step6 + "/optimizer.pt cannot be read: "))
       << damaged.err;
-  EXPECT_TRUE(absl::EndsWith(damaged.err, "; the checkpoint is damaged: resume from an earlier one "
-                                          "(--resume " + root_ + "/damaged/checkpoints/step-N) or "
-                                          "move " + step6 + " away\n"))
+  EXPECT_TRUE(absl::EndsWith(damaged.err,
+                             "; the checkpoint is damaged: resume from an earlier one "
+                             "(--resume " +
+                                 root_ +
+                                 "/damaged/checkpoints/step-N) or "
+                                 "move " +
+                                 step6 + " away\n"))
       << damaged.err;
   EXPECT_EQ(std::count(damaged.err.begin(), damaged.err.end(), '\n'), 1) << damaged.err;
   Result resumed = RunBinary(Args("killed", "--resume auto"));
@@ -461,13 +462,14 @@ class TwoHosts {
     const std::string setup = absl::StrCat(
         "command -v ip >/dev/null || { echo 'no ip command (apt-get install iproute2)' >&2; "
         "exit 1; }; mountpoint -q / || { echo '/ is not a mount point (a chroot?), which ip "
-        "netns needs' >&2; exit 1; }; ip netns add ", names_[0], " && ip netns add ", names_[1], " && ip link add ", links_[0],
+        "netns needs' >&2; exit 1; }; ip netns add ",
+        names_[0], " && ip netns add ", names_[1], " && ip link add ", links_[0],
         " type veth peer name ", links_[1], " && ip link set ", links_[0], " netns ", names_[0],
         " && ip link set ", links_[1], " netns ", names_[1], " && ip -n ", names_[0],
         " addr add 10.231.0.1/24 dev ", links_[0], " && ip -n ", names_[1],
-        " addr add 10.231.0.2/24 dev ", links_[1], " && ip -n ", names_[0], " link set ",
-        links_[0], " up && ip -n ", names_[1], " link set ", links_[1], " up && ip -n ",
-        names_[0], " link set lo up && ip -n ", names_[1], " link set lo up");
+        " addr add 10.231.0.2/24 dev ", links_[1], " && ip -n ", names_[0], " link set ", links_[0],
+        " up && ip -n ", names_[1], " link set ", links_[1], " up && ip -n ", names_[0],
+        " link set lo up && ip -n ", names_[1], " link set lo up");
     Result r = testing::RunShell(setup);
     made_ = r.exit_code == 0;
     why_ = r.err.substr(0, r.err.find('\n'));

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "gtest/gtest.h"
+#include "tests/scratch_folder.h"
 
 namespace pbert {
 namespace {
@@ -14,13 +15,7 @@ namespace fs = std::filesystem;
 
 class AtomicFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pbert_atomic_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = testing::ScratchFolder(); }
   void TearDown() override { fs::remove_all(dir_); }
   size_t FilesIn() const {
     return std::distance(fs::directory_iterator(dir_), fs::directory_iterator{});

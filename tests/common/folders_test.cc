@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/scratch_folder.h"
 
 namespace pbert {
 namespace {
@@ -16,11 +17,7 @@ namespace fs = std::filesystem;
 class FoldersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // ctest runs each test in its own process, in parallel: one folder per test.
-    root_ = fs::temp_directory_path() /
-            (std::string("pbert_folders_") +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
+    root_ = testing::ScratchFolder();
     fs::create_directories(root_ / "store");
     std::ofstream(root_ / "file.txt") << "x";
   }

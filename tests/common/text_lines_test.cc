@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/scratch_folder.h"
 
 namespace pbert {
 namespace {
@@ -20,14 +21,7 @@ namespace fs = std::filesystem;
 
 class TextLinesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // ctest runs each test in its own process, in parallel: one folder per test.
-    root_ = fs::temp_directory_path() /
-            (std::string("pbert_lines_") +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
+  void SetUp() override { root_ = testing::ScratchFolder(); }
   void TearDown() override { fs::remove_all(root_); }
   std::string Write(const std::string& name, const std::string& bytes) {
     std::string path = root_ / name;
@@ -35,8 +29,8 @@ class TextLinesTest : public ::testing::Test {
     return path;
   }
   // Every line of `path`, and the status at the end.
-  static std::pair<std::vector<std::string>, absl::Status> ReadAll(const std::string& path,
-                                                                   size_t max = TextLines::kMaxLineBytes) {
+  static std::pair<std::vector<std::string>, absl::Status> ReadAll(
+      const std::string& path, size_t max = TextLines::kMaxLineBytes) {
     auto lines = TextLines::Open(path, "input", max);
     if (!lines.ok()) return {{}, lines.status()};
     std::vector<std::string> out;
@@ -80,15 +74,17 @@ TEST_F(TextLinesTest, ANulByteNamesItsLine) {
   const std::string path = Write("bin.txt", first + "\nok\nok\nab" + std::string(1, '\0') + "\n");
   auto [lines, status] = ReadAll(path);
   EXPECT_EQ(status.message(), path + ":4: a NUL byte; this looks like a binary file, not text");
-  EXPECT_TRUE(lines.empty()) << "the first line ends in the block that holds the NUL, refused whole";
+  EXPECT_TRUE(lines.empty())
+      << "the first line ends in the block that holds the NUL, refused whole";
 }
 
 TEST_F(TextLinesTest, ALineOverTheLimitIsRefused) {
   const std::string path = Write("long.txt", "short\n" + std::string(100, 'x') + "\nafter\n");
   auto [lines, status] = ReadAll(path, 64);
   EXPECT_EQ(status.message(),
-            path + ":2: a line longer than 64 bytes; expected text with one sentence, paragraph "
-                   "or entry per line");
+            path +
+                ":2: a line longer than 64 bytes; expected text with one sentence, paragraph "
+                "or entry per line");
   EXPECT_EQ(lines, (Lines{"short"}));
   std::tie(lines, status) = ReadAll(path, 100);  // exactly at the limit
   EXPECT_TRUE(status.ok()) << status;
@@ -105,9 +101,7 @@ TEST_F(TextLinesTest, APipeIsReadOnceFromItsStart) {
   // A named pipe as bash's <(...) gives: a writer that goes once.
   const std::string path = root_ / "fifo";
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  std::thread writer([&] {
-    std::ofstream(path) << "first\nsecond\n";
-  });
+  std::thread writer([&] { std::ofstream(path) << "first\nsecond\n"; });
   auto [lines, status] = ReadAll(path);
   writer.join();
   EXPECT_TRUE(status.ok()) << status;
@@ -117,8 +111,9 @@ TEST_F(TextLinesTest, APipeIsReadOnceFromItsStart) {
 TEST_F(TextLinesTest, AFolderOrAMissingFileIsOneLine) {
   EXPECT_EQ(TextLines::Open(root_.string(), "vocabulary").status().message(),
             "vocabulary " + root_.string() + " is a folder; give a file");
-  EXPECT_EQ(TextLines::Open(root_ / "none.txt", "vocabulary").status().message(),
-            "cannot open vocabulary " + (root_ / "none.txt").string() + ": No such file or directory");
+  EXPECT_EQ(
+      TextLines::Open(root_ / "none.txt", "vocabulary").status().message(),
+      "cannot open vocabulary " + (root_ / "none.txt").string() + ": No such file or directory");
 }
 
 }  // namespace

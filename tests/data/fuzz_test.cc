@@ -12,10 +12,11 @@
 #include "common/config.h"
 #include "data/packing/report.h"
 #include "data/store.h"
-#include "gtest/gtest.h"
 #include "formats/safetensors.h"
+#include "gtest/gtest.h"
 #include "model/weights.h"
 #include "tests/data/random_instances.h"
+#include "tests/scratch_folder.h"
 
 namespace pbert {
 namespace {
@@ -79,13 +80,7 @@ struct TinyConfig {
 
 class FuzzTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            (std::string("pbert_fuzz_") +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
+  void SetUp() override { root_ = testing::ScratchFolder().string(); }
   void TearDown() override { fs::remove_all(root_); }
   std::string root_;
 };

@@ -3,16 +3,17 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/atomic_file.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
 #include "common/checksum.h"
-#include "nlohmann/json.hpp"
 #include "data/hdf5.h"
 #include "data/prepare.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/data/random_instances.h"
 #include "tests/data/shared_data.h"
+#include "tests/scratch_folder.h"
 
 namespace pbert::data {
 namespace {
@@ -21,13 +22,7 @@ namespace fs = std::filesystem;
 
 class StoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            (std::string("pbert_store_") +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
+  void SetUp() override { root_ = testing::ScratchFolder().string(); }
   void TearDown() override { fs::remove_all(root_); }
 
   std::string Write(const std::vector<Instance>& instances, uint32_t vocab_size, uint64_t per_shard,

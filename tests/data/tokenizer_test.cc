@@ -163,10 +163,13 @@ TEST(VocabularyTest, MissingSpecialTokenNamesTheFile) {
   // A byte order mark would make the first token "\uFEFF[PAD]" unseen.
   ASSERT_TRUE(WriteFileAtomically(path, "\xEF\xBB\xBF[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n").ok());
   EXPECT_EQ(std::string(Vocabulary::Load(path).status().message()),
-            path + ":1: starts with a UTF-8 byte order mark, which would become part of its "
-                   "first token; remove it: sed -i '1s/^\\xEF\\xBB\\xBF//' " + path);
+            path +
+                ":1: starts with a UTF-8 byte order mark, which would become part of its "
+                "first token; remove it: sed -i '1s/^\\xEF\\xBB\\xBF//' " +
+                path);
   // Windows line ends are whitespace, as in BERT's tokenization.py.
-  ASSERT_TRUE(WriteFileAtomically(path, "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nhi\r\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(path, "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nhi\r\n").ok());
   ASSERT_TRUE(Vocabulary::Load(path).ok());
   EXPECT_EQ(Vocabulary::Load(path)->token(5), "hi");
   ASSERT_TRUE(WriteFileAtomically(path, "").ok());

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "tests/scratch_folder.h"
 
 namespace pbert::train {
 namespace {
@@ -38,11 +39,7 @@ std::string WriteRun(const fs::path& dir, const std::string& name, double minute
 
 class MlperfResultTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           absl::StrCat("pbert_mlperf_", ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
+  void SetUp() override { dir_ = testing::ScratchFolder(); }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };
