@@ -9,6 +9,12 @@
 
 #include "common/torch_compat.h"
 
+#include <ATen/ops/_foreach_norm.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/stack.h>
+
+#include <vector>
+
 #if PBERT_TORCH_AT_LEAST(2, 0)
 #include <ATen/ops/scaled_dot_product_attention.h>
 #else
@@ -28,6 +34,23 @@ inline at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tenso
   return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
 #else
   return std::get<0>(at::_scaled_dot_product_attention(q, k, v, mask, dropout_p));
+#endif
+}
+
+// The L2 norm of each tensor of `tensors`, accumulated in double, as one
+// [N] float64 tensor on their device. Since 2.4 _foreach_norm takes the
+// accumulation dtype (one multi-tensor kernel on CUDA); before, one norm
+// per tensor.
+inline at::Tensor ForeachNorms(const std::vector<at::Tensor>& tensors) {
+#if PBERT_TORCH_AT_LEAST(2, 4)
+  return at::stack(at::_foreach_norm(tensors, 2, at::kDouble));
+#else
+  std::vector<at::Tensor> norms;
+  norms.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    norms.push_back(at::linalg_vector_norm(t, 2, c10::nullopt, false, at::kDouble));
+  }
+  return at::stack(norms);
 #endif
 }
 

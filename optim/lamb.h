@@ -13,6 +13,7 @@
 
 namespace pbert::optim {
 
+
 struct LambOptions : public torch::optim::OptimizerCloneableOptions<LambOptions> {
   LambOptions(double lr = 1e-3);  // NOLINT(google-explicit-constructor): as AdamOptions
   /// Learning rate; the schedule sets it before each step.
@@ -73,6 +74,11 @@ struct LambParamState : public torch::optim::OptimizerCloneableParamState<LambPa
 //   u = m' / (sqrt(v') + eps) + weight_decay w   (m', v': bias-corrected or not)
 //   r = ||w|| / ||u||  (1 if either norm is 0, or trust_ratio is off)
 //   w = w - lr r u
+// computed for all parameters of a group at once with LibTorch's
+// multi-tensor _foreach_ operations, on any device (on CUDA a few kernel
+// launches for all parameters; on the CPU ATen's vectorised kernels, about
+// 0.7x the time of a per-parameter fused loop: bench/optimizer), each
+// parameter with its own trust ratio. No value goes to the host.
 class Lamb : public torch::optim::Optimizer {
  public:
   explicit Lamb(std::vector<torch::optim::OptimizerParamGroup> param_groups,
@@ -92,8 +98,12 @@ std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(
     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
     const LambOptions& options, bool exclude_from_trust_ratio);
 
-// Scales all gradients so that their global L2 norm is at most `max_norm`
-// (no limit if <= 0) and returns the norm before scaling.
+// The L2 norm of all gradients together, accumulated in double precision
+// whatever the gradients' dtype.
+double GlobalGradNorm(const std::vector<torch::Tensor>& parameters);
+
+// Scales all gradients so that their global L2 norm (GlobalGradNorm) is at
+// most `max_norm` (no limit if <= 0) and returns the norm before scaling.
 double ClipGradNorm(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 }  // namespace pbert::optim

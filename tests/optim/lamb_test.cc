@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "common/torch_compat.h"
 #include "gtest/gtest.h"
@@ -186,6 +187,44 @@ TEST(ClipGradNormTest, ScalesToTheLimitAndReportsTheNorm) {
   EXPECT_NEAR(a.grad()[0].item<float>(), 0.6f, 1e-7);
 }
 
+// The norm of float gradients against a long double sum of their squares.
+// Each square of a float is exact in double; a sum of n positive terms in
+// double is within n * eps_double of the exact sum, relatively (Higham,
+// Accuracy and Stability of Numerical Algorithms, 4.2), whatever order the
+// kernel adds them in, and the root halves that.
+long double ReferenceSquares(const torch::Tensor& g) {
+  torch::Tensor d = g.to(torch::kDouble).contiguous();
+  const double* x = d.data_ptr<double>();
+  long double sum = 0;
+  for (int64_t i = 0; i < d.numel(); ++i) sum += static_cast<long double>(x[i]) * x[i];
+  return sum;
+}
+
+TEST(ClipGradNormTest, EqualsADoublePrecisionSumOverMixedMagnitudes) {
+  // A word-embedding-sized gradient (3.9M entries): most rows small (words
+  // not in the batch: 1e-9 to 1e-6), a few thousand large ones; and two
+  // small tensors beside it. A float reduction loses the small terms'
+  // contribution, which is about 1e-4 of the total here.
+  torch::manual_seed(5);
+  auto big = torch::zeros({30522, 128}).set_requires_grad(true);
+  torch::Tensor g = torch::randn({30522, 128}) * torch::pow(10.0, torch::rand({30522, 1}) * 3 - 9);
+  g.narrow(0, 0, 3000).mul_(1e5);
+  big.mutable_grad() = g;
+  auto bias = torch::zeros({128}).set_requires_grad(true);
+  bias.mutable_grad() = torch::randn({128}) * 1e-3;
+  auto none = torch::zeros({4}).set_requires_grad(true);  // no gradient: left out
+  const long double squares = ReferenceSquares(big.grad()) + ReferenceSquares(bias.grad());
+  const double reference = static_cast<double>(std::sqrt(squares));
+  const double norm = GlobalGradNorm({big, bias, none});
+  const double terms = static_cast<double>(big.numel() + bias.numel());
+  EXPECT_NEAR(norm, reference, terms * std::numeric_limits<double>::epsilon() * reference);
+  // Clipping to half of it scales every gradient by exactly that ratio.
+  const torch::Tensor before = big.grad().clone();
+  EXPECT_DOUBLE_EQ(ClipGradNorm({big, bias, none}, 0.5 * norm), norm);
+  EXPECT_TRUE(torch::allclose(big.grad(), before * (0.5 * norm / norm), 0, 0));
+  EXPECT_NEAR(GlobalGradNorm({big, bias}), 0.5 * norm, 1e-6 * norm);  // float rounding of the scaled values
+}
+
 TEST(BertParamGroupsTest, BiasAndLayerNormAreExcluded) {
   torch::OrderedDict<std::string, torch::Tensor> named;
   named.insert("encoder.layer.0.attention.self.query.weight", torch::zeros({2, 2}));
@@ -222,27 +261,83 @@ TEST(AccumulationTest, NormalisingByTheStepTotalEqualsOneBigBatch) {
   EXPECT_FALSE(torch::allclose(w.grad(), reference, 1e-6, 1e-6));
 }
 
-// The CPU's fused two-pass update (contiguous float and double tensors)
-// against the general tensor-operation path (taken here by a non-contiguous
-// parameter): the same update to float rounding, over several steps.
-TEST(LambTest, FusedAndGeneralPathsAgree) {
+// The multi-tensor step against LAMB written out one parameter at a time
+// with plain tensor operations (as the header states it), in float, over
+// several steps of two groups as BERT trains them (decay and trust ratio;
+// neither), on tensors large and of one element. The two compute the same
+// formula in another order of float operations: each element's update u
+// differs by at most a few float roundings (some ten operations: kOps * eps
+// relative), and each new weight may round differently once (eps |w|).
+// Summed over the steps, that bounds the weights' difference; the moments
+// and norms add terms of the same order.
+TEST(LambTest, TheMultiTensorStepEqualsThePerParameterOne) {
+  constexpr double kEpsF = std::numeric_limits<float>::epsilon();
+  constexpr double kOps = 32;
+  constexpr int kSteps = 5;
+  const double lr = 0.01, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-6;
   torch::manual_seed(11);
-  at::Tensor values = torch::randn({7, 5});
-  const at::Tensor initial = values.t().clone();
-  at::Tensor fused = values.t().contiguous().requires_grad_();
-  at::Tensor general = values.t().detach().requires_grad_();  // strided view
-  ASSERT_TRUE(fused.is_contiguous());
-  ASSERT_FALSE(general.is_contiguous());
-  Lamb a({fused}, GoldenOptions(true)), b({general}, GoldenOptions(true));
-  for (int t = 1; t <= 5; ++t) {
-    at::Tensor g = torch::randn({5, 7});
-    fused.mutable_grad() = g.clone();
-    general.mutable_grad() = g.clone();
-    a.step();
-    b.step();
-    EXPECT_TRUE(torch::allclose(fused, general, 1e-5, 1e-6)) << "step " << t;
+  const std::vector<torch::Tensor> initial = {torch::randn({300, 100}), torch::randn({100}),
+                                              torch::randn({1}), torch::zeros({7})};
+  const std::vector<bool> decayed = {true, false, true, false};
+  std::vector<torch::Tensor> params, m, v, reference;
+  for (const auto& x : initial) {
+    params.push_back(x.clone().requires_grad_());
+    reference.push_back(x.clone());
+    m.push_back(torch::zeros_like(x));
+    v.push_back(torch::zeros_like(x));
   }
-  EXPECT_FALSE(torch::allclose(fused, initial, 1e-3, 1e-3)) << "the parameters moved";
+  LambOptions with = LambOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd);
+  LambOptions without = with;
+  without.weight_decay(0).trust_ratio(false);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{params[0], params[2]},
+                      std::make_unique<LambOptions>(with));
+  groups.emplace_back(std::vector<torch::Tensor>{params[1], params[3]},
+                      std::make_unique<LambOptions>(without));
+  Lamb lamb(std::move(groups), with);
+  std::vector<double> bound(initial.size(), 0.0);
+  for (int t = 1; t <= kSteps; ++t) {
+    const double c1 = 1 - std::pow(b1, t), c2 = 1 - std::pow(b2, t);
+    for (size_t i = 0; i < initial.size(); ++i) {
+      const torch::Tensor g = torch::randn(initial[i].sizes()) * (i == 0 ? 1e-3 : 1.0);
+      params[i].mutable_grad() = g.clone();
+      m[i] = m[i] * b1 + g * (1 - b1);
+      v[i] = v[i] * b2 + g * g * (1 - b2);
+      torch::Tensor u = (m[i] / c1) / ((v[i] / c2).sqrt() + eps);
+      double ratio = 1;
+      if (decayed[i]) {
+        u = u + reference[i] * wd;
+        const double w_norm = reference[i].norm().item<double>(), u_norm = u.norm().item<double>();
+        if (w_norm > 0 && u_norm > 0) ratio = w_norm / u_norm;
+      }
+      const torch::Tensor before = reference[i].clone();
+      reference[i] = reference[i] - u * (lr * ratio);
+      bound[i] += kOps * kEpsF * (reference[i] - before).abs().max().item<double>() +
+                  kEpsF * reference[i].abs().max().item<double>();
+    }
+    lamb.step();
+    for (size_t i = 0; i < initial.size(); ++i) {
+      EXPECT_LE((params[i] - reference[i]).abs().max().item<double>(), bound[i])
+          << "parameter " << i << " after step " << t;
+    }
+  }
+  EXPECT_FALSE(torch::allclose(params[0], initial[0], 1e-3, 1e-3)) << "the weights moved";
+}
+
+// Any layout: a strided parameter takes the same step as a contiguous one.
+TEST(LambTest, AStridedParameterStepsAsAContiguousOne) {
+  at::Tensor values = torch::randn({7, 5});
+  at::Tensor strided = values.clone().t().detach().requires_grad_();
+  at::Tensor contiguous = values.t().contiguous().requires_grad_();
+  ASSERT_FALSE(strided.is_contiguous());
+  const at::Tensor g = torch::randn({5, 7});
+  strided.mutable_grad() = g.clone();
+  contiguous.mutable_grad() = g.clone();
+  Lamb a({strided}, LambOptions(0.01)), b({contiguous}, LambOptions(0.01));
+  a.step();
+  b.step();
+  EXPECT_TRUE(torch::equal(strided, contiguous));
+  EXPECT_FALSE(torch::allclose(contiguous, values.t(), 1e-4, 1e-4)) << "the weights moved";
 }
 
 }  // namespace

@@ -157,5 +157,39 @@ TEST(StepTest, ANonFiniteLossSkipsTheUpdate) {
   EXPECT_TRUE(torch::equal(before, run.model->bert->embeddings->word_embeddings->weight));
 }
 
+// The step's gradient norm (clipping and the logged grad_norm) on a tiny
+// BERT of the demo's shape, whose word-embedding gradient has 3.9M entries,
+// mostly zero or small: equal to a long double sum of the gradients'
+// squares to 1e-7 (the double accumulation is good to about 1e-12 here).
+TEST(StepTest, TheGradientNormIsExactOnATinyBert) {
+  torch::manual_seed(8);
+  model::BertForPreTraining bert(model::BertOptions()
+                                     .vocab_size(30522)
+                                     .hidden_size(128)
+                                     .num_layers(2)
+                                     .num_heads(2)
+                                     .intermediate_size(512)
+                                     .max_position_embeddings(128));
+  optim::Lamb lamb(optim::BertParamGroups(bert->named_parameters(), optim::LambOptions(kLr), true),
+                   optim::LambOptions(kLr));
+  auto communicator = distributed::Communicator::Single();
+  auto instances = model::testing::RandomInstances(16, 20, 120, 30522, 6);
+  Rows rows;
+  for (const auto& in : instances) rows.push_back({&in});
+  StepOptions options;
+  options.max_grad_norm = 0;  // report the norm, leave the gradients as they are
+  auto result = TrainStep(bert, lamb, *communicator, {*data::MakeBatch(rows, {128, 1, 0})}, kLr,
+                          options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  long double squares = 0;
+  for (const auto& p : bert->parameters()) {
+    at::Tensor g = p.grad().to(torch::kDouble).contiguous();
+    const double* x = g.data_ptr<double>();
+    for (int64_t i = 0; i < g.numel(); ++i) squares += static_cast<long double>(x[i]) * x[i];
+  }
+  const double reference = static_cast<double>(std::sqrt(squares));
+  EXPECT_NEAR(result->grad_norm, reference, 1e-7 * reference);
+}
+
 }  // namespace
 }  // namespace pbert::train
