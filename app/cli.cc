@@ -52,13 +52,13 @@ std::vector<Flag> ConfigFlags() {
 
 Flag OverwriteFlag() { return {"overwrite", "", "replace an existing output"}; }
 
-absl::Status CheckOutput(const Args& args, const std::string& path) {
+absl::Status CheckOutput(const Args& args, const std::string& path, Writes writes) {
   std::error_code error;
   if (!args.Has("overwrite") && std::filesystem::exists(path, error)) {
     return absl::AlreadyExistsError(absl::StrCat(
         path, " already exists; add --overwrite to replace it, or choose another name"));
   }
-  return CheckWritable(path, "output", Writes::kFile);
+  return CheckWritable(path, "output", writes);
 }
 
 int ExitCodeFor(const absl::Status& status) {

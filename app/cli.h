@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/folders.h"
 
 namespace pbert::app {
 
@@ -58,7 +59,7 @@ Flag OverwriteFlag();
 // Fails if `path` exists and the command line has no --overwrite (outputs
 // are never replaced by accident), or if it could not be written
 // (CheckWritable): both before the command's work.
-absl::Status CheckOutput(const Args& args, const std::string& path);
+absl::Status CheckOutput(const Args& args, const std::string& path, Writes writes = Writes::kFile);
 
 class CommandLine {
  public:

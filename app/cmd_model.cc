@@ -1,5 +1,6 @@
 #include <ATen/Context.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -8,9 +9,11 @@
 #include "app/config.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/folders.h"
 #include "common/status.h"
 #include "formats/safetensors.h"
 #include "model/bert.h"
+#include "model/hf_export.h"
 #include "model/weights.h"
 
 namespace pbert::app {
@@ -49,12 +52,48 @@ absl::Status Convert(const Args& args) {
   return absl::OkStatus();
 }
 
+// model export-hf CHECKPOINT OUT: a Hugging Face model folder.
+absl::Status ExportHf(const Args& args) {
+  const std::string in = args.positional()[1], out = WithoutTrailingSlash(args.positional()[2]);
+  // A checkpoint folder of train brings the config it was trained with.
+  std::error_code error;
+  const std::string saved = in + "/config.yaml";
+  const bool has_saved = std::filesystem::is_directory(in, error) && std::filesystem::exists(saved);
+  if (!args.Has("config") && !has_saved) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        in, " is no checkpoint folder of train (no config.yaml in it): give the model's shape "
+            "with --config FILE"));
+  }
+  ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}, has_saved ? saved : ""));
+  model::HfExportOptions options;
+  options.vocab = args.Get("vocab", config.prepare.vocab);
+  options.lower_case = config.prepare.lower_case;
+  options.existing = args.Has("overwrite") ? Existing::kReplace : Existing::kRefuse;
+  if (options.vocab.empty()) {
+    return absl::InvalidArgumentError(
+        "model export-hf needs the vocabulary the model was trained with: --vocab vocab.txt (or "
+        "prepare.vocab in the config)");
+  }
+  RETURN_IF_ERROR(CheckOutput(args, out, Writes::kFolder));
+  model::BertForPreTraining bert(config.model.bert);
+  RETURN_IF_ERROR(model::LoadWeights(*bert, in));
+  RETURN_IF_ERROR(model::ExportHuggingFace(*bert, config.model.bert, options, out));
+  logging::Get("model")->info(
+      "{}: config.json, model.safetensors, vocab.txt and tokenizer_config.json for "
+      "transformers' BertForPreTraining.from_pretrained and BertTokenizerFast.from_pretrained",
+      out);
+  std::cout << out << "\n";
+  return absl::OkStatus();
+}
+
 absl::Status RunModel(const Args& args) {
   const auto& words = args.positional();
   if (words.size() == 3 && words[0] == "convert") return Convert(args);
+  if (words.size() == 3 && words[0] == "export-hf") return ExportHf(args);
   if (words.size() != 1 || words[0] != "init") {
     return absl::InvalidArgumentError(
-        "expected 'model init' or 'model convert IN OUT'; see 'packed-bert model --help'");
+        "expected 'model init', 'model convert IN OUT' or 'model export-hf CHECKPOINT OUT'; see "
+        "'packed-bert model --help'");
   }
   if (!args.Has("out")) return absl::InvalidArgumentError("model init needs --out FILE");
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"seed", "run.seed"}}));
@@ -80,7 +119,8 @@ Command ModelCommand() {
   command.summary = "create or convert model weights";
   command.usage =
       "model init --config FILE [--seed N] --out W.safetensors\n"
-      "       model convert IN OUT.safetensors [--config FILE]";
+      "       model convert IN OUT.safetensors [--config FILE]\n"
+      "       model export-hf CHECKPOINT OUT [--vocab vocab.txt] [--config FILE]";
   command.details =
       "init writes a freshly initialised BertForPreTraining (normal(0, initializer_range)\n"
       "weights, zero biases, LayerNorm 1/0) as safetensors with Hugging Face parameter names;\n"
@@ -89,10 +129,16 @@ Command ModelCommand() {
       "(safetensors; a torch.save state dict, bare or under 'model', with Hugging Face or\n"
       "NVIDIA names; a TensorFlow checkpoint PREFIX or PREFIX.index) and writes them as\n"
       "Hugging Face safetensors, skipping optimizer state; with --config it also checks that\n"
-      "they fit that model.";
+      "they fit that model.\n"
+      "export-hf writes the folder OUT that transformers loads with\n"
+      "BertForPreTraining.from_pretrained(OUT) and BertTokenizerFast.from_pretrained(OUT):\n"
+      "config.json, model.safetensors, vocab.txt, tokenizer_config.json. CHECKPOINT is a\n"
+      "checkpoint folder of train (its config.yaml gives the shape) or, with --config, any\n"
+      "weights file.";
   command.flags = {
       {"out", "FILE", "init: where to write the weights (.safetensors)"},
       {"seed", "N", "initialisation seed (run.seed)"},
+      {"vocab", "FILE", "export-hf: the vocab.txt the model was trained with (prepare.vocab)"},
       OverwriteFlag(),
   };
   for (Flag f : ConfigFlags()) command.flags.push_back(f);

@@ -16,7 +16,8 @@
 namespace pbert::app {
 
 absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
-                                            const std::vector<FlagKey>& shorthands) {
+                                            const std::vector<FlagKey>& shorthands,
+                                            const std::string& default_file) {
   std::vector<config::Override> overrides = config::SetFlags(args.GetAll("set"));
   std::vector<FlagKey> flags = {{"threads", "run.threads"}, {"log-level", "run.log_level"}};
   flags.insert(flags.end(), shorthands.begin(), shorthands.end());
@@ -26,7 +27,7 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                          absl::StrCat("--", f.flag, " ", args.Get(f.flag))});
   }
   ExperimentConfig config;
-  RETURN_IF_ERROR(config::Load(args.Get("config"), overrides, &config));
+  RETURN_IF_ERROR(config::Load(args.Get("config", default_file), overrides, &config));
   // Under torchrun only rank 0 logs below warnings.
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
   logging::Init(config.run.log_level, environment.rank);

@@ -21,10 +21,12 @@ struct FlagKey {
   std::string key;
 };
 
-// Loads --config and --set (plus --threads, --log-level and `shorthands`),
-// then sets up logging and the intra-op thread count from the result.
+// Loads --config (or `default_file` without it) and --set (plus --threads,
+// --log-level and `shorthands`), then sets up logging and the intra-op
+// thread count from the result.
 absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
-                                            const std::vector<FlagKey>& shorthands = {});
+                                            const std::vector<FlagKey>& shorthands = {},
+                                            const std::string& default_file = "");
 
 // One warning line when the environment holds OpenBLAS to slower kernels
 // than the CPU runs (common/platform.h); for the commands that compute.

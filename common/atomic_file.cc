@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -144,7 +145,29 @@ absl::Status AtomicFileWriter::Write(absl::string_view text) {
       absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
-absl::Status AtomicFileWriter::Commit() {
+absl::Status RenameWithoutReplacing(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+    return absl::OkStatus();
+  }
+  int err = errno;
+  struct stat info;
+  if ((err == EINVAL || err == ENOSYS) && ::stat(from.c_str(), &info) == 0 &&
+      !S_ISDIR(info.st_mode)) {
+    // A file system without RENAME_NOREPLACE: a hard link fails as atomically.
+    if (::link(from.c_str(), to.c_str()) == 0) {
+      ::unlink(from.c_str());
+      return absl::OkStatus();
+    }
+    err = errno;
+  }
+  if (err == EEXIST || err == ENOTEMPTY) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        to, " exists (made meanwhile by another command?); remove it or choose another path"));
+  }
+  return ErrnoError(absl::StrCat("cannot rename ", from, " to ", to), err);
+}
+
+absl::Status AtomicFileWriter::Commit(Existing existing) {
   if (fd_ < 0) return absl::FailedPreconditionError("commit called twice: " + path_);
   // mkstemp creates 0600 files; give the result the usual permissions.
   mode_t mask = ::umask(0);
@@ -158,7 +181,12 @@ absl::Status AtomicFileWriter::Commit() {
     ::unlink(temp_path_.c_str());
     return ErrnoError(absl::StrCat("cannot close ", temp_path_), err);
   }
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (existing == Existing::kRefuse) {
+    if (absl::Status renamed = RenameWithoutReplacing(temp_path_, path_); !renamed.ok()) {
+      ::unlink(temp_path_.c_str());
+      return renamed;
+    }
+  } else if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     int err = errno;
     ::unlink(temp_path_.c_str());
     return ErrnoError(absl::StrCat("cannot rename ", temp_path_, " to ", path_), err);
@@ -170,6 +198,67 @@ absl::Status AtomicFileWriter::Commit() {
     ::close(dir_fd);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<AtomicFolderWriter> AtomicFolderWriter::Create(const std::string& path) {
+  // Temporary folders of killed earlier attempts go; a running one's stay.
+  RemoveStaleTemporaries(path, ".tmp-");
+  std::string pattern = path + ".tmp-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (::mkdtemp(buffer.data()) == nullptr) {
+    return ErrnoError(absl::StrCat("cannot create a temporary folder beside ", path), errno);
+  }
+  const std::string temp(buffer.data());
+  // mkdtemp makes it private (0700); the result gets the usual permissions.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::chmod(temp.c_str(), 0777 & ~mask);
+  int fd = LockTemporary(temp);
+  if (fd < 0) {
+    int err = errno;
+    std::error_code ignored;
+    std::filesystem::remove_all(temp, ignored);
+    return ErrnoError(absl::StrCat("cannot lock ", temp), err);
+  }
+  return AtomicFolderWriter(path, temp, fd);
+}
+
+AtomicFolderWriter::AtomicFolderWriter(AtomicFolderWriter&& other) noexcept
+    : path_(std::move(other.path_)),
+      temp_path_(std::move(other.temp_path_)),
+      lock_fd_(std::exchange(other.lock_fd_, -1)) {}
+
+AtomicFolderWriter::~AtomicFolderWriter() {
+  if (lock_fd_ < 0) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(temp_path_, ignored);
+  ::close(lock_fd_);
+}
+
+absl::Status AtomicFolderWriter::Commit(Existing existing) {
+  if (lock_fd_ < 0) return absl::FailedPreconditionError("commit called twice: " + path_);
+  RETURN_IF_ERROR(SyncPath(temp_path_));
+  std::error_code error;
+  if (existing == Existing::kRefuse) {
+    RETURN_IF_ERROR(RenameWithoutReplacing(temp_path_, path_));
+  } else {
+    // The old folder is moved aside first: one of the two is whole at
+    // every moment.
+    const std::string old = temp_path_ + ".old";
+    const bool replacing = std::filesystem::exists(path_, error);
+    if (replacing && ::rename(path_.c_str(), old.c_str()) != 0) {
+      return ErrnoError(absl::StrCat("cannot move ", path_, " aside"), errno);
+    }
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+      int err = errno;
+      if (replacing) ::rename(old.c_str(), path_.c_str());
+      return ErrnoError(absl::StrCat("cannot rename ", temp_path_, " to ", path_), err);
+    }
+    if (replacing) std::filesystem::remove_all(old, error);
+  }
+  ::close(std::exchange(lock_fd_, -1));
+  return SyncPath(DirectoryOf(path_));
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {

@@ -19,6 +19,13 @@
 
 namespace pbert {
 
+// What publishing a file or folder does to one already at its path.
+enum class Existing {
+  kReplace,  // replaced as a whole (readers see the old one or the new one)
+  kRefuse,   // the commit fails (AlreadyExists) and the temporary goes; atomic:
+             // of two writers racing to one new path, exactly one succeeds
+};
+
 class AtomicFileWriter {
  public:
   // Creates the temporary file in the target's directory.
@@ -38,8 +45,8 @@ class AtomicFileWriter {
   // The temporary file, for libraries that write by file name (HDF5): they
   // write there, and Commit() publishes what they wrote.
   const std::string& temp_path() const { return temp_path_; }
-  // Flushes, fsyncs and renames the temporary file over the target.
-  absl::Status Commit();
+  // Flushes, fsyncs and renames the temporary file to the target.
+  absl::Status Commit(Existing existing = Existing::kReplace);
 
  private:
   AtomicFileWriter(std::string path, std::string temp_path, int fd)
@@ -50,6 +57,42 @@ class AtomicFileWriter {
   int fd_ = -1;
   uint64_t size_ = 0;
 };
+
+// A folder written whole or not at all: its files are written into a
+// temporary folder beside the target (locked while this writer lives,
+// removed unless committed), which Commit renames to the target.
+class AtomicFolderWriter {
+ public:
+  // The target's parent folder must exist.
+  static absl::StatusOr<AtomicFolderWriter> Create(const std::string& path);
+
+  AtomicFolderWriter(AtomicFolderWriter&& other) noexcept;
+  AtomicFolderWriter& operator=(AtomicFolderWriter&&) = delete;
+  AtomicFolderWriter(const AtomicFolderWriter&) = delete;
+  AtomicFolderWriter& operator=(const AtomicFolderWriter&) = delete;
+  ~AtomicFolderWriter();
+
+  // Where to write the folder's files.
+  const std::string& temp_path() const { return temp_path_; }
+  // fsyncs the temporary folder and renames it to the target. kReplace
+  // moves an existing target aside first and removes it after, so that one
+  // whole folder is there at every moment.
+  absl::Status Commit(Existing existing);
+
+ private:
+  AtomicFolderWriter(std::string path, std::string temp_path, int lock_fd)
+      : path_(std::move(path)), temp_path_(std::move(temp_path)), lock_fd_(lock_fd) {}
+
+  std::string path_;
+  std::string temp_path_;
+  int lock_fd_ = -1;  // the temporary's lock; -1 once committed
+};
+
+// Renames `from` to `to`, failing with AlreadyExists (and leaving both as
+// they were) if `to` exists: renameat2's RENAME_NOREPLACE, or for a file on
+// a file system without it, link and unlink. Atomic: of two such renames to
+// one path, one fails.
+absl::Status RenameWithoutReplacing(const std::string& from, const std::string& to);
 
 // Removes the temporaries of `path` that no running process holds: entries
 // of its folder named `<name of path><marker>XXXXXX` (six letters or digits,

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -175,6 +176,93 @@ TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
                        "model [600,128])"),
             std::string::npos)
       << r.err;
+}
+
+// model export-hf: the folder transformers' from_pretrained loads, checked
+// by an independent listing of BertForPreTraining's state dict
+// (tests/model/check_hf_export.py), and read back into the model.
+TEST(CliTest, ExportHfWritesWhatTransformersLoads) {
+  namespace fs = std::filesystem;
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "needs /usr/bin/python3 for the check";
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_export_hf";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "step-00000010");
+  const std::string vocab = pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
+  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+                            "/configs/bert-tiny.yaml --set model.vocab_size=500 --log-level warn";
+  // A checkpoint folder as train writes one: its weights and config.yaml.
+  const std::string checkpoint = (dir / "step-00000010").string();
+  ASSERT_EQ(RunBinary("model init" + model + " --seed 3 --out " + checkpoint + "/model.safetensors")
+                .exit_code,
+            0);
+  Result dump = RunBinary("config dump" + model);
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  testing::WriteFile(checkpoint + "/config.yaml", dump.out);
+  const std::string out = (dir / "hf").string();
+  Result r = RunBinary("model export-hf " + checkpoint + " " + out + " --vocab " + vocab);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, out + "\n");
+  const std::string check = absl::StrCat("/usr/bin/python3 ", PBERT_SOURCE_DIR,
+                                         "/tests/model/check_hf_export.py ");
+  Result checked = testing::RunShell(check + out + " " + vocab);
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+  EXPECT_EQ(checked.out, "46 tensors as BertForPreTraining holds them\n");
+  // The check fails on a listing that does not fit (one layer more).
+  fs::copy(out, (dir / "wrong").string(), fs::copy_options::recursive);
+  std::string config = testing::ReadText((dir / "wrong" / "config.json").string());
+  const std::string layers = "\"num_hidden_layers\": 2";
+  config.replace(config.find(layers), layers.size(), "\"num_hidden_layers\": 3");
+  testing::WriteFile((dir / "wrong" / "config.json").string(), config);
+  Result wrong = testing::RunShell(check + (dir / "wrong").string() + " " + vocab);
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.out.find("model.safetensors: bert.encoder.layer.2.output.dense.weight is missing"),
+            std::string::npos)
+      << wrong.out << wrong.err;
+  // Read back: scoring through the export gives the checkpoint's numbers.
+  const std::string data = (dir / "d.hdf5").string();
+  ASSERT_TRUE(
+      data::WriteHdf5(data, pbert::testing::RandomInstances(20, 5, 40, 500, 9), 64, 40).ok());
+  Result before = RunBinary("score" + model + " --weights " + checkpoint + " --data " + data);
+  Result after = RunBinary("score" + model + " --weights " + out + "/model.safetensors --data " + data);
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  auto b = nlohmann::json::parse(before.out), a = nlohmann::json::parse(after.out);
+  EXPECT_EQ(a["mlm_loss_per_token"], b["mlm_loss_per_token"]);
+  EXPECT_EQ(a["nsp_accuracy"], b["nsp_accuracy"]);
+  // Refused, each with one line and exit 2, leaving nothing: an existing
+  // folder, no vocabulary, a weights file without its config, a vocabulary
+  // larger than the model's.
+  r = RunBinary("model export-hf " + checkpoint + " " + out + " --vocab " + vocab);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert model: error: " + out +
+                       " already exists; add --overwrite to replace it, or choose another name\n");
+  EXPECT_EQ(RunBinary("model export-hf " + checkpoint + " " + out + " --vocab " + vocab +
+                      " --overwrite")
+                .exit_code,
+            0);
+  r = RunBinary("model export-hf " + checkpoint + " " + (dir / "b").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "packed-bert model: error: model export-hf needs the vocabulary the model was trained "
+            "with: --vocab vocab.txt (or prepare.vocab in the config)\n");
+  r = RunBinary("model export-hf " + checkpoint + "/model.safetensors " + (dir / "c").string() +
+                " --vocab " + vocab);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert model: error: " + checkpoint +
+                       "/model.safetensors is no checkpoint folder of train (no config.yaml in "
+                       "it): give the model's shape with --config FILE\n");
+  const std::string big = pbert::testing::WriteTestVocab((dir / "big.txt").string(), 600);
+  r = RunBinary("model export-hf " + checkpoint + " " + (dir / "d").string() + " --vocab " + big);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert model: error: " + big +
+                       " holds 600 tokens, more than the model's model.vocab_size 500: give the "
+                       "vocabulary it was trained with\n");
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"big.txt", "d.hdf5", "hf", "step-00000010",
+                                            "vocab.txt", "wrong"}));
+  fs::remove_all(dir);
 }
 
 std::string SharedData(const std::string& name) {

@@ -1,0 +1,34 @@
+// A trained model as a Hugging Face model folder: what
+// BertForPreTraining.from_pretrained(OUT) and
+// BertTokenizerFast.from_pretrained(OUT) load (docs/model.md, Hugging Face
+// export).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/atomic_file.h"
+#include "model/bert_options.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace pbert::model {
+
+struct HfExportOptions {
+  std::string vocab;        // the vocab.txt the model was trained with
+  bool lower_case = true;   // the tokenizer's do_lower_case (prepare.lower_case)
+  Existing existing = Existing::kRefuse;  // an existing OUT
+};
+
+// Writes the folder `out` whole or not at all: config.json (the shape of
+// `options`, GELU, float32), model.safetensors (every parameter of `bert`,
+// a BertForPreTraining of `options`, under Hugging Face's names; the MLM
+// decoder tied to the word embeddings is written once, as save_pretrained
+// writes it), vocab.txt and tokenizer_config.json. The vocabulary must hold
+// BERT's special tokens and at most options.vocab_size() tokens.
+absl::Status ExportHuggingFace(const torch::nn::Module& bert, const BertOptions& options,
+                               const HfExportOptions& export_options, const std::string& out);
+
+}  // namespace pbert::model

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""An independent check of a Hugging Face export (packed-bert model export-hf).
+
+    check_hf_export.py OUT VOCAB
+
+Lists the state dict of transformers' BertForPreTraining for the sizes in
+OUT/config.json, written from the module structure of transformers'
+models/bert/modeling_bert.py (BertEmbeddings, BertLayer = BertAttention
+(BertSelfAttention, BertSelfOutput) + BertIntermediate + BertOutput,
+BertPooler, BertPreTrainingHeads), not from packed-bert's name table; reads
+OUT/model.safetensors by the format's description (8-byte little-endian
+header length, JSON header); and checks that the file holds exactly those
+tensors, float32, with those shapes, its metadata says format "pt" (which
+from_pretrained requires), config.json has the keys from_pretrained reads,
+vocab.txt is VOCAB, and tokenizer_config.json names BERT's special tokens.
+Prints what differs and exits 1, or exits 0.
+"""
+import json
+import struct
+import sys
+
+
+def bert_for_pretraining_state_dict(c):
+    """name -> shape, as BertForPreTraining(config).state_dict() holds them,
+    less the two entries save_pretrained leaves out as tied:
+    cls.predictions.decoder.weight (the word embeddings) and
+    cls.predictions.decoder.bias (cls.predictions.bias)."""
+    h, i, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    out = {
+        "bert.embeddings.word_embeddings.weight": [v, h],
+        "bert.embeddings.position_embeddings.weight": [c["max_position_embeddings"], h],
+        "bert.embeddings.token_type_embeddings.weight": [c["type_vocab_size"], h],
+        "bert.embeddings.LayerNorm.weight": [h],
+        "bert.embeddings.LayerNorm.bias": [h],
+    }
+    for n in range(c["num_hidden_layers"]):
+        layer = "bert.encoder.layer.%d." % n
+        for projection in ("query", "key", "value"):
+            out[layer + "attention.self.%s.weight" % projection] = [h, h]
+            out[layer + "attention.self.%s.bias" % projection] = [h]
+        out[layer + "attention.output.dense.weight"] = [h, h]
+        out[layer + "attention.output.dense.bias"] = [h]
+        out[layer + "attention.output.LayerNorm.weight"] = [h]
+        out[layer + "attention.output.LayerNorm.bias"] = [h]
+        out[layer + "intermediate.dense.weight"] = [i, h]
+        out[layer + "intermediate.dense.bias"] = [i]
+        out[layer + "output.dense.weight"] = [h, i]
+        out[layer + "output.dense.bias"] = [h]
+        out[layer + "output.LayerNorm.weight"] = [h]
+        out[layer + "output.LayerNorm.bias"] = [h]
+    out["bert.pooler.dense.weight"] = [h, h]
+    out["bert.pooler.dense.bias"] = [h]
+    out["cls.predictions.bias"] = [v]
+    out["cls.predictions.transform.dense.weight"] = [h, h]
+    out["cls.predictions.transform.dense.bias"] = [h]
+    out["cls.predictions.transform.LayerNorm.weight"] = [h]
+    out["cls.predictions.transform.LayerNorm.bias"] = [h]
+    out["cls.seq_relationship.weight"] = [2, h]
+    out["cls.seq_relationship.bias"] = [2]
+    return out
+
+
+CONFIG_KEYS = {
+    "architectures": list, "model_type": str, "vocab_size": int, "hidden_size": int,
+    "num_hidden_layers": int, "num_attention_heads": int, "intermediate_size": int,
+    "hidden_act": str, "hidden_dropout_prob": float, "attention_probs_dropout_prob": float,
+    "max_position_embeddings": int, "type_vocab_size": int, "initializer_range": float,
+    "layer_norm_eps": float, "torch_dtype": str,
+}
+
+
+def main(out, vocab_path):
+    problems = []
+    with open(out + "/config.json") as f:
+        config = json.load(f)
+    for key, kind in CONFIG_KEYS.items():
+        if not isinstance(config.get(key), kind):
+            problems.append("config.json: %s is %r, expected a %s" % (key, config.get(key), kind.__name__))
+    if problems:
+        print("\n".join(problems))
+        return 1
+    if config["architectures"] != ["BertForPreTraining"] or config["model_type"] != "bert":
+        problems.append("config.json: not a BertForPreTraining of model_type bert")
+    if config["hidden_act"] != "gelu" or config["torch_dtype"] != "float32":
+        problems.append("config.json: hidden_act %s, torch_dtype %s" % (config["hidden_act"], config["torch_dtype"]))
+    if config["hidden_size"] % config["num_attention_heads"] != 0:
+        problems.append("config.json: hidden_size is no multiple of num_attention_heads")
+
+    with open(out + "/model.safetensors", "rb") as f:
+        blob = f.read()
+    (length,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + length].decode("utf-8"))
+    metadata = header.pop("__metadata__", {})
+    if metadata.get("format") != "pt":
+        problems.append("model.safetensors: metadata format is %r, from_pretrained needs 'pt'" % metadata.get("format"))
+    expected = bert_for_pretraining_state_dict(config)
+    for name in sorted(set(expected) - set(header)):
+        problems.append("model.safetensors: %s is missing" % name)
+    for name in sorted(set(header) - set(expected)):
+        problems.append("model.safetensors: %s is not a BertForPreTraining tensor" % name)
+    end = 0
+    for name in sorted(set(header) & set(expected)):
+        entry = header[name]
+        if entry["shape"] != expected[name] or entry["dtype"] != "F32":
+            problems.append("model.safetensors: %s is %s %s, expected F32 %s" % (name, entry["dtype"], entry["shape"], expected[name]))
+        begin, stop = entry["data_offsets"]
+        count = 1
+        for d in entry["shape"]:
+            count *= d
+        if stop - begin != 4 * count:
+            problems.append("model.safetensors: %s holds %d bytes for %d floats" % (name, stop - begin, count))
+        end = max(end, stop)
+    if 8 + length + end != len(blob):
+        problems.append("model.safetensors: %d bytes, the header accounts for %d" % (len(blob), 8 + length + end))
+
+    with open(vocab_path, "rb") as f, open(out + "/vocab.txt", "rb") as g:
+        if f.read() != g.read():
+            problems.append("vocab.txt differs from %s" % vocab_path)
+    with open(out + "/tokenizer_config.json") as f:
+        tokenizer = json.load(f)
+    for key, token in (("unk_token", "[UNK]"), ("sep_token", "[SEP]"), ("pad_token", "[PAD]"),
+                       ("cls_token", "[CLS]"), ("mask_token", "[MASK]")):
+        if tokenizer.get(key) != token:
+            problems.append("tokenizer_config.json: %s is %r" % (key, tokenizer.get(key)))
+    if not isinstance(tokenizer.get("do_lower_case"), bool):
+        problems.append("tokenizer_config.json: no do_lower_case")
+    print("\n".join(problems) if problems else "%d tensors as BertForPreTraining holds them" % len(header))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
