@@ -13,6 +13,7 @@
 #include "model/bert.h"
 #include "model/weights.h"
 #include "nlohmann/json.hpp"
+#include "train/device.h"
 #include "train/evaluator.h"
 
 namespace pbert::app {
@@ -29,13 +30,16 @@ absl::Status RunScore(const Args& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch-rows must be in [1, 1048576], got ", batch_rows));
   }
+  ASSIGN_OR_RETURN(const c10::Device device, train::ResolveDevice(config.run.device, 0));
+  RETURN_IF_ERROR(train::UseDevice(device));
   ASSIGN_OR_RETURN(model::Precision precision,
-                   model::ResolvePrecision(config.model.precision, c10::DeviceType::CPU));
+                   model::ResolvePrecision(config.model.precision, device));
   auto start = std::chrono::steady_clock::now();
 
   // The weights first: a wrong file is found before the data is read.
   model::BertForPreTraining bert(config.model.bert);
   RETURN_IF_ERROR(model::LoadWeights(*bert, args.Get("weights")));
+  bert->to(device);
   WarnIfSlowKernels();
 
   const std::string path = args.Get("data");
@@ -58,7 +62,7 @@ absl::Status RunScore(const Args& args) {
   data::LoaderOptions options;
   options.rows_per_batch = batch_rows;
   options.shape = {max_len, depth, 0};
-  train::Evaluator evaluator(source, index, options, precision);
+  train::Evaluator evaluator(source, index, options, precision, device);
   Progress progress("score", index->rows(), "rows");
   ASSIGN_OR_RETURN(train::PretrainingMetrics m,
                    evaluator.Run(bert, *communicator, [&](uint64_t rows) { progress.Add(rows); }));

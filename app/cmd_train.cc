@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "distributed/communicator.h"
+#include "train/device.h"
 #include "train/fault.h"
 #include "train/resume.h"
 #include "train/run_folder.h"
@@ -110,15 +111,17 @@ struct Parts {
 
 struct Setup {
   const distributed::Environment& environment;
+  const c10::Device& device;
   distributed::Communicator& communicator;
   train::RunFolder* folder;  // rank 0's; null on the other ranks
 };
 
 // Joins the run's process group (a group of one without a launcher).
 absl::StatusOr<std::unique_ptr<distributed::Communicator>> Join(
-    const ExperimentConfig& config, const distributed::Environment& environment) {
+    const ExperimentConfig& config, const distributed::Environment& environment,
+    const c10::Device& device) {
   const distributed::Backend backend =
-      distributed::ResolveBackend(config.dist.backend, /*model_on_cuda=*/false);
+      distributed::ResolveBackend(config.dist.backend, device.is_cuda());
   if (environment.distributed()) {
     logging::Get("train")->info(
         "rank {} of {} ({}; local rank {} of {}, node {}), {} process group at {}:{}",
@@ -126,7 +129,7 @@ absl::StatusOr<std::unique_ptr<distributed::Communicator>> Join(
         environment.local_world_size, environment.node_rank, NameOf(backend),
         environment.master_addr, environment.master_port);
   }
-  return distributed::Communicator::Create(environment, backend, config.dist.timeout());
+  return distributed::Communicator::Create(environment, backend, config.dist.timeout(), device);
 }
 
 // Checks everything the run needs and builds its trainer; writes nothing
@@ -140,7 +143,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const 
   ASSIGN_OR_RETURN(parts.data, train::TrainingData::Open(config));
   train::FaultPoint("checks", 0, s.communicator.rank());
   ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.data, s.communicator.rank(),
-                                                         s.communicator.world_size()));
+                                                         s.communicator.world_size(), s.device));
   logging::Get("train")->info("{}", parts.plan.description);
   parts.config_yaml =
       absl::StrCat(config::Dump(config), "\n# effective: ", parts.plan.description, "\n");
@@ -162,7 +165,11 @@ absl::Status RunTrain(const Args& args) {
   const ExperimentConfig& config = parts.config;
   RETURN_IF_ERROR(config.CheckTrainable());
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
-  ASSIGN_OR_RETURN(auto communicator, Join(config, environment));
+  // The one place the device is decided; the plan carries it from here.
+  ASSIGN_OR_RETURN(const c10::Device device,
+                   train::ResolveDevice(config.run.device, environment.local_rank));
+  RETURN_IF_ERROR(train::UseDevice(device));
+  ASSIGN_OR_RETURN(auto communicator, Join(config, environment, device));
   // Rank 0 writes the run folder, and holds it until the process ends.
   std::optional<train::RunFolder> folder;
   std::vector<std::string> release_paths;
@@ -172,7 +179,8 @@ absl::Status RunTrain(const Args& args) {
     release_paths = folder->ReleasePaths();
     InstallHandlersBeforeTraining(&release_paths);
   }
-  auto prepared = Prepare(args, {environment, *communicator, folder ? &*folder : nullptr}, parts);
+  auto prepared =
+      Prepare(args, {environment, device, *communicator, folder ? &*folder : nullptr}, parts);
   if (!prepared.ok()) {
     if (folder) folder->Release();  // refused: the folder as it was
     return prepared.status();

@@ -1,8 +1,9 @@
-// bench/allreduce: the gradient all-reduce of data-parallel training on Gloo
-// with 2 local processes (loopback), for the parameter counts of the tiny,
-// BERT-base and BERT-large models: in one flat tensor against buckets of
-// dist.bucket_mb (25 MiB), taking turns; and for tiny and base, the share of
-// a whole 2-rank training step it takes.
+// bench/allreduce: data-parallel training's gradient all-reduce on Gloo
+// with 2 local processes (loopback), for the tiny and BERT-base models: the
+// all-reduce of all gradients in dist.bucket_mb buckets alone, and a whole
+// training step (one micro-batch of 2 rows of 128 per rank) with the buckets
+// reduced after backward ("plain") and while backward runs ("overlapped",
+// the default: dist.overlap), the two taking turns in every round.
 //
 //   build/bench/allreduce [--rounds 3] [--port 29650]
 //
@@ -28,13 +29,13 @@
 #include "model/bert.h"
 #include "optim/lamb.h"
 #include "train/step.h"
+#include "train/trainee.h"
 
 namespace {
 
 struct Shape {
   const char* name;
   int64_t hidden, layers, heads, ffn;
-  bool time_step;  // also time a whole training step
 };
 
 // Sequences of 20-126 random tokens, [CLS] A [SEP] B [SEP], 15% masked.
@@ -67,88 +68,72 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
 int Worker(int rounds) {
   pbert::TuneMalloc();
   pbert::IgnoreOpenBlasCoretype();  // both sides get the same kernels
   pbert::TuneOpenBlasKernels();
   at::set_num_threads(1);
   auto env = pbert::distributed::EnvironmentFrom();
-  if (!env.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(env.status().message()).c_str());
-    return 2;
-  }
+  if (!env.ok()) return Fail(env.status());
   auto comm = pbert::distributed::Communicator::Create(*env, pbert::distributed::Backend::kGloo,
                                                         std::chrono::minutes(10));
-  if (!comm.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(comm.status().message()).c_str());
-    return 1;
-  }
+  if (!comm.ok()) return Fail(comm.status());
   const bool rank0 = env->rank == 0;
   if (rank0) {
-    std::printf("%-6s %12s %9s %12s %14s %10s %14s\n", "model", "parameters", "grad MB",
-                "one flat s", "25 MiB bkts s", "step s", "all-reduce %");
+    std::printf("%-6s %12s %9s %8s %14s %10s %14s %18s\n", "model", "parameters", "grad MB",
+                "buckets", "all-reduce s", "plain s", "overlapped s", "overlapped/plain");
   }
-  const std::vector<Shape> shapes = {{"tiny", 128, 2, 2, 512, true},
-                                     {"base", 768, 12, 12, 3072, true},
-                                     {"large", 1024, 24, 16, 4096, false}};
+  const std::vector<Shape> shapes = {{"tiny", 128, 2, 2, 512}, {"base", 768, 12, 12, 3072}};
+  // One micro-batch of 2 rows of 128 per rank, as in a 2-rank run.
+  auto instances = Sequences(2, 7 + env->rank);
+  std::vector<std::vector<const pbert::data::Instance*>> rows = {{&instances[0]},
+                                                                  {&instances[1]}};
+  auto batch = pbert::data::MakeBatch(rows, {128, 1, 0});
+  if (!batch.ok()) return Fail(batch.status());
   for (const Shape& s : shapes) {
-    torch::manual_seed(1);
-    pbert::model::BertForPreTraining model(pbert::model::BertOptions()
-                                               .hidden_size(s.hidden)
-                                               .num_layers(s.layers)
-                                               .num_heads(s.heads)
-                                               .intermediate_size(s.ffn));
-    std::vector<at::Tensor> params = model->parameters();
+    std::vector<std::unique_ptr<pbert::train::Trainee>> sides;
+    for (bool overlap : {false, true}) {
+      pbert::train::TraineeOptions o;
+      o.bert = pbert::model::BertOptions()
+                   .hidden_size(s.hidden)
+                   .num_layers(s.layers)
+                   .num_heads(s.heads)
+                   .intermediate_size(s.ffn);
+      o.lamb = pbert::optim::LambOptions(1e-4);
+      o.seed = 1;
+      o.overlap = overlap;
+      auto made = pbert::train::Trainee::Make(o, **comm);
+      if (!made.ok()) return Fail(made.status());
+      sides.push_back(std::move(*made));
+    }
     int64_t count = 0;
-    for (auto& p : params) {
-      p.mutable_grad() = torch::ones_like(p);
-      count += p.numel();
-    }
-    std::vector<double> flat, bucketed;
+    for (const auto& p : sides[0]->model()->parameters()) count += p.numel();
+    std::vector<double> reduce, plain, overlapped;
     for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
+      // The all-reduce alone: every bucket after a (skipped) backward.
       (*comm)->Barrier();
+      sides[0]->reducer().ZeroGrad();
       auto start = std::chrono::steady_clock::now();
-      (*comm)->SumGradients(params, std::numeric_limits<int64_t>::max());
-      if (r > 0) flat.push_back(Seconds(start));
-      (*comm)->Barrier();
-      start = std::chrono::steady_clock::now();
-      (*comm)->SumGradients(params, int64_t{25} << 20);
-      if (r > 0) bucketed.push_back(Seconds(start));
-    }
-    double step = 0;
-    if (s.time_step) {
-      // One micro-batch of 2 rows of 128 per rank, as in a 2-rank run.
-      auto instances = Sequences(2, 7 + env->rank);
-      std::vector<std::vector<const pbert::data::Instance*>> rows = {{&instances[0]},
-                                                                      {&instances[1]}};
-      auto batch = pbert::data::MakeBatch(rows, {128, 1, 0});
-      if (!batch.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(batch.status().message()).c_str());
-        return 1;
-      }
-      pbert::optim::Lamb lamb(pbert::optim::BertParamGroups(model->named_parameters(),
-                                                            pbert::optim::LambOptions(1e-4), true),
-                              pbert::optim::LambOptions(1e-4));
-      std::vector<double> steps;
-      for (int r = 0; r <= rounds; ++r) {
+      sides[0]->reducer().Finish();
+      if (r > 0) reduce.push_back(Seconds(start));
+      for (size_t k = 0; k < sides.size(); ++k) {
         (*comm)->Barrier();
-        auto start = std::chrono::steady_clock::now();
-        auto result = pbert::train::TrainStep(model, lamb, **comm, {*batch}, 1e-4, {});
-        if (!result.ok()) {
-          std::fprintf(stderr, "%s\n", std::string(result.status().message()).c_str());
-          return 1;
-        }
-        if (r > 0) steps.push_back(Seconds(start));
+        start = std::chrono::steady_clock::now();
+        auto result = pbert::train::TrainStep(*sides[k], **comm, {*batch}, 1e-4, {});
+        if (!result.ok()) return Fail(result.status());
+        if (r > 0) (k == 0 ? plain : overlapped).push_back(Seconds(start));
       }
-      step = Median(steps);
     }
     if (rank0) {
-      const double mb = count * 4.0 / (1 << 20);
-      std::printf("%-6s %12lld %9.0f %12.3f %14.3f %10s %14s\n", s.name,
-                  static_cast<long long>(count), mb, Median(flat), Median(bucketed),
-                  step > 0 ? std::to_string(step).substr(0, 6).c_str() : "-",
-                  step > 0 ? std::to_string(100 * Median(bucketed) / step).substr(0, 5).c_str()
-                           : "-");
+      std::printf("%-6s %12lld %9.0f %8d %14.3f %10.3f %14.3f %18.2f\n", s.name,
+                  static_cast<long long>(count), count * 4.0 / (1 << 20),
+                  sides[0]->reducer().buckets(), Median(reduce), Median(plain),
+                  Median(overlapped), Median(overlapped) / Median(plain));
       std::fflush(stdout);
     }
   }
@@ -165,8 +150,8 @@ int main(int argc, char** argv) {
     else if (flag == "--port") port = std::atoi(argv[i + 1]);
   }
   if (std::getenv("PBERT_BENCH_WORKER") != nullptr) return Worker(rounds);
-  std::printf("# gradient all-reduce, Gloo, 2 processes on this machine (loopback), "
-              "medians of %d rounds\n",
+  std::printf("# gradient all-reduce, Gloo, 2 processes on this machine (loopback), 25 MiB "
+              "buckets, medians of %d rounds\n",
               rounds);
   std::fflush(stdout);
   std::vector<pid_t> workers;

@@ -235,11 +235,9 @@ void PrintTopOperators(const std::string& title, const std::function<void()>& ru
   }
 }
 
-// Our side of one case: a model and optimizer kept across rounds.
-struct Ours {
-  pbert::model::BertForPreTraining model{nullptr};
-  std::unique_ptr<pbert::optim::Lamb> optimizer;
-};
+// Our side: one trainee (model, optimizer) per model size, kept across
+// rounds.
+using Ours = std::unique_ptr<pbert::train::Trainee>;
 
 int Main(int argc, char** argv) {
   int rounds = 5, steps = 3, threads = 2;
@@ -285,7 +283,7 @@ int Main(int argc, char** argv) {
     }
   }
   auto choice = pbert::ParseChoice<pbert::model::Precision>(precision_name, "--precision");
-  auto parsed = choice.ok() ? pbert::model::ResolvePrecision(*choice, c10::DeviceType::CPU)
+  auto parsed = choice.ok() ? pbert::model::ResolvePrecision(*choice, c10::Device(c10::kCPU))
                             : choice;
   if (!parsed.ok()) {
     std::cerr << parsed.status() << "\n";
@@ -466,31 +464,33 @@ int Main(int argc, char** argv) {
   for (const Case& c : cases) {
     const ModelShape& m = c.model;
     if (ours.count(m.name)) continue;
-    torch::manual_seed(1);
-    Ours& o = ours[m.name];
-    o.model = pbert::model::BertForPreTraining(pbert::model::BertOptions()
-                                                   .hidden_size(m.hidden)
-                                                   .num_layers(m.layers)
-                                                   .num_heads(m.heads)
-                                                   .intermediate_size(m.ffn));
-    o.optimizer = std::make_unique<pbert::optim::Lamb>(
-        pbert::optim::BertParamGroups(o.model->named_parameters(),
-                                      pbert::optim::LambOptions(1e-4), true),
-        pbert::optim::LambOptions(1e-4));
+    pbert::train::TraineeOptions o;
+    o.bert = pbert::model::BertOptions()
+                 .hidden_size(m.hidden)
+                 .num_layers(m.layers)
+                 .num_heads(m.heads)
+                 .intermediate_size(m.ffn);
+    o.lamb = pbert::optim::LambOptions(1e-4);
+    o.precision = precision;
+    o.seed = 1;
+    auto made = pbert::train::Trainee::Make(o, *communicator);
+    if (!made.ok()) {
+      std::cerr << made.status() << "\n";
+      return 1;
+    }
+    ours[m.name] = std::move(*made);
   }
-  pbert::train::StepOptions step_options;
-  step_options.precision = precision;
+  const pbert::train::StepOptions step_options;
   // Round 0 warms both sides up and is not counted.
   for (int round = 0; round <= rounds; ++round) {
     for (size_t i = 0; i < cases.size(); ++i) {
       Case& c = cases[i];
-      Ours& o = ours[c.model.name];
-      o.model->options.attention(c.attention);
+      pbert::train::Trainee& o = *ours[c.model.name];
+      o.model()->options.attention(c.attention);
       long faults = MinorFaults();
       for (int s = 0; s < steps; ++s) {
         auto start = std::chrono::steady_clock::now();
-        auto result = pbert::train::TrainStep(o.model, *o.optimizer, *communicator, {c.batch},
-                                              1e-4, step_options);
+        auto result = pbert::train::TrainStep(o, *communicator, {c.batch}, 1e-4, step_options);
         if (!result.ok()) {
           std::cerr << result.status() << "\n";
           return 1;
@@ -520,14 +520,14 @@ int Main(int argc, char** argv) {
   if (!profile.empty()) {
     for (size_t i = 0; i < cases.size(); ++i) {
       if (cases[i].name != profile) continue;
-      Ours& o = ours[cases[i].model.name];
-      o.model->options.attention(cases[i].attention);
+      pbert::train::Trainee& o = *ours[cases[i].model.name];
+      o.model()->options.attention(cases[i].attention);
       PrintTopOperators(
           absl::StrCat(profile, ", packed-bert, ", steps, " steps"),
           [&] {
             for (int s = 0; s < steps; ++s) {
-              (void)pbert::train::TrainStep(o.model, *o.optimizer, *communicator,
-                                            {cases[i].batch}, 1e-4, step_options);
+              (void)pbert::train::TrainStep(o, *communicator, {cases[i].batch}, 1e-4,
+                                            step_options);
             }
           },
           25);

@@ -21,7 +21,7 @@
 // factor.
 //
 //   build/bench/throughput [--rounds 3] [--steps 4] [--threads 2]
-//       [--models tiny,medium] [--lengths 128,512] [--attention dense|blocked]
+//       [--models tiny,medium] [--lengths 128,512] [--attention dense|blocked|varlen]
 //       [--corpus FILE... --vocab FILE]
 //
 // The corpus defaults to ../shared/data/wiki_00 and wiki_01 (Wikipedia, in
@@ -105,11 +105,16 @@ int main(int argc, char** argv) {
       continue;
     } else {
       std::cerr << "usage: bench/throughput [--rounds N] [--steps K] [--threads T] "
-                   "[--models tiny,mini,medium] [--lengths 128,512] [--attention dense|blocked] "
+                   "[--models tiny,mini,medium] [--lengths 128,512] [--attention dense|blocked|varlen] "
                    "[--corpus FILE... --vocab FILE]\n";
       return 2;
     }
     ++i;
+  }
+  auto attention_kind = pbert::ParseChoice<pbert::model::AttentionKind>(attention, "--attention");
+  if (!attention_kind.ok()) {
+    std::cerr << "bench/throughput: " << attention_kind.status().message() << "\n";
+    return 2;
   }
   if (corpus.empty()) corpus = {shared + "/wiki_00", shared + "/wiki_01"};
   if (vocab.empty()) vocab = shared + "/bert-base-uncased-vocab.txt";
@@ -195,20 +200,18 @@ int main(int argc, char** argv) {
 
     for (const ModelShape& m : all_models) {
       if (std::find(models.begin(), models.end(), m.name) == models.end()) continue;
-      torch::manual_seed(1);
-      pbert::model::BertForPreTraining model(
-          pbert::model::BertOptions()
-              .hidden_size(m.hidden)
-              .num_layers(m.layers)
-              .num_heads(m.heads)
-              .intermediate_size(m.ffn)
-              .max_position_embeddings(S)
-              .attention(attention == "blocked" ? pbert::model::AttentionKind::kBlocked
-                                                : pbert::model::AttentionKind::kDense));
-      pbert::optim::Lamb optimizer(
-          pbert::optim::BertParamGroups(model->named_parameters(), pbert::optim::LambOptions(1e-4),
-                                        true),
-          pbert::optim::LambOptions(1e-4));
+      pbert::train::TraineeOptions options;
+      options.bert = pbert::model::BertOptions()
+                         .hidden_size(m.hidden)
+                         .num_layers(m.layers)
+                         .num_heads(m.heads)
+                         .intermediate_size(m.ffn)
+                         .max_position_embeddings(S)
+                         .attention(*attention_kind);
+      options.lamb = pbert::optim::LambOptions(1e-4);
+      options.seed = 1;
+      auto trainee = pbert::train::Trainee::Make(options, *communicator);
+      if (!trainee.ok()) return Fail(trainee.status());
       for (Case& c : cases) c.seconds = c.tokens = c.sequences = c.slots = 0;
       for (int round = 0; round <= rounds; ++round) {
         for (Case& c : cases) {
@@ -229,8 +232,8 @@ int main(int argc, char** argv) {
             for (const auto& b : batches->batches) slots += b.input_ids.numel();
             tokens += batches->tokens;
             sequences += batches->sequences;
-            auto result = pbert::train::TrainStep(model, optimizer, *communicator,
-                                                  batches->batches, 1e-4, {});
+            auto result =
+                pbert::train::TrainStep(**trainee, *communicator, batches->batches, 1e-4, {});
             if (!result.ok()) return Fail(result.status());
           }
           const double seconds =

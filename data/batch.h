@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <vector>
 
@@ -29,6 +30,15 @@ struct PackedBatch {
   int64_t tokens = 0;
 
   int64_t rows() const { return input_ids.size(0); }
+
+  // This batch with every tensor on `device` (the host fields copied): the
+  // one call that moves a batch. `non_blocking` copies from pinned host
+  // memory (PinMemory) without waiting. On the device it is already on,
+  // the tensors are shared, not copied.
+  PackedBatch To(const c10::Device& device, bool non_blocking = false) const;
+  // Moves the tensors into page-locked host memory, from which a GPU copies
+  // asynchronously (a CUDA LibTorch only; the loader does it for GPU runs).
+  void PinMemory();
 };
 
 struct BatchShape {

@@ -140,6 +140,7 @@ absl::StatusOr<StepBatches> Loader::Build(uint64_t step) {
       }
     }
     ASSIGN_OR_RETURN(PackedBatch batch, MakeBatch(layout, options_.shape));
+    if (options_.pin_memory) batch.PinMemory();
     out.batches.push_back(std::move(batch));
     out.sequences += sequences;
     out.rows += rows.size();

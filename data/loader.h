@@ -47,6 +47,9 @@ struct LoaderOptions {
   bool single_pass = false;
   int threads = 1;       // background threads building batches
   int prefetch = 4;      // steps built ahead of use, at most
+  // Built batches go to page-locked memory (PackedBatch::PinMemory), from
+  // which a GPU copies them asynchronously: for runs on a GPU.
+  bool pin_memory = false;
 
   // The config's data keys of the loader (the rest comes from the train,
   // packing and dist sections and the communicator).

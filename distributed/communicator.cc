@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdlib>
+#include <utility>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -20,7 +21,8 @@ std::unique_ptr<Communicator> Communicator::Single() {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    const Environment& environment, Backend backend, std::chrono::milliseconds timeout) {
+    const Environment& environment, Backend backend, std::chrono::milliseconds timeout,
+    c10::Device device) {
   if (backend == Backend::kAuto) {
     return absl::InvalidArgumentError("Communicator::Create needs a resolved backend");
   }
@@ -31,6 +33,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   }
 #endif
   std::unique_ptr<Communicator> communicator(new Communicator(environment));
+  if (backend == Backend::kNccl) communicator->device_ = device;
   if (!environment.distributed()) return communicator;
   try {
     c10d::TCPStoreOptions options;
@@ -62,8 +65,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
           store, environment.rank, environment.world_size, gloo);
     } else {
 #ifdef PBERT_WITH_NCCL
-      communicator->group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, environment.rank,
-                                                                         environment.world_size);
+      auto nccl = c10d::ProcessGroupNCCL::Options::create();
+      nccl->timeout = timeout;
+      communicator->group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+          store, environment.rank, environment.world_size, nccl);
 #endif
     }
   } catch (const std::exception& e) {
@@ -77,50 +82,45 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   return communicator;
 }
 
-Communicator::Communicator(Environment environment) : environment_(std::move(environment)) {}
+Communicator::Communicator(Environment environment)
+    : environment_(std::move(environment)), pending_(std::make_unique<Pending>()) {}
 
 Communicator::~Communicator() = default;
 
-void Communicator::SumGradients(const std::vector<at::Tensor>& parameters,
-                                int64_t bucket_bytes) {
+// The work of the sums started and not yet waited for. 1.13's c10d names
+// it ProcessGroup::Work, 2.x Work: kept as what allreduce returns.
+struct Communicator::Pending {
+  std::mutex mu;
+  std::vector<decltype(std::declval<torch_compat::CollectiveBackend&>().allreduce(
+      std::declval<std::vector<at::Tensor>&>()))>
+      work;
+};
+
+void Communicator::StartSum(const at::Tensor& tensor) {
   if (!group_) return;
-  at::NoGradGuard no_grad;
-  // Buckets of consecutive gradients of one dtype, each at most
-  // bucket_bytes unless a single gradient is larger.
-  std::vector<std::vector<at::Tensor>> buckets;
-  int64_t bytes = 0;
-  for (const auto& p : parameters) {
-    if (!p.grad().defined()) continue;
-    const at::Tensor& g = p.grad();
-    const int64_t size = g.numel() * static_cast<int64_t>(g.element_size());
-    if (buckets.empty() || bytes + size > bucket_bytes ||
-        buckets.back().front().scalar_type() != g.scalar_type()) {
-      buckets.emplace_back();
-      bytes = 0;
-    }
-    buckets.back().push_back(g);
-    bytes += size;
-  }
-  std::vector<std::vector<at::Tensor>> flat(buckets.size());
-  std::vector<c10::intrusive_ptr<c10d::Work>> work;
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    flat[b] = {at::flatten_dense_tensors(buckets[b])};
-    work.push_back(group_->allreduce(flat[b]));
-  }
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    work[b]->wait();
-    auto pieces = at::unflatten_dense_tensors(flat[b][0], buckets[b]);
-    for (size_t i = 0; i < buckets[b].size(); ++i) buckets[b][i].copy_(pieces[i]);
-  }
+  std::vector<at::Tensor> tensors = {tensor};
+  std::lock_guard<std::mutex> lock(pending_->mu);
+  pending_->work.push_back(group_->allreduce(tensors));
+}
+
+void Communicator::WaitForSums() {
+  if (!group_) return;
+  std::lock_guard<std::mutex> lock(pending_->mu);
+  // Waited for in the order started; a failed one throws, and the rest are
+  // dropped with it (the run ends).
+  auto work = std::move(pending_->work);
+  pending_->work.clear();
+  for (auto& w : work) w->wait();
 }
 
 std::vector<double> Communicator::Sum(std::vector<double> values) {
   if (!group_ || values.empty()) return values;
   std::vector<at::Tensor> tensor = {
       at::from_blob(values.data(), {static_cast<int64_t>(values.size())}, at::kDouble)
-          .clone()};
+          .to(device_, at::kDouble, /*non_blocking=*/false, /*copy=*/true)};
   group_->allreduce(tensor)->wait();
-  auto accessor = tensor[0].accessor<double, 1>();
+  const at::Tensor host = tensor[0].to(at::kCPU);
+  auto accessor = host.accessor<double, 1>();
   for (size_t i = 0; i < values.size(); ++i) values[i] = accessor[i];
   return values;
 }

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,10 +29,12 @@ class Communicator {
  public:
   // `backend`: kGloo or kNccl (resolved, see ResolveBackend). Rank 0 hosts
   // the rendezvous store at MASTER_ADDR:MASTER_PORT; every rank waits up to
-  // `timeout` for the others.
+  // `timeout` for the others. `device`: where the sums of Sum run with NCCL
+  // (the process's GPU; NCCL sums device tensors); Gloo's run on the CPU.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       const Environment& environment, Backend backend,
-      std::chrono::milliseconds timeout = std::chrono::minutes(5));
+      std::chrono::milliseconds timeout = std::chrono::minutes(5),
+      c10::Device device = c10::kCPU);
   // One process: every operation is the identity.
   static std::unique_ptr<Communicator> Single();
   ~Communicator();
@@ -38,13 +42,12 @@ class Communicator {
   int rank() const { return environment_.rank; }
   int world_size() const { return environment_.world_size; }
 
-  // Replaces every defined gradient by its sum over the ranks. Gradients are
-  // flattened into buckets of at most `bucket_bytes` (a gradient larger than
-  // that is a bucket of its own), whose all-reduces all run at once and are
-  // then waited for. A sum, not a mean: each rank's loss is already divided
-  // by the totals of the whole step over all ranks.
-  void SumGradients(const std::vector<at::Tensor>& parameters,
-                    int64_t bucket_bytes = 25 << 20);
+  // Starts replacing `tensor` (dense, contiguous) by its element-wise sum
+  // over the ranks, in place, and returns at once; WaitForSums waits for
+  // every sum started. Every rank must start the same sums in the same
+  // order. Thread-safe (autograd hooks start them during backward).
+  void StartSum(const at::Tensor& tensor);
+  void WaitForSums();
   // Copies rank 0's values of `tensors` to every rank.
   void Broadcast(const std::vector<at::Tensor>& tensors);
   // Element-wise sums over the ranks (step totals, metric counts), in double.
@@ -61,8 +64,11 @@ class Communicator {
   explicit Communicator(Environment environment);
 
   Environment environment_;
+  c10::Device device_ = c10::kCPU;  // of Sum's tensors
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<torch_compat::CollectiveBackend> group_;
+  struct Pending;
+  std::unique_ptr<Pending> pending_;  // the sums started and not yet waited for
 };
 
 }  // namespace pbert::distributed

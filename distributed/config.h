@@ -28,6 +28,7 @@ struct DistConfig {
   Backend backend = Backend::kAuto;
   int64_t timeout_s = 300;
   int64_t bucket_mb = 25;
+  bool overlap = true;
   std::string master_addr;
   int64_t master_port = 29500;
 
@@ -42,6 +43,9 @@ struct DistConfig {
             InRange<int64_t>(1, 86400));
     v.Field("bucket_mb", &bucket_mb, "gradient all-reduce bucket size, MiB",
             InRange<int64_t>(1, 4096));
+    v.Field("overlap", &overlap,
+            "start each bucket's all-reduce during backward, as soon as its gradients are "
+            "final; false: all after backward");
     v.Field("master_addr", &master_addr,
             "rendezvous host when the launcher does not set MASTER_ADDR (Slurm: the first host "
             "of the job; otherwise 127.0.0.1)");

@@ -8,6 +8,7 @@
 #include "common/platform.h"
 #include "common/status.h"
 #include "common/torch_compat_ops.h"
+#include "gpu/gpu.h"
 
 namespace pbert::model {
 
@@ -32,11 +33,15 @@ const absl::Status& CpuRunsBf16() {
   return status;
 }
 
-absl::StatusOr<Precision> ResolvePrecision(Precision precision, c10::DeviceType device) {
-  const bool cuda = device == c10::DeviceType::CUDA;
+absl::StatusOr<Precision> ResolvePrecision(Precision precision, const c10::Device& device) {
+  const bool cuda = device.is_cuda();
   switch (precision) {
     case Precision::kAuto:
-      if (cuda) return Precision::kFp16;
+      if (cuda) {
+        // bf16 needs no loss scaling; GPUs before Ampere (sm_80) lack it.
+        auto facts = gpu::Describe(device.index());
+        return facts.ok() && facts->major >= 8 ? Precision::kBf16 : Precision::kFp16;
+      }
       if (!Cpu().bf16()) return Precision::kFp32;
       if (const absl::Status& bf16 = CpuRunsBf16(); !bf16.ok()) {
         logging::Get("model")->warn(
@@ -90,13 +95,14 @@ at::Tensor LossScaler::Scale(const at::Tensor& loss) const { return loss * scale
 
 bool LossScaler::Unscale(const std::vector<at::Tensor>& parameters) const {
   at::NoGradGuard no_grad;
-  bool finite = true;
+  std::vector<at::Tensor> finite;
   for (const auto& p : parameters) {
     if (!p.grad().defined()) continue;
     p.grad().div_(scale_);
-    if (!p.grad().isfinite().all().item<bool>()) finite = false;
+    finite.push_back(p.grad().isfinite().all());
   }
-  return finite;
+  // One look from the host for all gradients.
+  return finite.empty() || at::stack(finite).all().item<bool>();
 }
 
 void LossScaler::Update(bool finite) {

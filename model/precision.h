@@ -8,6 +8,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <c10/core/DeviceType.h>
 
 #include <string>
@@ -27,15 +28,15 @@ inline constexpr Choice<Precision> kPrecisions[] = {{"auto", Precision::kAuto},
 constexpr ChoiceList<Precision> ChoicesOf(Precision) { return kPrecisions; }
 
 // What `precision` means on `device`, never kAuto. Auto: on CPU bf16 where
-// the CPU has AVX512_BF16 or AMX-BF16, else fp32; on CUDA fp16 with dynamic
-// loss scaling, as NVIDIA's MLPerf BERT trains (untested here: no GPU).
+// the CPU has AVX512_BF16 or AMX-BF16, else fp32; on CUDA bf16 from Ampere
+// (sm_80) on, fp16 with dynamic loss scaling before.
 // fp16 on CPU is an error that says what to use.
 // bf16 on CPU (asked for, or picked by auto) must also run: a bf16 product
 // forward and backward is tried once, since the CPU may have the
 // instructions while LibTorch's oneDNN is not allowed them
 // (ONEDNN_MAX_CPU_ISA); auto then falls back to fp32 with a warning, bf16 is
 // an error naming the key.
-absl::StatusOr<Precision> ResolvePrecision(Precision precision, c10::DeviceType device);
+absl::StatusOr<Precision> ResolvePrecision(Precision precision, const c10::Device& device);
 
 // OK if bf16 autocast runs on this CPU (tried once, then remembered); else
 // the first line of LibTorch's error.

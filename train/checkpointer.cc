@@ -185,7 +185,7 @@ absl::Status Checkpointer::Save(int64_t step, const torch::nn::Module& model,
 }
 
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
-                                   optim::Lamb& optimizer) {
+                                   optim::Lamb& optimizer, const c10::Device& device) {
   if (absl::Status loaded = model::LoadWeights(model, dir + "/model.safetensors"); !loaded.ok()) {
     // A mis-shaped model is the config's doing; anything else, the file's.
     const bool file = loaded.code() == absl::StatusCode::kDataLoss ||
@@ -194,7 +194,8 @@ absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& mo
   }
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(dir + "/optimizer.pt");
+    // Onto the training device, whichever device wrote it.
+    archive.load_from(dir + "/optimizer.pt", device);
     optimizer.load(archive);
   } catch (const std::exception& e) {
     return Damaged(dir, absl::StrCat(dir, "/optimizer.pt cannot be read: ", FirstLine(e)));

@@ -82,6 +82,6 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir);
 
 // Loads the weights and optimizer state of checkpoint folder `dir`.
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
-                                   optim::Lamb& optimizer);
+                                   optim::Lamb& optimizer, const c10::Device& device);
 
 }  // namespace pbert::train

@@ -9,11 +9,13 @@ namespace pbert::train {
 
 Evaluator::Evaluator(std::shared_ptr<const data::SequenceSource> source,
                      std::shared_ptr<const data::PackIndex> index, data::LoaderOptions options,
-                     model::Precision precision)
+                     model::Precision precision, c10::Device device)
     : source_(std::move(source)),
       index_(std::move(index)),
       options_(options),
-      precision_(precision) {
+      precision_(precision),
+      device_(device) {
+  options_.pin_memory = device.is_cuda();
   options_.single_pass = true;
   options_.shuffle = false;
   options_.batches_per_step = 1;
@@ -26,22 +28,25 @@ absl::StatusOr<PretrainingMetrics> Evaluator::Run(
   const bool was_training = model->is_training();
   model->eval();
   at::NoGradGuard no_grad;
-  const c10::DeviceType device = model->parameters().front().device().type();
   PretrainingMetrics metrics;
+  at::Tensor sums;  // summed on the device, read once
   for (uint64_t step = 0, steps = loader->StepsPerPass(); step < steps; ++step) {
     ASSIGN_OR_RETURN(data::StepBatches batches, loader->Next());
-    for (const auto& batch : batches.batches) {
+    for (const auto& host_batch : batches.batches) {
+      const data::PackedBatch batch = host_batch.To(device_, /*non_blocking=*/true);
       model::PretrainingLogits logits;
       {
-        model::AutocastGuard autocast(precision_, device);
+        model::AutocastGuard autocast(precision_, device_.type());
         logits = model(batch);
       }
-      metrics.Add(model::ComputeSums(logits, batch));
+      at::Tensor s = PretrainingMetrics::SumsTensor(model::ComputeSums(logits, batch));
+      sums = sums.defined() ? sums + s : s;
       if (progress) progress(static_cast<uint64_t>(batch.rows()));
     }
     metrics.tokens += static_cast<double>(batches.tokens);
     metrics.rows += static_cast<double>(batches.rows);
   }
+  if (sums.defined()) metrics.AddSums(sums.to(at::kCPU));
   if (was_training) model->train();
   return PretrainingMetrics::FromVector(communicator.Sum(metrics.ToVector()));
 }

@@ -21,10 +21,11 @@ namespace pbert::train {
 class Evaluator {
  public:
   // `options`: rows_per_batch, shape, rank and world size; the rest is set
-  // here (one pass, index order, one micro-batch per step).
+  // here (one pass, index order, one micro-batch per step). The model runs
+  // on `device` in `precision`.
   Evaluator(std::shared_ptr<const data::SequenceSource> source,
             std::shared_ptr<const data::PackIndex> index, data::LoaderOptions options,
-            model::Precision precision);
+            model::Precision precision, c10::Device device);
 
   // `progress` (optional) gets the rows done by this rank after each batch.
   absl::StatusOr<PretrainingMetrics> Run(
@@ -39,6 +40,7 @@ class Evaluator {
   std::shared_ptr<const data::PackIndex> index_;
   data::LoaderOptions options_;
   model::Precision precision_;
+  c10::Device device_;
 };
 
 }  // namespace pbert::train

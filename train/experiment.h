@@ -15,6 +15,7 @@
 #include "model/config.h"
 #include "optim/config.h"
 #include "train/config.h"
+#include "train/device.h"
 #include "train/mllog.h"
 
 namespace pbert::train {
@@ -25,6 +26,7 @@ struct RunConfig {
   std::string output_dir = "runs/default";
   int64_t seed = 12345;
   int64_t threads = 0;
+  DeviceChoice device = DeviceChoice::kAuto;
   logging::Level log_level = logging::Level::kInfo;
 
   template <class V>
@@ -35,6 +37,9 @@ struct RunConfig {
             "intra-op threads; 0 = the CPUs available to the process, shared among the workers "
             "of a distributed run on the node",
             config::AtLeast<int64_t>(0));
+    v.Field("device", &device,
+            "auto: the GPU of the process's local rank where LibTorch has CUDA and one is "
+            "visible, else the CPU; cpu; cuda");
     v.Field("log_level", &log_level, "");
   }
 };

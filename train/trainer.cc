@@ -32,7 +32,8 @@ Trainer::Trainer(const TrainerSetup& setup)
       evaluation_(setup.data.eval ? std::make_unique<Evaluator>(setup.data.eval,
                                                                 setup.data.eval_rows,
                                                                 setup.plan.loader,
-                                                                setup.plan.precision)
+                                                                setup.plan.precision,
+                                                                setup.plan.device)
                                   : nullptr,
                   static_cast<uint64_t>(setup.plan.eval_every_samples),
                   setup.config.train.target_mlm_accuracy),
@@ -54,13 +55,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerSetup& set
 }
 
 absl::Status Trainer::BuildModel() {
-  at::manual_seed(static_cast<uint64_t>(config_.run.seed));
-  model_ = model::BertForPreTraining(config_.model.bert);
-  optimizer_ = std::make_unique<optim::Lamb>(
-      optim::BertParamGroups(model_->named_parameters(), plan_.optim.lamb,
-                             plan_.optim.exclude_from_trust_ratio),
-      plan_.optim.lamb);
-  if (plan_.precision == model::Precision::kFp16) scaler_ = std::make_unique<model::LossScaler>();
+  ASSIGN_OR_RETURN(trainee_, Trainee::Make(plan_.trainee, comm_));
   return absl::OkStatus();
 }
 
@@ -74,19 +69,19 @@ absl::Status Trainer::OpenParts(const TrainerState& state) {
                                         state.loader));
   evaluation_.Restore(state.evaluation);
   stop_.Restore(state.stop);
-  if (scaler_) scaler_->Restore(state.loss_scale);
+  if (model::LossScaler* scaler = trainee_->scaler()) scaler->Restore(state.loss_scale);
   loop_ = state.loop;
   loop_.world_size = comm_.world_size();
   // One seed gives every rank the same weights; rank 0's are sent anyway,
   // so that nothing else (an init checkpoint read differently) can differ.
-  comm_.Broadcast(model_->parameters());
+  comm_.Broadcast(trainee_->model()->parameters());
   return absl::OkStatus();
 }
 
 absl::Status Trainer::InitNew() {
   RETURN_IF_ERROR(BuildModel());
   if (!config_.train.init_checkpoint.empty()) {
-    RETURN_IF_ERROR(Annotate(model::LoadWeights(*model_, config_.train.init_checkpoint),
+    RETURN_IF_ERROR(Annotate(model::LoadWeights(*trainee_->model(), config_.train.init_checkpoint),
                              "train.init_checkpoint"));
   }
   TrainerState state;
@@ -127,8 +122,10 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(BuildModel());
-  RETURN_IF_ERROR(LoadCheckpointWeights(checkpoint.dir, *model_, *optimizer_));
-  RETURN_IF_ERROR(RestoreRandomState(state.random));
+  RETURN_IF_ERROR(
+      LoadCheckpointWeights(checkpoint.dir, *trainee_->model(), trainee_->optimizer(),
+                            trainee_->device()));
+  RETURN_IF_ERROR(trainee_->randomness().Restore(state.random));
   if (state.loop.world_size != comm_.world_size()) {
     Log()->warn("resuming a run of {} ranks on {}: the remaining rows are shared out anew",
                 state.loop.world_size, comm_.world_size());
@@ -192,8 +189,8 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
     const auto start = Clock::now();
     ASSIGN_OR_RETURN(data::StepBatches batches, loader_->Next());
     const double lr = optim::LearningRate(plan_.optim.schedule, loop_.step);
-    ASSIGN_OR_RETURN(StepResult step, TrainStep(model_, *optimizer_, comm_, batches.batches, lr,
-                                                plan_.step, scaler_.get()));
+    ASSIGN_OR_RETURN(StepResult step,
+                     TrainStep(*trainee_, comm_, batches.batches, lr, plan_.step));
     loop_.step += 1;
     loop_.samples += static_cast<uint64_t>(step.metrics.nsp_sequences);
     loss_finite_ = std::isfinite(step.metrics.loss);
@@ -234,7 +231,8 @@ absl::Status Trainer::EndBlock() {
 absl::Status Trainer::Evaluate() {
   const auto start = Clock::now();
   RETURN_IF_ERROR(mllog_->EvalStart(loop_.samples));
-  ASSIGN_OR_RETURN(PretrainingMetrics eval, evaluation_.Run(model_, comm_, loop_.samples));
+  ASSIGN_OR_RETURN(PretrainingMetrics eval,
+                   evaluation_.Run(trainee_->model(), comm_, loop_.samples));
   RETURN_IF_ERROR(mllog_->EvalStop(loop_.samples, eval.MlmAccuracy()));
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   Log()->info(
@@ -270,7 +268,8 @@ absl::Status Trainer::Save(SaveReason reason) {
   RETURN_IF_ERROR(metrics_->Flush(Position()));
   RETURN_IF_ERROR(mllog_->Sync());
   RETURN_IF_ERROR(metrics_->Sync());
-  return checkpointer_.Save(loop_.step, *model_, *optimizer_, ToJson(State()));
+  return checkpointer_.Save(loop_.step, *trainee_->model(), trainee_->optimizer(),
+                            ToJson(State()));
 }
 
 absl::StatusOr<TrainResult> Trainer::Finish() {
@@ -290,7 +289,7 @@ absl::Status Trainer::Abort(const absl::Status& why) {
 
 std::string Trainer::Diverged() const {
   if (!loss_finite_) return absl::StrCat("the loss of step ", loop_.step, " is not finite");
-  for (const auto& item : model_->named_parameters()) {
+  for (const auto& item : trainee_->model()->named_parameters()) {
     if (!item.value().isfinite().all().template item<bool>()) {
       return absl::StrCat(item.key(), " holds inf or NaN");
     }
@@ -302,8 +301,8 @@ TrainerState Trainer::State() {
   TrainerState s;
   s.loop = loop_;
   s.loader = loader_->position();
-  s.random = SaveRandomState();
-  if (scaler_) s.loss_scale = scaler_->State();
+  s.random = trainee_->randomness().Save();
+  if (const model::LossScaler* scaler = trainee_->scaler()) s.loss_scale = scaler->State();
   s.evaluation = evaluation_.state();
   s.stop = stop_.state();
   s.mllog = mllog_->State();

@@ -24,6 +24,7 @@
 #include "train/metrics_log.h"
 #include "train/mllog.h"
 #include "train/stop_policy.h"
+#include "train/trainee.h"
 #include "train/trainer_state.h"
 #include "train/training_data.h"
 
@@ -103,9 +104,7 @@ class Trainer {
   distributed::Communicator& comm_;
   const bool rank0_;
 
-  model::BertForPreTraining model_{nullptr};
-  std::unique_ptr<optim::Lamb> optimizer_;
-  std::unique_ptr<model::LossScaler> scaler_;  // fp16 only
+  std::unique_ptr<Trainee> trainee_;  // the model, optimizer, scaler, reducer, generators
   std::unique_ptr<data::Loader> loader_;
   Evaluation evaluation_;
   StopPolicy stop_;

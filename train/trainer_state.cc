@@ -74,7 +74,7 @@ absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
   TrainerState s;
   ASSIGN_OR_RETURN(s.loop, ReadPart<LoopState>(parts, "loop", what));
   ASSIGN_OR_RETURN(s.loader, ReadPart<data::LoaderPosition>(parts, "loader", what));
-  ASSIGN_OR_RETURN(s.random, ReadPart<RandomState>(parts, "random", what));
+  ASSIGN_OR_RETURN(s.random, ReadPart<model::SavedRandomState>(parts, "random", what));
   ASSIGN_OR_RETURN(s.loss_scale, ReadPart<model::LossScalerState>(parts, "loss_scale", what));
   ASSIGN_OR_RETURN(s.evaluation, ReadPart<EvaluationState>(parts, "evaluation", what));
   ASSIGN_OR_RETURN(s.stop, ReadPart<StopState>(parts, "stop", what));

@@ -13,6 +13,7 @@
 #include "train/evaluation.h"
 #include "train/metrics_log.h"
 #include "train/mllog.h"
+#include "model/random_state.h"
 #include "train/step.h"
 #include "train/stop_policy.h"
 
@@ -35,7 +36,7 @@ struct LoopState {
 struct TrainerState {
   LoopState loop;
   data::LoaderPosition loader;
-  RandomState random;
+  model::SavedRandomState random;  // the generators (model/random_state.h)
   model::LossScalerState loss_scale;  // fp16 only; the defaults otherwise
   EvaluationState evaluation;
   StopState stop;

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "data/packing/pack.h"
 #include "data/store.h"
+#include "train/device.h"
 
 namespace pbert::train {
 namespace {
@@ -100,17 +101,24 @@ absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config) 
 
 absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
                                                 const TrainingData& data, int rank,
-                                                int world_size) {
+                                                int world_size, const c10::Device& device) {
   TrainingPlan plan;
+  plan.device = device;
   const double p = data.packing_factor();
   ASSIGN_OR_RETURN(plan.optim, config.optim.AdjustedFor(p));
-  ASSIGN_OR_RETURN(plan.precision,
-                   model::ResolvePrecision(config.model.precision, c10::DeviceType::CPU));
+  ASSIGN_OR_RETURN(plan.precision, model::ResolvePrecision(config.model.precision, device));
+  plan.trainee.bert = config.model.bert;
+  plan.trainee.lamb = plan.optim.lamb;
+  plan.trainee.exclude_from_trust_ratio = plan.optim.exclude_from_trust_ratio;
+  plan.trainee.precision = plan.precision;
+  plan.trainee.device = device;
+  plan.trainee.seed = static_cast<uint64_t>(config.run.seed);
+  plan.trainee.bucket_bytes = config.dist.bucket_bytes();
+  plan.trainee.overlap = config.dist.overlap;
   plan.step.mlm_loss = config.model.mlm_loss;
-  plan.step.precision = plan.precision;
   plan.step.max_grad_norm = config.optim.max_grad_norm;
-  plan.step.bucket_bytes = config.dist.bucket_bytes();
   plan.loader = config.data.loader;  // its threads and prefetch
+  plan.loader.pin_memory = device.is_cuda();
   plan.loader.rows_per_batch = config.train.micro_batch_rows;
   plan.loader.batches_per_step = plan.optim.accumulation_steps;
   plan.loader.shape = {static_cast<int>(config.data.max_seq_len),
@@ -127,10 +135,11 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
                                 : MlperfEvalInterval(plan.sequences_per_step);
   const std::string& kernels = TuneOpenBlasKernels().chosen;
   plan.description = absl::StrFormat(
-      "%s; %.1f sequences per step; evaluation every %d sequences; precision %s; OpenBLAS "
-      "kernels %s",
+      "%s; %.1f sequences per step; evaluation every %d sequences; device %s; precision %s; "
+      "OpenBLAS kernels %s",
       config.optim.DescribeAdjustment(plan.optim, p), plan.sequences_per_step,
-      plan.eval_every_samples, NameOf(plan.precision), kernels.empty() ? "(not OpenBLAS)" : kernels);
+      plan.eval_every_samples, DescribeDevice(device), NameOf(plan.precision),
+      kernels.empty() ? "(not OpenBLAS)" : kernels);
   return plan;
 }
 

@@ -17,6 +17,7 @@
 #include "optim/config.h"
 #include "train/experiment.h"
 #include "train/step.h"
+#include "train/trainee.h"
 
 namespace pbert::train {
 
@@ -47,8 +48,10 @@ struct TrainingData {
 
 // The values a run derives from its config and data, computed once.
 struct TrainingPlan {
+  c10::Device device = c10::kCPU;  // run.device, resolved once (train/device.h)
   optim::OptimConfig optim;        // after the packing adjustment
   model::Precision precision;      // resolved for the device
+  TraineeOptions trainee;          // the model, optimizer and reducer to build
   StepOptions step;
   data::LoaderOptions loader;      // this rank's share of the rows, in training order
   int64_t rows_per_step = 0;       // over all ranks
@@ -57,7 +60,8 @@ struct TrainingPlan {
   std::string description;         // the above in one line, for logs and config.yaml
 
   static absl::StatusOr<TrainingPlan> Make(const ExperimentConfig& config,
-                                           const TrainingData& data, int rank, int world_size);
+                                           const TrainingData& data, int rank, int world_size,
+                                           const c10::Device& device);
 };
 
 }  // namespace pbert::train

@@ -1,19 +1,14 @@
 #include "distributed/communicator.h"
 
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <map>
 #include <string>
 
+#include "distributed/gradient_reducer.h"
 #include "gtest/gtest.h"
-
-extern char** environ;
+#include "tests/spawn_ranks.h"
 
 namespace pbert::distributed {
 namespace {
@@ -131,8 +126,10 @@ TEST(CommunicatorTest, OneProcessIsTheIdentity) {
   auto c = Communicator::Create(Environment{}, Backend::kGloo);
   ASSERT_TRUE(c.ok());
   auto w = torch::zeros({2}).set_requires_grad(true);
+  GradientReducer reducer(**c, {w}, 1 << 20, /*overlap=*/true);
+  EXPECT_EQ(reducer.buckets(), 0);
   w.mutable_grad() = torch::tensor({1.0f, 2.0f});
-  (*c)->SumGradients({w});
+  reducer.Finish();
   EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({1.0f, 2.0f})));
   EXPECT_EQ((*c)->Sum({1.5, 2.0}), (std::vector<double>{1.5, 2.0}));
   // Checked before any rendezvous, so it fails at once.
@@ -154,11 +151,20 @@ TEST(CommunicatorWorker, SumAndBroadcast) {
   const float r = static_cast<float>(env->rank);
   auto a = torch::zeros({3}).set_requires_grad(true);
   auto b = torch::zeros({2, 2}).set_requires_grad(true);
-  a.mutable_grad() = torch::full({3}, r + 1);      // 1 and 2: sum 3
-  b.mutable_grad() = torch::full({2, 2}, 10 * r);  // 0 and 10: sum 10
-  (*c)->SumGradients({a, b});
+  // Buckets of 16 bytes: b (16 bytes) alone, then a (12), in reverse order.
+  GradientReducer reducer(**c, {a, b}, 16, /*overlap=*/false);
+  EXPECT_EQ(reducer.buckets(), 2);
+  reducer.ZeroGrad();
+  a.mutable_grad().fill_(r + 1);   // 1 and 2: sum 3
+  b.mutable_grad().fill_(10 * r);  // 0 and 10: sum 10
+  reducer.Finish();
   EXPECT_TRUE(torch::equal(a.grad(), torch::full({3}, 3.0f)));
   EXPECT_TRUE(torch::equal(b.grad(), torch::full({2, 2}, 10.0f)));
+  // A sum started and waited for by hand.
+  auto x = torch::full({5}, r);
+  (*c)->StartSum(x);
+  (*c)->WaitForSums();
+  EXPECT_TRUE(torch::equal(x, torch::ones({5})));
   EXPECT_EQ((*c)->Sum({r, 1.0}), (std::vector<double>{1.0, 2.0}));
   auto w = torch::full({4}, 7 * r + 1);  // rank 0 holds 1s
   (*c)->Broadcast({w});
@@ -166,45 +172,8 @@ TEST(CommunicatorWorker, SumAndBroadcast) {
   (*c)->Barrier();
 }
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 TEST(CommunicatorTest, TwoProcessesOverGloo) {
-  const std::string port = std::to_string(FreePort());
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-    for (const std::string& v : std::vector<std::string>{
-             "PBERT_DIST_WORKER=1", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
-             "GLOO_SOCKET_IFNAME=lo", "MASTER_PORT=" + port, "RANK=" + std::to_string(rank),
-             "LOCAL_RANK=" + std::to_string(rank)}) {
-      env_strings.push_back(v);
-    }
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string filter = "--gtest_filter=CommunicatorWorker.SumAndBroadcast";
-    std::string self = "/proc/self/exe";
-    char* argv[] = {self.data(), filter.data(), nullptr};
-    pid_t pid;
-    ASSERT_EQ(::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "worker " << pid << " failed";
-  }
+  testing::RunRanks("CommunicatorWorker.SumAndBroadcast", "PBERT_DIST_WORKER", 2);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace {
 TEST(PrecisionTest, Resolve) {
   // bf16 where LibTorch runs it here (any CPU but one whose oneDNN is held
   // below its instructions), else an error naming the key.
-  auto bf16 = ResolvePrecision(Precision::kBf16, c10::DeviceType::CPU);
+  auto bf16 = ResolvePrecision(Precision::kBf16, c10::Device(c10::kCPU));
   if (CpuRunsBf16().ok()) {
     EXPECT_EQ(*bf16, Precision::kBf16);
   } else {
@@ -23,13 +23,13 @@ TEST(PrecisionTest, Resolve) {
               absl::StrCat("model.precision bf16: LibTorch cannot run bf16 on this CPU (",
                            CpuRunsBf16().message(), "); use auto or fp32"));
   }
-  EXPECT_EQ(*ResolvePrecision(Precision::kFp16, c10::DeviceType::CUDA), Precision::kFp16);
-  auto cpu_fp16 = ResolvePrecision(Precision::kFp16, c10::DeviceType::CPU);
+  EXPECT_EQ(*ResolvePrecision(Precision::kFp16, c10::Device(c10::kCUDA, 0)), Precision::kFp16);
+  auto cpu_fp16 = ResolvePrecision(Precision::kFp16, c10::Device(c10::kCPU));
   ASSERT_FALSE(cpu_fp16.ok());
   EXPECT_NE(cpu_fp16.status().message().find("needs a CUDA device"), std::string::npos);
   // auto follows the CPU: bf16 only where it computes bf16 in hardware and
   // LibTorch runs it.
-  EXPECT_EQ(*ResolvePrecision(Precision::kAuto, c10::DeviceType::CPU),
+  EXPECT_EQ(*ResolvePrecision(Precision::kAuto, c10::Device(c10::kCPU)),
             Cpu().bf16() && CpuRunsBf16().ok() ? Precision::kBf16 : Precision::kFp32);
   EXPECT_EQ(std::string(ParseChoice<Precision>("fp1", "model.precision").status().message()),
             "model.precision 'fp1' is not one of: auto, fp32, bf16 or fp16; did you mean 'fp16'?");

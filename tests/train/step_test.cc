@@ -35,21 +35,22 @@ constexpr double kTerms = 1 << 16;  // > 24 sequences x 30 tokens x FFN width 64
 constexpr double kGradientTolerance = kTerms * kEps;  // relative to the largest gradient
 constexpr double kLr = 1e-2;
 
-struct Trainee {
-  model::BertForPreTraining model{nullptr};
-  std::unique_ptr<optim::Lamb> optimizer;
+// A tiny BERT in double precision, alone (one process).
+struct Alone {
   std::unique_ptr<distributed::Communicator> communicator;
+  std::unique_ptr<Trainee> trainee;
+  model::BertForPreTraining& model() { return trainee->model(); }
 };
 
-Trainee Make() {
-  Trainee run;
-  torch::manual_seed(21);
-  run.model = model::BertForPreTraining(model::testing::TinyOptions());
-  run.model->to(torch::kDouble);
-  run.optimizer = std::make_unique<optim::Lamb>(
-      optim::BertParamGroups(run.model->named_parameters(), optim::LambOptions(kLr), true),
-      optim::LambOptions(kLr));
+Alone Make() {
+  Alone run;
   run.communicator = distributed::Communicator::Single();
+  TraineeOptions options;
+  options.bert = model::testing::TinyOptions();
+  options.lamb = optim::LambOptions(kLr);
+  options.seed = 21;
+  options.dtype = torch::kDouble;
+  run.trainee = std::move(*Trainee::Make(options, *run.communicator));
   return run;
 }
 
@@ -79,15 +80,14 @@ TEST(StepTest, AccumulatedMicroBatchesEqualOneBatchOfAll) {
   std::vector<Rows> four(4);
   for (size_t i = 0; i < all.size(); ++i) four[i / 6].push_back(all[i]);
   for (model::MlmLossMode mode : {model::MlmLossMode::kPerToken, model::MlmLossMode::kPerSequence}) {
-    Trainee one = Make(), accumulated = Make();
+    Alone one = Make(), accumulated = Make();
     StepOptions options;
     options.mlm_loss = mode;
     options.max_grad_norm = 1.0;
     for (int step = 0; step < 3; ++step) {
-      auto a = TrainStep(one.model, *one.optimizer, *one.communicator, Batches({all}, 1), kLr,
+      auto a = TrainStep(*one.trainee, *one.communicator, Batches({all}, 1), kLr, options);
+      auto b = TrainStep(*accumulated.trainee, *accumulated.communicator, Batches(four, 1), kLr,
                          options);
-      auto b = TrainStep(accumulated.model, *accumulated.optimizer, *accumulated.communicator,
-                         Batches(four, 1), kLr, options);
       ASSERT_TRUE(a.ok() && b.ok());
       ASSERT_TRUE(a->applied && b->applied);
       EXPECT_NEAR(a->metrics.loss, b->metrics.loss, kGradientTolerance * a->metrics.loss)
@@ -97,8 +97,8 @@ TEST(StepTest, AccumulatedMicroBatchesEqualOneBatchOfAll) {
       // LAMB's update m / (sqrt(v) + eps_lamb) turns a gradient error dg
       // into at most dg / eps_lamb; times the rate, each step may add that
       // much to the weights' difference.
-      const double dg = kGradientTolerance * LargestGradient(one.model);
-      auto pa = one.model->named_parameters(), pb = accumulated.model->named_parameters();
+      const double dg = kGradientTolerance * LargestGradient(one.model());
+      auto pa = one.model()->named_parameters(), pb = accumulated.model()->named_parameters();
       for (size_t k = 0; k < pa.size(); ++k) {
         EXPECT_LE(MaxDifference(pb[k].value().grad(), pa[k].value().grad()), dg)
             << "gradient of " << pa[k].key() << " at step " << step;
@@ -121,18 +121,18 @@ TEST(StepTest, PackedRowsGiveTheGradientsOfUnpackedOnes) {
     packed[i / 16].push_back({&instances[i], &instances[i + 1]});
   }
   for (model::MlmLossMode mode : {model::MlmLossMode::kPerToken, model::MlmLossMode::kPerSequence}) {
-    Trainee a = Make(), b = Make();
+    Alone a = Make(), b = Make();
     StepOptions options;
     options.mlm_loss = mode;
-    auto ra = TrainStep(a.model, *a.optimizer, *a.communicator, Batches(unpacked, 1), kLr, options);
-    auto rb = TrainStep(b.model, *b.optimizer, *b.communicator, Batches(packed, 2), kLr, options);
+    auto ra = TrainStep(*a.trainee, *a.communicator, Batches(unpacked, 1), kLr, options);
+    auto rb = TrainStep(*b.trainee, *b.communicator, Batches(packed, 2), kLr, options);
     ASSERT_TRUE(ra.ok() && rb.ok());
     EXPECT_EQ(ra->metrics.nsp_sequences, 32);
     EXPECT_EQ(rb->metrics.nsp_sequences, 32);
     EXPECT_EQ(rb->metrics.rows * 2, ra->metrics.rows);
     EXPECT_NEAR(ra->metrics.loss, rb->metrics.loss, kGradientTolerance * ra->metrics.loss);
-    const double dg = kGradientTolerance * LargestGradient(a.model);
-    auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
+    const double dg = kGradientTolerance * LargestGradient(a.model());
+    auto pa = a.model()->named_parameters(), pb = b.model()->named_parameters();
     for (size_t k = 0; k < pa.size(); ++k) {
       EXPECT_LE(MaxDifference(pb[k].value().grad(), pa[k].value().grad()), dg)
           << "gradient of " << pa[k].key();
@@ -141,20 +141,20 @@ TEST(StepTest, PackedRowsGiveTheGradientsOfUnpackedOnes) {
 }
 
 TEST(StepTest, ANonFiniteLossSkipsTheUpdate) {
-  Trainee run = Make();
+  Alone run = Make();
   auto instances = model::testing::RandomInstances(4, 6, 20, 97, 5);
   Rows rows;
   for (const auto& in : instances) rows.push_back({&in});
   {
     torch::NoGradGuard no_grad;
-    run.model->cls->predictions->bias[7] = std::numeric_limits<double>::quiet_NaN();
+    run.model()->cls->predictions->bias[7] = std::numeric_limits<double>::quiet_NaN();
   }
-  auto before = run.model->bert->embeddings->word_embeddings->weight.clone();
-  auto result = TrainStep(run.model, *run.optimizer, *run.communicator, Batches({rows}, 1), kLr,
-                          StepOptions());
+  auto before = run.model()->bert->embeddings->word_embeddings->weight.clone();
+  auto result =
+      TrainStep(*run.trainee, *run.communicator, Batches({rows}, 1), kLr, StepOptions());
   ASSERT_TRUE(result.ok());
   EXPECT_FALSE(result->applied);
-  EXPECT_TRUE(torch::equal(before, run.model->bert->embeddings->word_embeddings->weight));
+  EXPECT_TRUE(torch::equal(before, run.model()->bert->embeddings->word_embeddings->weight));
 }
 
 // The step's gradient norm (clipping and the logged grad_norm) on a tiny
@@ -162,24 +162,27 @@ TEST(StepTest, ANonFiniteLossSkipsTheUpdate) {
 // mostly zero or small: equal to a long double sum of the gradients'
 // squares to 1e-7 (the double accumulation is good to about 1e-12 here).
 TEST(StepTest, TheGradientNormIsExactOnATinyBert) {
-  torch::manual_seed(8);
-  model::BertForPreTraining bert(model::BertOptions()
-                                     .vocab_size(30522)
-                                     .hidden_size(128)
-                                     .num_layers(2)
-                                     .num_heads(2)
-                                     .intermediate_size(512)
-                                     .max_position_embeddings(128));
-  optim::Lamb lamb(optim::BertParamGroups(bert->named_parameters(), optim::LambOptions(kLr), true),
-                   optim::LambOptions(kLr));
   auto communicator = distributed::Communicator::Single();
+  TraineeOptions trainee;
+  trainee.bert = model::BertOptions()
+                     .vocab_size(30522)
+                     .hidden_size(128)
+                     .num_layers(2)
+                     .num_heads(2)
+                     .intermediate_size(512)
+                     .max_position_embeddings(128);
+  trainee.lamb = optim::LambOptions(kLr);
+  trainee.seed = 8;
+  auto made = Trainee::Make(trainee, *communicator);
+  ASSERT_TRUE(made.ok()) << made.status();
+  model::BertForPreTraining& bert = (*made)->model();
   auto instances = model::testing::RandomInstances(16, 20, 120, 30522, 6);
   Rows rows;
   for (const auto& in : instances) rows.push_back({&in});
   StepOptions options;
   options.max_grad_norm = 0;  // report the norm, leave the gradients as they are
-  auto result = TrainStep(bert, lamb, *communicator, {*data::MakeBatch(rows, {128, 1, 0})}, kLr,
-                          options);
+  auto result =
+      TrainStep(**made, *communicator, {*data::MakeBatch(rows, {128, 1, 0})}, kLr, options);
   ASSERT_TRUE(result.ok()) << result.status();
   long double squares = 0;
   for (const auto& p : bert->parameters()) {

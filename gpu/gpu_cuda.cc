@@ -1,0 +1,102 @@
+// The CUDA build's side of gpu/gpu.h, through LibTorch's CUDA headers (and
+// the CUDA toolkit's, which they include). Compiled on every CI run against
+// Debian 13's LibTorch headers and the CUDA toolkit (the CUDA compile lane,
+// docs/building.md); linked only into CUDA builds.
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "gpu/gpu.h"
+
+namespace pbert::gpu {
+namespace {
+
+// CUDA errors arrive as c10::Error; each function returns them as a status.
+template <class F>
+auto Guarded(const char* what, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", FirstLine(e)));
+  }
+}
+
+class CudaEventTimer : public EventTimer {
+ public:
+  explicit CudaEventTimer(int index)
+      : index_(static_cast<c10::DeviceIndex>(index)),
+        start_(cudaEventDefault),
+        stop_(cudaEventDefault) {}
+  void Start() override {
+    c10::cuda::CUDAGuard guard(index_);
+    start_.record();
+  }
+  double StopSeconds() override {
+    c10::cuda::CUDAGuard guard(index_);
+    stop_.record();
+    stop_.synchronize();
+    return start_.elapsed_time(stop_) / 1000.0;
+  }
+
+ private:
+  c10::DeviceIndex index_;
+  at::cuda::CUDAEvent start_, stop_;
+};
+
+}  // namespace
+
+bool Built() { return true; }
+
+absl::StatusOr<DeviceFacts> Describe(int index) {
+  return Guarded("cannot read the GPU's properties", [&]() -> absl::StatusOr<DeviceFacts> {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index));
+    DeviceFacts facts;
+    facts.name = p->name;
+    facts.major = p->major;
+    facts.minor = p->minor;
+    facts.multiprocessors = p->multiProcessorCount;
+    facts.memory_bytes = static_cast<int64_t>(p->totalGlobalMem);
+    return facts;
+  });
+}
+
+absl::StatusOr<MemoryStats> Memory(int index) {
+  return Guarded("cannot read the GPU's memory statistics", [&]() -> absl::StatusOr<MemoryStats> {
+    const auto stats =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
+    constexpr size_t kAll = 0;  // StatType::AGGREGATE
+    MemoryStats m;
+    m.allocated = stats.allocated_bytes[kAll].current;
+    m.peak_allocated = stats.allocated_bytes[kAll].peak;
+    m.reserved = stats.reserved_bytes[kAll].current;
+    return m;
+  });
+}
+
+absl::Status ResetPeakMemory(int index) {
+  return Guarded("cannot reset the GPU's peak memory", [&] {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Synchronize(int index) {
+  return Guarded("the GPU failed", [&] {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+    c10::cuda::device_synchronize();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<EventTimer>> EventTimer::Create(int index) {
+  return Guarded("cannot create CUDA events",
+                 [&]() -> absl::StatusOr<std::unique_ptr<EventTimer>> {
+                   return std::make_unique<CudaEventTimer>(index);
+                 });
+}
+
+}  // namespace pbert::gpu

@@ -1,0 +1,22 @@
+// The CPU build's side of gpu/gpu.h: no CUDA, said in one line each.
+#include "gpu/gpu.h"
+
+namespace pbert::gpu {
+namespace {
+
+absl::Status NoCuda() {
+  return absl::FailedPreconditionError(
+      "this packed-bert was built against a LibTorch without CUDA; build it against a CUDA "
+      "LibTorch (docs/building.md, scripts/gpu) to use a GPU");
+}
+
+}  // namespace
+
+bool Built() { return false; }
+absl::StatusOr<DeviceFacts> Describe(int) { return NoCuda(); }
+absl::StatusOr<MemoryStats> Memory(int) { return NoCuda(); }
+absl::Status ResetPeakMemory(int) { return NoCuda(); }
+absl::Status Synchronize(int) { return NoCuda(); }
+absl::StatusOr<std::unique_ptr<EventTimer>> EventTimer::Create(int) { return NoCuda(); }
+
+}  // namespace pbert::gpu

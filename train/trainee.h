@@ -1,0 +1,64 @@
+// What a training step updates, built one way for the trainer, the
+// benchmarks and the tests: the model, seeded and moved once to its device;
+// LAMB over BERT's two parameter groups; the loss scaler (fp16); the
+// gradient reducer; and the owner of the random generators.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "distributed/communicator.h"
+#include "distributed/gradient_reducer.h"
+#include "model/bert_options.h"
+#include "model/precision.h"
+#include "model/random_state.h"
+#include "optim/lamb.h"
+
+namespace pbert::model {
+class BertForPreTraining;
+}
+
+namespace pbert::train {
+
+struct TraineeOptions {
+  model::BertOptions bert;
+  optim::LambOptions lamb;  // after the packing adjustment
+  bool exclude_from_trust_ratio = true;
+  model::Precision precision = model::Precision::kFp32;  // resolved for the device
+  c10::Device device = c10::kCPU;
+  uint64_t seed = 0;  // seeds the weights and every generator
+  int64_t bucket_bytes = 25 << 20;  // gradient all-reduce buckets
+  bool overlap = true;              // all-reduce while backward runs
+  c10::ScalarType dtype = c10::kFloat;  // of the parameters (the tests use double)
+};
+
+class Trainee {
+ public:
+  static absl::StatusOr<std::unique_ptr<Trainee>> Make(const TraineeOptions& options,
+                                                       distributed::Communicator& communicator);
+  ~Trainee();
+
+  model::BertForPreTraining& model() { return *model_; }
+  optim::Lamb& optimizer() { return *optimizer_; }
+  model::LossScaler* scaler() { return scaler_.get(); }  // null but for fp16
+  distributed::GradientReducer& reducer() { return *reducer_; }
+  const model::Randomness& randomness() const { return randomness_; }
+  const c10::Device& device() const { return options_.device; }
+  model::Precision precision() const { return options_.precision; }
+
+ private:
+  explicit Trainee(const TraineeOptions& options);
+
+  TraineeOptions options_;
+  model::Randomness randomness_;
+  std::unique_ptr<model::BertForPreTraining> model_;
+  std::unique_ptr<optim::Lamb> optimizer_;
+  std::unique_ptr<model::LossScaler> scaler_;
+  std::unique_ptr<distributed::GradientReducer> reducer_;
+};
+
+}  // namespace pbert::train
