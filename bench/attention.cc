@@ -7,10 +7,13 @@
 //   masked-softmax  matmul, at::_masked_softmax with a boolean mask, matmul
 //   blocked       each sequence within its own block (model/attention.cc's
 //                 blocked layout, also through sdpa)
+//   varlen        the same over the real tokens end to end (the varlen
+//                 layout without FlashAttention, as on a CPU)
 //
-// for rows of S tokens holding 1, 2, 4 or 8 sequences of equal length, and
-// prints the median time, the speed against hand-written, and the largest
-// difference of the blocked output from the dense one.
+// for rows of S tokens holding 1, 2, 4 or 8 sequences of equal length (no
+// padding: the layouts differ only in how attention skips the other
+// sequences), and prints the median time, the speed against hand-written,
+// and the largest difference of each output from the hand-written one.
 //
 //   build/bench/attention [--rounds 7] [--threads 2] [--len 512] [--rows 4]
 #include <torch/torch.h>
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "data/batch.h"
 #include "model/attention.h"
 
 namespace {
@@ -51,10 +55,24 @@ int Main(int argc, char** argv) {
   std::printf("%-7s %-15s %10s %9s %14s\n", "depth", "variant", "median ms", "speed", "max |diff|");
   for (int depth : {1, 2, 4, 8}) {
     // Rows of `depth` sequences of S / depth tokens.
-    at::Tensor ids = torch::arange(S, torch::kLong).div(S / depth, "floor").add(1).clamp_max(depth);
-    ids = ids.unsqueeze(0).expand({B, S}).contiguous();
-    AttentionLayout dense = pbert::model::DenseLayout(ids, torch::kFloat);
-    AttentionLayout blocked = pbert::model::BlockedLayout(ids, torch::kFloat);
+    std::vector<pbert::data::Instance> instances(static_cast<size_t>(B) * depth);
+    for (auto& in : instances) {
+      in.input_ids.assign(S / depth, 5);
+      in.segment_ids.assign(S / depth, 0);
+    }
+    std::vector<std::vector<const pbert::data::Instance*>> rows(B);
+    for (size_t i = 0; i < instances.size(); ++i) rows[i / depth].push_back(&instances[i]);
+    auto batch = pbert::data::MakeBatch(rows, {S, depth, 0});
+    if (!batch.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(batch.status().message()).c_str());
+      return 1;
+    }
+    auto layout = [&](pbert::model::AttentionKind kind) {
+      return pbert::model::MakeLayout(*batch, kind, torch::kFloat, d);
+    };
+    const AttentionLayout dense = layout(pbert::model::AttentionKind::kDense);
+    const AttentionLayout blocked = layout(pbert::model::AttentionKind::kBlocked);
+    const AttentionLayout varlen = layout(pbert::model::AttentionKind::kVarlen);
     at::Tensor allowed = dense.mask.eq(0);              // [B,1,S,S]
     at::Tensor disallowed = allowed.logical_not().expand({B, heads, S, S}).contiguous();
     auto q = torch::randn({B, S, hidden}, torch::requires_grad());
@@ -79,6 +97,12 @@ int Main(int argc, char** argv) {
            return at::matmul(probs, split(v)).transpose(1, 2).reshape({B, S, hidden});
          }},
         {"blocked", [&] { return pbert::model::Attend(q, k, v, heads, blocked, 0.0); }},
+        {"varlen",
+         [&] {
+           auto tokens = [&](const at::Tensor& x) { return x.reshape({B * S, hidden}); };
+           return pbert::model::Attend(tokens(q), tokens(k), tokens(v), heads, varlen, 0.0)
+               .view({B, S, hidden});
+         }},
     };
     at::Tensor reference;
     {

@@ -8,10 +8,10 @@
 //   spfhp, lpfhp, nnlshp, lp   packed rows of each packing algorithm
 //
 // Models: tiny (hidden 128, 2 layers), mini (256, 4), medium (512, 8), all
-// with the 30,522-word vocabulary; dense attention (a key-padding mask for
-// one sequence per row, the block-diagonal mask for packed rows) unless
-// --attention blocked. One model per size, the same micro-batch rows and
-// steps for every case;
+// with the 30,522-word vocabulary; dense attention (the block-diagonal mask)
+// unless --attention names others (a list: each case runs in each, and the
+// ratios between the first two are printed). --cases keeps some cases. One
+// model per size, the same micro-batch rows and steps for every case;
 // the cases take turns over rounds (round 0 warms up and is not counted).
 // Each turn makes the case's loader anew at its stream position, so batches
 // are built while the case's own steps wait for them, never during another
@@ -21,8 +21,8 @@
 // factor.
 //
 //   build/bench/throughput [--rounds 3] [--steps 4] [--threads 2]
-//       [--models tiny,medium] [--lengths 128,512] [--attention dense|blocked|varlen]
-//       [--corpus FILE... --vocab FILE]
+//       [--models tiny,medium] [--lengths 128,512] [--attention dense,blocked,varlen]
+//       [--cases padded,dynamic,smart,spfhp,lpfhp,nnlshp,lp] [--corpus FILE... --vocab FILE]
 //
 // The corpus defaults to ../shared/data/wiki_00 and wiki_01 (Wikipedia, in
 // WikiExtractor form) with its BERT vocabulary; the stores it prepares
@@ -65,6 +65,7 @@ struct ModelShape {
 
 struct Case {
   std::string name;
+  pbert::model::AttentionKind attention = pbert::model::AttentionKind::kDense;
   std::shared_ptr<const PackIndex> index;
   double packing_factor = 1;
   bool fit_width = false, group_by_length = false;
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   int rounds = 3, steps = 4, threads = 2;
   std::vector<std::string> models = {"tiny", "medium"}, corpus;
   std::vector<int> lengths = {128, 512};
-  std::string vocab, attention = "dense";
+  std::string vocab, attention = "dense", case_names = "padded,dynamic,smart,spfhp,lpfhp,nnlshp,lp";
   const std::string shared = PBERT_SHARED_DATA_DIR;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
     else if (flag == "--threads") threads = std::stoi(value);
     else if (flag == "--models") models = absl::StrSplit(value, ',');
     else if (flag == "--attention") attention = value;
+    else if (flag == "--cases") case_names = value;
     else if (flag == "--vocab") vocab = value;
     else if (flag == "--lengths") {
       lengths.clear();
@@ -105,17 +107,22 @@ int main(int argc, char** argv) {
       continue;
     } else {
       std::cerr << "usage: bench/throughput [--rounds N] [--steps K] [--threads T] "
-                   "[--models tiny,mini,medium] [--lengths 128,512] [--attention dense|blocked|varlen] "
-                   "[--corpus FILE... --vocab FILE]\n";
+                   "[--models tiny,mini,medium] [--lengths 128,512] [--attention dense,blocked,varlen] "
+                   "[--cases padded,...,lp] [--corpus FILE... --vocab FILE]\n";
       return 2;
     }
     ++i;
   }
-  auto attention_kind = pbert::ParseChoice<pbert::model::AttentionKind>(attention, "--attention");
-  if (!attention_kind.ok()) {
-    std::cerr << "bench/throughput: " << attention_kind.status().message() << "\n";
-    return 2;
+  std::vector<pbert::model::AttentionKind> attentions;
+  for (absl::string_view name : absl::StrSplit(attention, ',')) {
+    auto kind = pbert::ParseChoice<pbert::model::AttentionKind>(name, "--attention");
+    if (!kind.ok()) {
+      std::cerr << "bench/throughput: " << kind.status().message() << "\n";
+      return 2;
+    }
+    attentions.push_back(*kind);
   }
+  const std::vector<std::string> wanted = absl::StrSplit(case_names, ',');
   if (corpus.empty()) corpus = {shared + "/wiki_00", shared + "/wiki_01"};
   if (vocab.empty()) vocab = shared + "/bert-base-uncased-vocab.txt";
   for (const std::string& f : corpus) {
@@ -188,6 +195,19 @@ int main(int argc, char** argv) {
       c.packing_factor = packed->run.report.packing_factor;
       cases.push_back(std::move(c));
     }
+    // Each wanted case once per attention, the cases taking turns.
+    std::vector<Case> all_cases;
+    for (const Case& base : cases) {
+      if (std::find(wanted.begin(), wanted.end(), base.name) == wanted.end()) continue;
+      for (pbert::model::AttentionKind kind : attentions) {
+        Case c = base;
+        c.attention = kind;
+        if (attentions.size() > 1) c.name += "/" + pbert::NameOf(kind);
+        all_cases.push_back(std::move(c));
+      }
+    }
+    cases = std::move(all_cases);
+    if (cases.empty()) return Fail("--cases names none of the cases");
     const int rows = S >= 512 ? 8 : 32;
     std::printf("\n%s: %zu sequences of at most %d tokens (%.1f on average), %d rows per step\n",
                 store_dir.c_str(), seq_lengths.size(), S,
@@ -206,8 +226,7 @@ int main(int argc, char** argv) {
                          .num_layers(m.layers)
                          .num_heads(m.heads)
                          .intermediate_size(m.ffn)
-                         .max_position_embeddings(S)
-                         .attention(*attention_kind);
+                         .max_position_embeddings(S);
       options.lamb = pbert::optim::LambOptions(1e-4);
       options.seed = 1;
       auto trainee = pbert::train::Trainee::Make(options, *communicator);
@@ -222,6 +241,7 @@ int main(int argc, char** argv) {
           o.seed = 1;
           o.threads = 1;
           o.prefetch = 2;
+          (*trainee)->model()->options.attention(c.attention);
           auto start = std::chrono::steady_clock::now();
           auto loader = pbert::data::Loader::Create(store, c.index, o, c.position);
           if (!loader.ok()) return Fail(loader.status());
@@ -246,8 +266,15 @@ int main(int argc, char** argv) {
           c.slots += slots;
         }
       }
-      const Case& padded = cases[0];
-      const Case& smart = cases[2];
+      // The first case of each name in the first attention is the reference.
+      auto first = [&](const std::string& name) -> const Case& {
+        for (const Case& c : cases) {
+          if (c.name.compare(0, name.size(), name) == 0) return c;
+        }
+        return cases[0];
+      };
+      const Case& padded = first("padded");
+      const Case& smart = first("smart");
       auto rate = [](const Case& c) { return c.tokens / c.seconds; };
       std::printf("\nmodel %s (hidden %ld, %ld layers), max length %d\n", m.name.c_str(),
                   m.hidden, m.layers, S);
@@ -260,6 +287,12 @@ int main(int argc, char** argv) {
                     c.packing_factor, vs_padded, rate(c) / rate(smart),
                     c.packing_factor > 1 ? absl::StrFormat("%.3f", vs_padded / c.packing_factor).c_str()
                                          : "-");
+      }
+      for (size_t i = 0; attentions.size() > 1 && i < cases.size(); i += attentions.size()) {
+        std::printf("ratio %-16s %s / %s, real tokens/s: %.2f\n",
+                    cases[i].name.substr(0, cases[i].name.find('/')).c_str(),
+                    pbert::NameOf(attentions[1]).c_str(), pbert::NameOf(attentions[0]).c_str(),
+                    rate(cases[i + 1]) / rate(cases[i]));
       }
       std::fflush(stdout);
     }

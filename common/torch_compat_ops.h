@@ -15,6 +15,9 @@
 
 #include <vector>
 
+#if PBERT_TORCH_AT_LEAST(2, 6)
+#include <ATen/ops/_flash_attention_forward.h>
+#endif
 #if PBERT_TORCH_AT_LEAST(2, 0)
 #include <ATen/ops/scaled_dot_product_attention.h>
 #else
@@ -53,6 +56,24 @@ inline at::Tensor ForeachNorms(const std::vector<at::Tensor>& tensors) {
   return at::stack(norms);
 #endif
 }
+
+// FlashAttention's variable-length forward (CUDA, fp16/bf16, head width a
+// multiple of 8 up to 256): q, k, v [T, heads, d] of N sequences whose
+// starts among the T, then T, are `cu_seqlens` ([N+1] int32); each attends
+// within itself. Differentiable through the dispatcher (its backward is
+// _flash_attention_backward); dropout draws from the CUDA generator. The
+// 15-argument interface is 2.6's (and 2.11's); before 2.6 there is none
+// (PBERT_HAS_FLASH_VARLEN unset).
+#if PBERT_TORCH_AT_LEAST(2, 6)
+#define PBERT_HAS_FLASH_VARLEN 1
+inline at::Tensor FlashAttentionVarlen(const at::Tensor& q, const at::Tensor& k,
+                                       const at::Tensor& v, const at::Tensor& cu_seqlens,
+                                       int64_t max_seqlen, double dropout_p) {
+  return std::get<0>(at::_flash_attention_forward(
+      q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p, /*is_causal=*/false,
+      /*return_debug_mask=*/false));
+}
+#endif
 
 // Autocast's state for one device type: 1.13 has one function per device
 // (set_cpu_enabled, set_autocast_gpu_dtype); 2.x takes the device type.

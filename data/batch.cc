@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -16,7 +17,8 @@ void ForEachTensor(Batch& batch, F f) {
   for (auto* t : {&batch.input_ids, &batch.position_ids, &batch.token_type_ids,
                   &batch.sequence_ids, &batch.mlm_positions, &batch.mlm_labels,
                   &batch.mlm_sequence, &batch.cls_positions, &batch.nsp_labels, &batch.nsp_valid,
-                  &batch.mlm_used}) {
+                  &batch.mlm_used, &batch.token_index, &batch.cu_seqlens, &batch.mlm_token,
+                  &batch.cls_token}) {
     f(*t);
   }
 }
@@ -52,6 +54,10 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
     S = std::max(S, longest);  // a max_len that is no multiple of 8
   }
   const int64_t D = shape.max_depth;
+  if (B * S > std::numeric_limits<int32_t>::max()) {  // cu_seqlens is int32, as FlashAttention's
+    return absl::InvalidArgumentError(absl::StrCat("a micro-batch of ", B, " rows of ", S,
+                                                   " tokens is over 2^31 tokens"));
+  }
   int64_t M = shape.max_predictions;
   int64_t needed = 1;
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -75,9 +81,20 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
   if (M == 0) M = needed;
 
   auto zeros = [](int64_t a, int64_t b) { return at::zeros({a, b}, at::kLong); };
-  PackedBatch batch{zeros(B, S), zeros(B, S), zeros(B, S), zeros(B, S), zeros(B, M),
-                    zeros(B, M), zeros(B, M), zeros(B, D), zeros(B, D), zeros(B, D), {}, 0};
-  std::vector<int64_t> used;
+  PackedBatch batch;
+  for (at::Tensor* t : {&batch.input_ids, &batch.position_ids, &batch.token_type_ids,
+                        &batch.sequence_ids}) {
+    *t = zeros(B, S);
+  }
+  for (at::Tensor* t : {&batch.mlm_positions, &batch.mlm_labels, &batch.mlm_sequence}) {
+    *t = zeros(B, M);
+  }
+  for (at::Tensor* t : {&batch.cls_positions, &batch.nsp_labels, &batch.nsp_valid,
+                        &batch.cls_token}) {
+    *t = zeros(B, D);
+  }
+  std::vector<int64_t> used, token_index, mlm_token;
+  std::vector<int32_t> cu_seqlens = {0};
   auto ids = batch.input_ids.accessor<int64_t, 2>();
   auto pos = batch.position_ids.accessor<int64_t, 2>();
   auto seg = batch.token_type_ids.accessor<int64_t, 2>();
@@ -88,31 +105,42 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
   auto cls = batch.cls_positions.accessor<int64_t, 2>();
   auto nsp = batch.nsp_labels.accessor<int64_t, 2>();
   auto valid = batch.nsp_valid.accessor<int64_t, 2>();
+  auto cls_token = batch.cls_token.accessor<int64_t, 2>();
   for (int64_t b = 0; b < B; ++b) {
     int64_t offset = 0, slot = 0;
     for (size_t k = 0; k < rows[b].size(); ++k) {
       const Instance& in = *rows[b][k];
       const int64_t sequence = static_cast<int64_t>(k) + 1;
+      const int64_t first = batch.tokens;  // this sequence's first token among the T
       for (int i = 0; i < in.length(); ++i) {
         ids[b][offset + i] = in.input_ids[i];
         pos[b][offset + i] = i;
         seg[b][offset + i] = in.segment_ids[i];
         sid[b][offset + i] = sequence;
+        token_index.push_back(b * S + offset + i);
       }
       for (size_t m = 0; m < in.masked_positions.size(); ++m, ++slot) {
         used.push_back(b * M + slot);
+        mlm_token.push_back(first + in.masked_positions[m]);
         mpos[b][slot] = offset + in.masked_positions[m];
         mlab[b][slot] = in.masked_ids[m];
         mseq[b][slot] = sequence;
       }
       cls[b][k] = offset;
+      cls_token[b][k] = first;
       nsp[b][k] = in.next_sentence_label;
       valid[b][k] = 1;
+      batch.sequences.push_back({b * S + offset, first, in.length()});
+      batch.max_seqlen = std::max<int64_t>(batch.max_seqlen, in.length());
       offset += in.length();
       batch.tokens += in.length();
+      cu_seqlens.push_back(static_cast<int32_t>(batch.tokens));
     }
   }
   batch.mlm_used = at::tensor(used, at::kLong);
+  batch.token_index = at::tensor(token_index, at::kLong);
+  batch.mlm_token = at::tensor(mlm_token, at::kLong);
+  batch.cu_seqlens = at::tensor(cu_seqlens, at::kInt);
   return batch;
 }
 

@@ -12,6 +12,14 @@
 
 namespace pbert::data {
 
+// Where one sequence of a batch lies: among the flattened [B*S] row
+// positions, and among the batch's T real tokens end to end.
+struct SequenceSpan {
+  int64_t row_start = 0;    // index into the flattened [B*S] rows
+  int64_t token_start = 0;  // index into the T real tokens
+  int64_t length = 0;
+};
+
 struct PackedBatch {
   at::Tensor input_ids;       // [B,S] int64, 0 = padding
   at::Tensor position_ids;    // [B,S] position inside its own sequence
@@ -26,8 +34,17 @@ struct PackedBatch {
   // [K] the MLM slots that hold a masked token, as indices into the
   // flattened [B*M] slots, in order: the MLM head runs on these K only.
   at::Tensor mlm_used;
-  // Real (non-padding) tokens, counted on the host as the batch was laid out.
+  // The batch without its padding (the varlen attention layout): the T real
+  // tokens end to end, sequence after sequence, row after row.
+  at::Tensor token_index;  // [T] where each real token lies in the flattened [B*S] rows
+  at::Tensor cu_seqlens;   // [N+1] int32: where each of the N sequences starts among the T, then T
+  at::Tensor mlm_token;    // [K] the token (index into the T) of each used MLM slot, in order
+  at::Tensor cls_token;    // [B,D] the token of each sequence slot's [CLS]; 0 for unused slots
+  // Computed on the host as the batch was laid out, and kept there (To()
+  // copies them): the real tokens (T), the longest sequence, each sequence.
   int64_t tokens = 0;
+  int64_t max_seqlen = 0;
+  std::vector<SequenceSpan> sequences;
 
   int64_t rows() const { return input_ids.size(0); }
 

@@ -1,55 +1,75 @@
-// How self-attention sees a packed batch, computed once per batch and shared
-// by every layer. Two layouts give the same result for every real token:
+// How self-attention sees a batch: its layout, made once per forward pass
+// from the batch's sequence boundaries (computed on the host when the batch
+// was laid out: data/batch.h) and shared by every layer. Three layouts give
+// the same result for every real token (docs/model.md):
 //
-// dense:   scores over the whole row [B,heads,S,S] plus the block-diagonal
-//          mask (-inf between different sequences), as the paper does;
-// blocked: each sequence attends within its own block only: sequences are
-//          gathered into buckets of similar length ([n,heads,L,L] each, L a
-//          multiple of 32), so a row of k sequences costs about 1/k of the
-//          dense scores. What the mask would have zeroed is never computed.
+// dense:   the model runs on the padded rows [B,S,H]; scores over the whole
+//          row [B,heads,S,S] plus the block-diagonal mask (-inf between
+//          different sequences), as the paper does;
+// blocked: the model runs on the padded rows; each sequence attends within
+//          its own block only: sequences are gathered into buckets of
+//          similar length ([n,heads,L,L] each, L a multiple of 32), so a row
+//          of k sequences costs about 1/k of the dense scores;
+// varlen:  the model runs on the T real tokens only ([T,H]: no padding in
+//          any layer); attention per sequence from cu_seqlens, through
+//          FlashAttention's variable-length kernel on a GPU (fp16/bf16),
+//          elsewhere through the buckets of blocked over the T tokens.
 //
 // Padding tokens get zero attention output in the blocked layout (they
 // attend only padding in the dense one); no real token ever sees them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
-#include <string>
 #include <vector>
 
+#include "data/batch.h"
 #include "model/bert_options.h"
 
 namespace pbert::model {
 
 struct AttentionLayout {
-  // Dense: the additive mask, broadcastable to [B,heads,S,S].
+  AttentionKind kind = AttentionKind::kDense;  // never kAuto
+  // dense: the additive mask, broadcastable to [B,heads,S,S].
   at::Tensor mask;
-  // Blocked: one entry per bucket of sequences.
+  // blocked, and varlen without FlashAttention: one entry per bucket of
+  // sequences, indexing the flattened [B*S] rows (blocked) or the T tokens
+  // (varlen).
   struct Bucket {
     int64_t length = 0;  // L
-    at::Tensor tokens;   // [n*L] indices into the flattened [B*S] tokens; padding slots -> B*S
+    at::Tensor tokens;   // [n*L] indices into the flattened tokens; padding slots -> their count
     at::Tensor key_mask;  // [n,1,1,L] additive: 0 for a sequence's keys, -inf for padding slots
   };
   std::vector<Bucket> buckets;
-
-  bool blocked() const { return !mask.defined(); }
+  // varlen through FlashAttention: the sequences' boundaries among the T.
+  bool flash = false;
+  at::Tensor cu_seqlens;  // [N+1] int32
+  int64_t max_seqlen = 0;
 };
+
+// What `kind` means: kAuto is varlen on either device. On a GPU it runs
+// FlashAttention's varlen kernel; on the CPU it trained 1.8-2.0x faster
+// than blocked on unpacked and dynamically padded batches of a medium BERT,
+// and 1.05x on packed rows (docs/model.md, Speed).
+AttentionKind ResolveAttention(AttentionKind kind);
 
 // The additive attention mask for `sequence_ids` [B,S]: 0 where token i may
 // attend token j (same sequence id), -inf elsewhere; shape [B,1,S,S].
 // Padding tokens (id 0) attend only padding, so no row is all -inf.
 at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype);
 
-AttentionLayout DenseLayout(const at::Tensor& sequence_ids, at::ScalarType dtype);
-// `sequence_ids` is read on the host; the indices go to its device.
-AttentionLayout BlockedLayout(const at::Tensor& sequence_ids, at::ScalarType dtype,
-                              int64_t granularity = 32);
+// The layout of `batch` (on any device; only its host fields and
+// sequence_ids are read) for attention `kind` (not kAuto), with the scores'
+// dtype and the width of a head. `whole_rows`: a row's real tokens attend
+// to each other as one sequence (the no_block_mask ablation).
+AttentionLayout MakeLayout(const data::PackedBatch& batch, AttentionKind kind,
+                           at::ScalarType dtype, int64_t head_dim, bool whole_rows = false);
 
-// Scaled dot-product attention of q, k, v [B,S,hidden] split into `heads`,
-// in `layout`, with dropout of probability `dropout_p` on the attention
-// probabilities (0 in evaluation). Computed by LibTorch's
-// _scaled_dot_product_attention, the fastest exact path on CPU in 1.13
-// (build/bench/attention).
+// Scaled dot-product attention of q, k, v ([B,S,hidden] in the dense and
+// blocked layouts, [T,hidden] in varlen) split into `heads`, in `layout`,
+// with dropout of probability `dropout_p` on the attention probabilities
+// (0 in evaluation).
 at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads,
                   const AttentionLayout& layout, double dropout_p);
 

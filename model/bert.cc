@@ -147,8 +147,17 @@ void BertModelImpl::reset() {
 }
 
 at::Tensor BertModelImpl::forward(const data::PackedBatch& batch, const AttentionLayout& layout) {
+  const bool reset = options.ablation() != Ablation::kNoPositionReset;
+  if (layout.kind == AttentionKind::kVarlen) {
+    // The T real tokens only, end to end.
+    auto real = [&](const at::Tensor& t) { return t.reshape({-1}).index_select(0, batch.token_index); };
+    const at::Tensor positions =
+        reset ? real(batch.position_ids) : batch.token_index.remainder(batch.input_ids.size(1));
+    return encoder(embeddings(real(batch.input_ids), positions, real(batch.token_type_ids)),
+                   layout);
+  }
   at::Tensor positions = batch.position_ids;
-  if (options.ablation() == Ablation::kNoPositionReset) {
+  if (!reset) {
     positions = at::arange(batch.input_ids.size(1), positions.options()).expand_as(positions);
   }
   return encoder(embeddings(batch.input_ids, positions, batch.token_type_ids), layout);
@@ -224,28 +233,36 @@ PretrainingLogits BertForPreTrainingImpl::forward(const data::PackedBatch& batch
   const at::ScalarType dtype = bert->embeddings->word_embeddings->weight.scalar_type();
   AttentionLayout layout;
   if (attention_mask.defined()) {
-    layout.mask = attention_mask;
+    layout.mask = attention_mask;  // kind dense
   } else {
-    // Without the block mask, a row's real tokens are one "sequence".
-    const at::Tensor ids = options.ablation() == Ablation::kNoBlockMask
-                               ? batch.sequence_ids.gt(0).to(batch.sequence_ids.scalar_type())
-                               : batch.sequence_ids;
-    layout = options.attention() == AttentionKind::kBlocked ? BlockedLayout(ids, dtype)
-                                                            : DenseLayout(ids, dtype);
+    layout = MakeLayout(batch, ResolveAttention(options.attention()), dtype,
+                        options.hidden_size() / options.num_heads(),
+                        options.ablation() == Ablation::kNoBlockMask);
   }
-  at::Tensor hidden = bert(batch, layout);  // [B,S,H]
-  const int64_t S = hidden.size(1), H = options.hidden_size();
-  const int64_t M = batch.mlm_positions.size(1);
+  const int64_t H = options.hidden_size();
+  // [B*S,H] over the padded rows, or [T,H] over the real tokens (varlen).
+  const at::Tensor hidden = bert(batch, layout).reshape({-1, H});
+  const bool varlen = layout.kind == AttentionKind::kVarlen;
   // The heads run only where they are needed: the masked tokens (not the
   // unused MLM slots: the decoder over the vocabulary is the costliest
   // matmul of a small model), and the [CLS] of every sequence slot.
-  at::Tensor row = batch.mlm_used.div(M, "floor");
-  at::Tensor token = row * S + batch.mlm_positions.reshape({-1}).index_select(0, batch.mlm_used);
+  at::Tensor mlm_token, cls_token;
+  if (varlen) {
+    mlm_token = batch.mlm_token;
+    cls_token = batch.cls_token;
+  } else {
+    const int64_t S = batch.input_ids.size(1), M = batch.mlm_positions.size(1);
+    mlm_token = batch.mlm_used.div(M, "floor") * S +
+                batch.mlm_positions.reshape({-1}).index_select(0, batch.mlm_used);
+    cls_token = batch.cls_positions + at::arange(batch.rows(), batch.cls_positions.options())
+                                              .mul(S)
+                                              .unsqueeze(1);
+  }
   PretrainingLogits logits;
-  logits.mlm = cls->predictions(hidden.reshape({-1, H}).index_select(0, token),
+  logits.mlm = cls->predictions(hidden.index_select(0, mlm_token),
                                 bert->embeddings->word_embeddings->weight);
-  auto cls_hidden =
-      hidden.gather(1, batch.cls_positions.unsqueeze(-1).expand({-1, -1, H}));  // [B,D,H]
+  const at::Tensor cls_hidden =
+      hidden.index_select(0, cls_token.reshape({-1})).view({batch.rows(), -1, H});  // [B,D,H]
   logits.nsp = cls->seq_relationship(bert->pooler(cls_hidden));
   return logits;
 }

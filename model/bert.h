@@ -1,7 +1,8 @@
 // BERT for packed pretraining: position embeddings looked up per token (so
-// they restart in every sequence of a row), attention masked
-// block-diagonally by sequence id, and pretraining heads evaluated only at
-// the masked positions and at each sequence's [CLS]. Parameter names are
+// they restart in every sequence of a row), attention kept within each
+// sequence (model/attention.h: on the padded rows, or on the real tokens
+// alone), and pretraining heads evaluated only at the masked positions and
+// at each sequence's [CLS]. Parameter names are
 // those of Hugging Face's BertForPreTraining, so checkpoints move both ways.
 #pragma once
 
@@ -122,7 +123,8 @@ class BertModelImpl : public torch::nn::Cloneable<BertModelImpl> {
  public:
   explicit BertModelImpl(const BertOptions& options);
   void reset() override;
-  // The final hidden states [B,S,H].
+  // The final hidden states: [B,S,H] over the padded rows, or [T,H] over
+  // the real tokens in the varlen layout.
   at::Tensor forward(const data::PackedBatch& batch, const AttentionLayout& layout);
 
   BertOptions options;
@@ -180,7 +182,7 @@ class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImp
 
   // `attention_mask` (additive, broadcastable to [B,heads,S,S]) replaces the
   // batch's own layout (benchmarks, ablations); by default attention follows
-  // options.attention (dense block-diagonal mask, or blocked).
+  // options.attention on the batch's device (model/attention.h).
   PretrainingLogits forward(const data::PackedBatch& batch, const at::Tensor& attention_mask = {});
 
   BertOptions options;

@@ -18,11 +18,15 @@ namespace pbert::model {
 // How attention skips the other sequences of a packed row; the results are
 // the same (model/attention.h).
 enum class AttentionKind {
+  kAuto,     // the faster of the others on the device (ResolveAttention)
   kDense,    // scores over the whole row, block-diagonal mask
   kBlocked,  // each sequence attends within its own block: no masked scores computed
+  kVarlen,   // the model runs on the real tokens only; attention per sequence
 };
-inline constexpr Choice<AttentionKind> kAttentionKinds[] = {{"dense", AttentionKind::kDense},
-                                                            {"blocked", AttentionKind::kBlocked}};
+inline constexpr Choice<AttentionKind> kAttentionKinds[] = {{"auto", AttentionKind::kAuto},
+                                                            {"dense", AttentionKind::kDense},
+                                                            {"blocked", AttentionKind::kBlocked},
+                                                            {"varlen", AttentionKind::kVarlen}};
 constexpr ChoiceList<AttentionKind> ChoicesOf(AttentionKind) { return kAttentionKinds; }
 
 // Packing's two model changes, each of which an ablation leaves out:
@@ -60,7 +64,7 @@ struct BertOptions {
   /// Standard deviation of the normal initialisation.
   TORCH_ARG(double, initializer_range) = 0.02;
   /// How attention skips other sequences of a row.
-  TORCH_ARG(AttentionKind, attention) = AttentionKind::kBlocked;
+  TORCH_ARG(AttentionKind, attention) = AttentionKind::kAuto;
   /// The paper's ablations (its Figure 4), for experiments only.
   TORCH_ARG(Ablation, ablation) = Ablation::kNone;
 
@@ -89,7 +93,8 @@ struct BertOptions {
             AtLeast(0.0));
     v.Field("attention", &attention_,
             "dense: scores over the row with the block-diagonal mask; blocked: each sequence "
-            "within its own block; the same results");
+            "within its own block; varlen: the model on the real tokens only, FlashAttention on "
+            "a GPU; auto: the fastest on the device; the same results");
     v.Field("ablation", &ablation_,
             "leave out one of packing's model changes; experiments only, refused with "
             "mlperf.division closed");

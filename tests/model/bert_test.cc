@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <limits>
+
 #include "gtest/gtest.h"
 #include "model/losses.h"
 #include "model/precision.h"
@@ -48,14 +50,14 @@ double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
   return a.numel() == 0 ? 0.0 : (a - b).abs().max().item<double>();
 }
 
-// Packed rows (depth 1..8, attention dense or blocked) against every
-// sequence alone in a row of its own (dense).
+// Packed rows (depth 1..8, attention dense, blocked or varlen) against
+// every sequence alone in a row of its own (dense).
 class EquivalenceTest : public ::testing::TestWithParam<std::tuple<int, AttentionKind>> {};
 
 TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
   const auto [depth, attention] = GetParam();
   torch::manual_seed(depth);
-  BertForPreTraining model(TinyOptions());
+  BertForPreTraining model(TinyOptions().attention(AttentionKind::kDense));
   // The same weights, attending in the layout under test.
   BertForPreTraining twin(TinyOptions().attention(attention));
   {
@@ -111,14 +113,79 @@ TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Depths, EquivalenceTest,
-    ::testing::Combine(::testing::Range(1, 9),
-                       ::testing::Values(AttentionKind::kDense, AttentionKind::kBlocked)),
-    [](const ::testing::TestParamInfo<std::tuple<int, AttentionKind>>& info) {
-      return "depth" + std::to_string(std::get<0>(info.param)) +
-             (std::get<1>(info.param) == AttentionKind::kDense ? "_dense" : "_blocked");
-    });
+std::string DepthAndLayout(const ::testing::TestParamInfo<std::tuple<int, AttentionKind>>& info) {
+  return "depth" + std::to_string(std::get<0>(info.param)) + "_" + NameOf(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Depths, EquivalenceTest,
+                         ::testing::Combine(::testing::Range(1, 9),
+                                            ::testing::Values(AttentionKind::kDense,
+                                                              AttentionKind::kBlocked,
+                                                              AttentionKind::kVarlen)),
+                         DepthAndLayout);
+
+// The varlen layout (the model on the real tokens only; attention in
+// buckets of sequences, the CPU's reference for FlashAttention's kernel)
+// against the dense one, in fp32, at depths 1-8, also under each ablation.
+// The two compute the same sums in other orders, so each differs from the
+// exact result by fp32 rounding. The tolerance comes from that rounding as
+// the dense layout itself shows it: each output (MLM and NSP logits, each
+// parameter's gradient) of varlen must lie within 4 times dense's own
+// distance from the same model in double precision, plus 8 fp32 ulps of the
+// output's size.
+class VarlenTest : public ::testing::TestWithParam<std::tuple<int, Ablation>> {};
+
+TEST_P(VarlenTest, EqualsDenseInFp32) {
+  const auto [depth, ablation] = GetParam();
+  constexpr double kEpsF = std::numeric_limits<float>::epsilon();
+  torch::manual_seed(depth);
+  auto options = TinyOptions().ablation(ablation);
+  BertForPreTraining exact(options.attention(AttentionKind::kDense));
+  BertForPreTraining dense(options.attention(AttentionKind::kDense));
+  BertForPreTraining varlen(options.attention(AttentionKind::kVarlen));
+  {
+    torch::NoGradGuard no_grad;
+    auto from = exact->named_parameters();
+    for (auto* twin : {&dense, &varlen}) {
+      for (auto& p : (*twin)->named_parameters()) p.value().copy_(from[p.key()]);
+    }
+  }
+  exact->to(torch::kDouble);
+  auto instances = RandomInstances(24, 6, 30, 97, 400 + depth);
+  auto packed = Batch(PackInOrder(instances, depth, kMaxLen), depth);
+  // Outputs in the order: MLM logits, NSP logits (of the slots that hold a
+  // sequence), then every gradient.
+  auto outputs = [&](BertForPreTraining& model) {
+    model->zero_grad();
+    PretrainingLogits logits = model(packed);
+    PretrainingLoss(ComputeSums(logits, packed), MlmLossMode::kPerToken, TotalsOf(packed))
+        .backward();
+    std::vector<at::Tensor> out = {
+        logits.mlm.detach().to(torch::kDouble),
+        logits.nsp.detach().to(torch::kDouble) * packed.nsp_valid.unsqueeze(-1)};
+    for (const auto& p : model->parameters()) out.push_back(p.grad().to(torch::kDouble));
+    return out;
+  };
+  const auto reference = outputs(exact), d = outputs(dense), v = outputs(varlen);
+  auto names = exact->named_parameters();
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const std::string what = i == 0 ? "MLM logits" : i == 1 ? "NSP logits"
+                                                            : "gradient of " + names[i - 2].key();
+    const double size = reference[i].abs().max().item<double>();
+    const double tolerance = 4 * MaxAbsDiff(d[i], reference[i]) + 8 * kEpsF * size;
+    EXPECT_LE(MaxAbsDiff(v[i], reference[i]), tolerance) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Depths, VarlenTest,
+                         ::testing::Combine(::testing::Range(1, 9),
+                                            ::testing::Values(Ablation::kNone,
+                                                              Ablation::kNoBlockMask,
+                                                              Ablation::kNoPositionReset)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, Ablation>>& info) {
+                           return "depth" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  NameOf(std::get<1>(info.param));
+                         });
 
 // The same property under bf16 autocast (model.precision bf16, or auto on a
 // CPU with bf16 in hardware). Both sides round to bf16 (8 significant bits),
@@ -177,11 +244,9 @@ TEST_P(Bf16EquivalenceTest, PackedEqualsAloneWithinBf16Rounding) {
 INSTANTIATE_TEST_SUITE_P(
     Depths, Bf16EquivalenceTest,
     ::testing::Combine(::testing::Values(1, 2, 4, 8),
-                       ::testing::Values(AttentionKind::kDense, AttentionKind::kBlocked)),
-    [](const ::testing::TestParamInfo<std::tuple<int, AttentionKind>>& info) {
-      return "depth" + std::to_string(std::get<0>(info.param)) +
-             (std::get<1>(info.param) == AttentionKind::kDense ? "_dense" : "_blocked");
-    });
+                       ::testing::Values(AttentionKind::kDense, AttentionKind::kBlocked,
+                                         AttentionKind::kVarlen)),
+    DepthAndLayout);
 
 // The ablations leave out one of packing's model changes: then a packed
 // sequence no longer gets the logits it gets alone.

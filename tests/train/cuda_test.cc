@@ -1,0 +1,239 @@
+// What only a GPU can show: the varlen layout through FlashAttention, the
+// step on CUDA against the CPU's, resume on CUDA, and NCCL. Every test skips
+// with one line where this build has no CUDA or no GPU is visible; on a GPU
+// machine scripts/gpu runs them.
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "gpu/gpu.h"
+#include "gtest/gtest.h"
+#include "model/bert.h"
+#include "model/losses.h"
+#include "model/precision.h"
+#include "tests/model/fixtures.h"
+#include "train/step.h"
+#include "train/trainee.h"
+
+#ifdef PBERT_WITH_NCCL
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace pbert::train {
+namespace {
+
+using Rows = std::vector<std::vector<const data::Instance*>>;
+
+// Why CUDA tests cannot run here, or "" when they can.
+std::string NoGpu() {
+  if (!gpu::Built()) return "needs a CUDA build of LibTorch (this one has none)";
+  if (torch::cuda::device_count() == 0) return "needs a CUDA GPU (none is visible)";
+  return "";
+}
+
+#define SKIP_WITHOUT_GPU()                                 \
+  do {                                                     \
+    if (const std::string why = NoGpu(); !why.empty()) {   \
+      GTEST_SKIP() << why;                                 \
+    }                                                      \
+  } while (0)
+
+const c10::Device kGpu(c10::kCUDA, 0);
+
+double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
+  return a.numel() == 0 ? 0.0 : (a.to(at::kCPU, at::kDouble) - b.to(at::kCPU, at::kDouble)).abs().max().item<double>();
+}
+
+// Packed rows at depths 1-8, BERT with 64-wide heads (FlashAttention's
+// kind), bf16 autocast on the GPU through FlashAttention's varlen kernel,
+// against the dense layout in fp32 on the same GPU. bf16 keeps 8
+// significant bits (a relative rounding of 2^-9 per operation): the
+// tolerances are bf16's, as the CPU's bf16 equivalence test derives them
+// (tests/model/bert_test.cc): logits within 8 bf16 ulps of the largest
+// logit (1/32 of it), the loss within 1%, each gradient within 5% of its
+// largest entry.
+TEST(CudaTest, VarlenThroughFlashAttentionEqualsDenseFp32) {
+  SKIP_WITHOUT_GPU();
+  for (int depth : {1, 2, 4, 8}) {
+    torch::manual_seed(depth);
+    auto options = model::testing::TinyOptions().hidden_size(128).num_heads(2);  // head width 64
+    model::BertForPreTraining dense(options.attention(model::AttentionKind::kDense));
+    model::BertForPreTraining varlen(options.attention(model::AttentionKind::kVarlen));
+    {
+      torch::NoGradGuard no_grad;
+      auto from = dense->named_parameters();
+      for (auto& p : varlen->named_parameters()) p.value().copy_(from[p.key()]);
+    }
+    dense->to(kGpu);
+    varlen->to(kGpu);
+    auto instances = model::testing::RandomInstances(24, 6, 30, 97, 500 + depth);
+    auto rows = model::testing::PackInOrder(instances, depth, 64);
+    const data::PackedBatch batch = data::MakeBatch(rows, {64, depth, 0})->To(kGpu);
+    auto run = [&](model::BertForPreTraining& m, model::Precision precision) {
+      m->zero_grad();
+      model::PretrainingLogits logits;
+      at::Tensor loss;
+      {
+        model::AutocastGuard autocast(precision, c10::DeviceType::CUDA);
+        if (precision == model::Precision::kBf16) {
+          EXPECT_TRUE(model::MakeLayout(batch, model::AttentionKind::kVarlen, at::kFloat, 64).flash)
+              << "FlashAttention's varlen kernel is not in use";
+        }
+        logits = m(batch);
+        loss = model::PretrainingLoss(model::ComputeSums(logits, batch),
+                                      model::MlmLossMode::kPerToken, model::TotalsOf(batch));
+      }
+      loss.backward();
+      return std::make_pair(logits, loss.item<double>());
+    };
+    auto [reference, reference_loss] = run(dense, model::Precision::kFp32);
+    auto [flash, flash_loss] = run(varlen, model::Precision::kBf16);
+    const double scale = reference.mlm.abs().max().item<double>();
+    EXPECT_LE(MaxAbsDiff(flash.mlm, reference.mlm), scale / 32) << "depth " << depth;
+    EXPECT_LE(MaxAbsDiff(flash.nsp * batch.nsp_valid.unsqueeze(-1),
+                         reference.nsp * batch.nsp_valid.unsqueeze(-1)),
+              scale / 32)
+        << "depth " << depth;
+    EXPECT_NEAR(flash_loss, reference_loss, 0.01 * reference_loss) << "depth " << depth;
+    auto a = dense->named_parameters(), b = varlen->named_parameters();
+    for (size_t k = 0; k < a.size(); ++k) {
+      const double g = a[k].value().grad().abs().max().item<double>();
+      EXPECT_LE(MaxAbsDiff(b[k].value().grad(), a[k].value().grad()), 0.05 * g + 1e-6)
+          << "gradient of " << a[k].key() << " at depth " << depth;
+    }
+  }
+}
+
+// Three steps in double precision (varlen in buckets: no FlashAttention in
+// fp64) on the GPU and on the CPU, from the same weights and batches: the
+// same sums in other orders, so the gradients differ by rounding only,
+// under kTerms * eps of the largest entry (tests/train/step_test.cc), and
+// LAMB turns that into at most lr * dg / eps_lamb per step.
+TEST(CudaTest, AStepOnTheGpuEqualsTheCpuStep) {
+  SKIP_WITHOUT_GPU();
+  constexpr double kTerms = 1 << 16, kLr = 1e-2;
+  auto communicator = distributed::Communicator::Single();
+  auto make = [&](const c10::Device& device) {
+    TraineeOptions o;
+    o.bert = model::testing::TinyOptions();
+    o.lamb = optim::LambOptions(kLr);
+    o.seed = 21;
+    o.dtype = torch::kDouble;
+    o.device = device;
+    return std::move(*Trainee::Make(o, *communicator));
+  };
+  auto cpu = make(c10::kCPU), gpu = make(kGpu);
+  auto instances = model::testing::RandomInstances(48, 6, 30, 97, 8);
+  auto rows = model::testing::PackInOrder(instances, 3, 64);
+  for (int step = 0; step < 3; ++step) {
+    Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
+    const std::vector<data::PackedBatch> batches = {*data::MakeBatch(part, {64, 3, 0})};
+    auto a = TrainStep(*cpu, *communicator, batches, kLr, {});
+    auto b = TrainStep(*gpu, *communicator, batches, kLr, {});
+    ASSERT_TRUE(a.ok() && b.ok());
+    double largest = 0;
+    for (const auto& p : cpu->model()->parameters()) {
+      largest = std::max(largest, p.grad().abs().max().item<double>());
+    }
+    const double dg = kTerms * std::numeric_limits<double>::epsilon() * largest;
+    EXPECT_NEAR(a->metrics.loss, b->metrics.loss, dg);
+    auto pa = cpu->model()->named_parameters(), pb = gpu->model()->named_parameters();
+    for (size_t k = 0; k < pa.size(); ++k) {
+      EXPECT_LE(MaxAbsDiff(pb[k].value().grad(), pa[k].value().grad()), dg)
+          << "gradient of " << pa[k].key() << " at step " << step;
+      EXPECT_LE(MaxAbsDiff(pb[k].value(), pa[k].value()),
+                (step + 1) * kLr * dg / optim::LambOptions().eps())
+          << pa[k].key() << " after step " << step;
+    }
+  }
+}
+
+// Resume on the GPU: the generators (CPU and CUDA), the optimizer's moments
+// on the device and the weights saved after two steps and restored into a
+// new trainee continue as the uninterrupted trainee does, with dropout on
+// (the CUDA generator's draws: wrong generator states give other masks,
+// and the runs part by the dropout's size at once). In double precision:
+// the two run the same kernels on the same inputs, but a GPU's atomic adds
+// may sum in another order from run to run, so the weights are compared to
+// kTerms roundings of a double.
+TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
+  SKIP_WITHOUT_GPU();
+  auto communicator = distributed::Communicator::Single();
+  TraineeOptions o;
+  o.bert = model::testing::TinyOptions().hidden_dropout(0.1).attention_dropout(0.1);
+  o.lamb = optim::LambOptions(1e-3);
+  o.seed = 4;
+  o.device = kGpu;
+  o.dtype = torch::kDouble;
+  auto instances = model::testing::RandomInstances(60, 6, 30, 97, 9);
+  auto rows = model::testing::PackInOrder(instances, 2, 64);
+  auto batches = [&](int step) {
+    Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
+    return std::vector<data::PackedBatch>{*data::MakeBatch(part, {64, 2, 0})};
+  };
+  auto whole = std::move(*Trainee::Make(o, *communicator));
+  for (int step = 0; step < 2; ++step) ASSERT_TRUE(TrainStep(*whole, *communicator, batches(step), 1e-3, {}).ok());
+  // What a checkpoint holds: weights, the optimizer's state, the generators.
+  const model::SavedRandomState random = whole->randomness().Save();
+  EXPECT_FALSE(random.cuda.empty()) << "the CUDA generator's state is saved";
+  std::stringstream optimizer;
+  {
+    torch::serialize::OutputArchive archive;
+    whole->optimizer().save(archive);
+    archive.save_to(optimizer);
+  }
+  std::vector<at::Tensor> weights;
+  for (const auto& p : whole->model()->parameters()) weights.push_back(p.detach().clone());
+  auto resumed = std::move(*Trainee::Make(o, *communicator));
+  {
+    torch::NoGradGuard no_grad;
+    auto params = resumed->model()->parameters();
+    for (size_t k = 0; k < params.size(); ++k) params[k].copy_(weights[k]);
+    torch::serialize::InputArchive archive;
+    archive.load_from(optimizer, kGpu);
+    resumed->optimizer().load(archive);
+  }
+  ASSERT_TRUE(resumed->randomness().Restore(random).ok());
+  for (int step = 2; step < 5; ++step) {
+    auto a = TrainStep(*whole, *communicator, batches(step), 1e-3, {});
+    auto b = TrainStep(*resumed, *communicator, batches(step), 1e-3, {});
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_NEAR(a->metrics.loss, b->metrics.loss, 1e-12 * a->metrics.loss) << "step " << step;
+  }
+  constexpr double kTerms = 1 << 16;
+  auto pa = whole->model()->named_parameters(), pb = resumed->model()->named_parameters();
+  for (size_t k = 0; k < pa.size(); ++k) {
+    const double size = pa[k].value().abs().max().item<double>();
+    EXPECT_LE(MaxAbsDiff(pa[k].value(), pb[k].value()),
+              kTerms * std::numeric_limits<double>::epsilon() * size)
+        << pa[k].key();
+  }
+}
+
+// NCCL's all-reduce on the GPU with a group of one: the process group
+// forms (a rendezvous in memory), and sums of a gradient-sized float tensor
+// and of doubles come back as they went in.
+TEST(CudaTest, NcclSumsOnOneGpu) {
+  SKIP_WITHOUT_GPU();
+#ifndef PBERT_WITH_NCCL
+  GTEST_SKIP() << "needs a build with NCCL";
+#else
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, 0, 1);
+  at::Tensor grads = torch::randn({1 << 20}, torch::TensorOptions().device(kGpu));
+  const at::Tensor before = grads.clone();
+  std::vector<at::Tensor> tensors = {grads};
+  nccl->allreduce(tensors)->wait();
+  EXPECT_TRUE(torch::equal(grads, before));
+  std::vector<at::Tensor> doubles = {torch::tensor({1.5, -2.25}, torch::TensorOptions().dtype(torch::kDouble).device(kGpu))};
+  nccl->allreduce(doubles)->wait();
+  EXPECT_TRUE(torch::equal(doubles[0].cpu(), torch::tensor({1.5, -2.25}, torch::kDouble)));
+#endif
+}
+
+}  // namespace
+}  // namespace pbert::train
