@@ -61,6 +61,10 @@ absl::Status CheckOutput(const Args& args, const std::string& path, Writes write
   return CheckWritable(path, "output", writes);
 }
 
+Existing ExistingOutput(const Args& args) {
+  return args.Has("overwrite") ? Existing::kReplace : Existing::kRefuse;
+}
+
 int ExitCodeFor(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kOk:

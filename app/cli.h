@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/atomic_file.h"
 #include "common/folders.h"
 
 namespace pbert::app {
@@ -60,6 +61,10 @@ Flag OverwriteFlag();
 // are never replaced by accident), or if it could not be written
 // (CheckWritable): both before the command's work.
 absl::Status CheckOutput(const Args& args, const std::string& path, Writes writes = Writes::kFile);
+// What writing the output does to one that exists by then: replaced with
+// --overwrite; else the write fails, so that of two commands writing one
+// new path at once only one succeeds (the check above is not atomic).
+Existing ExistingOutput(const Args& args);
 
 class CommandLine {
  public:

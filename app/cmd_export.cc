@@ -30,7 +30,7 @@ absl::Status CheckOutsideStore(const std::string& out, const std::string& store)
 absl::Status RunExport(const Args& args) {
   RETURN_IF_ERROR(CheckOutsideStore(args.Get("out"), args.Get("store")));
   RETURN_IF_ERROR(CheckOutput(args, args.Get("out")));
-  ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(args.Get("store")));
+  ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(args.Get("store"), data::StoreChecks::kChecksums));
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 0));
   const uint64_t n = limit < 0 ? store.size() : std::min<uint64_t>(limit, store.size());
   std::vector<data::Instance> instances(n);
@@ -44,7 +44,8 @@ absl::Status RunExport(const Args& args) {
   progress.Finish();
   RETURN_IF_ERROR(data::WriteHdf5(args.Get("out"), instances,
                                   static_cast<int>(store.info().max_len),
-                                  static_cast<int>(store.info().max_predictions)));
+                                  static_cast<int>(store.info().max_predictions),
+                                  ExistingOutput(args)));
   std::cout << args.Get("out") << ": " << n << " instances in the MLPerf HDF5 format\n";
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -184,16 +187,54 @@ void RelayOutput(std::vector<Worker>& workers) {
   }
 }
 
-// Watches one attempt until every worker has ended. Returns the first
-// failure ("" if none) and whether a stop was requested by a signal.
+// The processes launch has become the parent of: its workers, and
+// descendants of theirs whose parents have ended (launch is their
+// subreaper), also those that left the worker's process group.
+std::vector<pid_t> Children() {
+  std::vector<pid_t> out;
+  const std::string path = absl::StrCat("/proc/", ::getpid(), "/task/", ::getpid(), "/children");
+  FILE* file = std::fopen(path.c_str(), "r");
+  if (file == nullptr) return out;
+  long pid;
+  while (std::fscanf(file, "%ld", &pid) == 1) out.push_back(static_cast<pid_t>(pid));
+  std::fclose(file);
+  return out;
+}
+
+// Sends `sig` to every worker's process group (each worker leads one, with
+// the processes it started) and to every other child launch has.
+void SignalAll(const std::vector<Worker>& workers, int sig) {
+  for (const Worker& w : workers) ::kill(-w.pid, sig);
+  for (pid_t child : Children()) ::kill(child, sig);
+}
+
+// Reaps every ended child: the workers (their status kept) and orphaned
+// descendants handed to launch.
+void Reap(std::vector<Worker>& workers) {
+  int status = 0;
+  for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+    for (Worker& w : workers) {
+      if (w.running && w.pid == pid) {
+        w.running = false;
+        w.status = status;
+      }
+    }
+  }
+}
+
+// Watches one attempt until every worker and every process they started
+// has ended. When one fails (or a signal asks launch to stop), the others
+// are asked to stop with SIGTERM and killed with SIGKILL after
+// `o.grace_s`: whatever they do, launch returns soon after the grace
+// period. Returns the first failure ("" if none) and whether a stop was
+// requested by a signal.
 std::string Watch(std::vector<Worker>& workers, const LaunchOptions& o, bool* stopped) {
   std::string failure;
   using Clock = std::chrono::steady_clock;
-  Clock::time_point kill_at = Clock::time_point::max();
-  auto signal_all = [&](int sig) {
-    for (Worker& w : workers) {
-      if (w.running) ::kill(w.pid, sig);
-    }
+  Clock::time_point kill_at = Clock::time_point::max(), give_up_at = kill_at;
+  auto stop = [&](int sig) {
+    SignalAll(workers, sig);
+    kill_at = std::min(kill_at, Clock::now() + std::chrono::seconds(o.grace_s));
   };
   for (;;) {
     RelayOutput(workers);
@@ -202,29 +243,52 @@ std::string Watch(std::vector<Worker>& workers, const LaunchOptions& o, bool* st
       pending_signal = 0;
       *stopped = true;
       logging::Get("launch")->warn("{}: passing it to the workers", strsignal(sig));
-      signal_all(sig);
-      kill_at = std::min(kill_at, Clock::now() + std::chrono::seconds(o.grace_s));
+      stop(sig);
     }
-    bool any_running = false;
-    for (Worker& w : workers) {
-      if (w.running && ::waitpid(w.pid, &w.status, WNOHANG) == w.pid) {
-        w.running = false;
-        if (Failed(w.status) && failure.empty() && !*stopped) {
-          failure = absl::StrCat("rank ", w.rank, " ", Describe(w.status));
-          logging::Get("launch")->error("{}; stopping the other workers", failure);
-          signal_all(SIGTERM);
-          kill_at = Clock::now() + std::chrono::seconds(o.grace_s);
+    std::vector<bool> was_running;
+    for (const Worker& w : workers) was_running.push_back(w.running);
+    Reap(workers);
+    for (size_t i = 0; i < workers.size(); ++i) {
+      const Worker& w = workers[i];
+      if (was_running[i] && !w.running && Failed(w.status) && failure.empty() && !*stopped) {
+        failure = absl::StrCat("rank ", w.rank, " ", Describe(w.status));
+        logging::Get("launch")->error("{}; stopping the other workers", failure);
+        stop(SIGTERM);
+      }
+    }
+    bool workers_running = false, pipes_open = false;
+    for (const Worker& w : workers) {
+      workers_running = workers_running || w.running;
+      pipes_open = pipes_open || w.out >= 0 || w.err >= 0;
+    }
+    if (!workers_running && (!pipes_open || Clock::now() >= give_up_at)) {
+      // Descendants left behind (their output pipes keep them visible) go too.
+      if (!Children().empty()) {
+        SignalAll(workers, SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        Reap(workers);
+      }
+      for (Worker& w : workers) {
+        for (int* fd : {&w.out, &w.err}) {
+          if (*fd >= 0) ::close(std::exchange(*fd, -1));
         }
       }
-      any_running = any_running || w.running || w.out >= 0 || w.err >= 0;
+      return failure;
     }
-    if (!any_running) return failure;
+    if (!workers_running && give_up_at == Clock::time_point::max()) {
+      // The workers are gone but something they started holds their
+      // output open: it gets the grace period, as workers do.
+      stop(SIGTERM);
+      give_up_at = kill_at + std::chrono::seconds(1);
+    }
     if (Clock::now() >= kill_at) {
-      logging::Get("launch")->error("workers still running {} s after being asked to stop: killing "
-                                    "them",
-                                    o.grace_s);
-      signal_all(SIGKILL);
+      logging::Get("launch")->error(
+          "workers (or processes they started) still running {} s after being asked to stop: "
+          "killing them",
+          o.grace_s);
+      SignalAll(workers, SIGKILL);
       kill_at = Clock::time_point::max();
+      give_up_at = std::min(give_up_at, Clock::now() + std::chrono::seconds(1));
     }
   }
 }
@@ -279,6 +343,9 @@ absl::StatusOr<LaunchOptions> ReadLaunchOptions(const Args& args) {
 absl::Status RunLaunch(const Args& args) {
   ASSIGN_OR_RETURN(const LaunchOptions o, ReadLaunchOptions(args));
   logging::Init(logging::Level::kInfo, 0);
+  // Descendants whose parents end become launch's children, so that none
+  // outlives the job unseen.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   auto log = logging::Get("launch");
   struct sigaction action = {};
   action.sa_handler = OnSignal;

@@ -38,10 +38,11 @@ absl::Status Convert(const Args& args) {
     model::BertForPreTraining bert(config.model.bert);
     RETURN_IF_ERROR(model::LoadWeights(*bert, in));
     metadata["packed_bert_config"] = config::Dump(config);
-    RETURN_IF_ERROR(model::SaveWeights(*bert, out, metadata));
+    RETURN_IF_ERROR(model::SaveWeights(*bert, out, metadata, ExistingOutput(args)));
   } else {
     RETURN_IF_ERROR(formats::WriteSafetensors(
-        formats::NamedTensors(weights.tensors.begin(), weights.tensors.end()), out, metadata));
+        formats::NamedTensors(weights.tensors.begin(), weights.tensors.end()), out, metadata,
+        ExistingOutput(args)));
   }
   int64_t parameters = 0;
   for (const auto& [name, t] : weights.tensors) parameters += t.numel();
@@ -68,7 +69,7 @@ absl::Status ExportHf(const Args& args) {
   model::HfExportOptions options;
   options.vocab = args.Get("vocab", config.prepare.vocab);
   options.lower_case = config.prepare.lower_case;
-  options.existing = args.Has("overwrite") ? Existing::kReplace : Existing::kRefuse;
+  options.existing = ExistingOutput(args);
   if (options.vocab.empty()) {
     return absl::InvalidArgumentError(
         "model export-hf needs the vocabulary the model was trained with: --vocab vocab.txt (or "
@@ -104,7 +105,8 @@ absl::Status RunModel(const Args& args) {
   for (const auto& p : bert->parameters()) parameters += p.numel();
   const std::string out = args.Get("out");
   RETURN_IF_ERROR(model::SaveWeights(
-      *bert, out, {{"format", "pt"}, {"packed_bert_config", config::Dump(config)}}));
+      *bert, out, {{"format", "pt"}, {"packed_bert_config", config::Dump(config)}},
+      ExistingOutput(args)));
   logging::Get("model")->info("{} parameters, seed {}, written to {}", parameters, config.run.seed,
                               out);
   std::cout << out << "\n";

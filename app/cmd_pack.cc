@@ -36,7 +36,7 @@ absl::StatusOr<std::string> WriteRows(const Args& args, const ExperimentConfig& 
   RETURN_IF_ERROR(CreateOutputDir(config));
   const std::string out = RowsPath(args, config);
   const data::PackingReport& r = packed.run.report;
-  RETURN_IF_ERROR(packed.index.Write(out, r.algorithm));
+  RETURN_IF_ERROR(packed.index.Write(out, r.algorithm, ExistingOutput(args)));
   // The paper's optimizer adjustment for this packing factor; training
   // applies it to the optim section, which keeps the unpacked values.
   ASSIGN_OR_RETURN(optim::OptimConfig adjusted, config.optim.AdjustedFor(r.packing_factor));

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -20,6 +21,11 @@ struct RunMetrics {
   std::vector<json> train, eval;
 };
 
+// The keys the charts read.
+constexpr const char* kPlotted[] = {"samples",  "time",         "step",
+                                    "loss",     "mlm_accuracy", "tokens_per_s",
+                                    "sequences_per_s"};
+
 absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
   if (!std::filesystem::exists(path)) {
@@ -36,6 +42,16 @@ absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
     if (j.is_discarded() || !j.is_object() || !j.contains("kind")) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ":", number, ": not a metrics line (one JSON object per line)"));
+    }
+    // The values plotted must be numbers a chart can hold.
+    for (const char* key : kPlotted) {
+      if (!j.contains(key)) continue;
+      const json& v = j[key];
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || std::fabs(v.get<double>()) > 1e15) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ":", number, ": ", key, " is ", v.dump(),
+            ", not a finite number of the size train writes; the file is damaged"));
+      }
     }
     (j["kind"] == "eval" ? m.eval : m.train).push_back(std::move(j));
   }

@@ -39,6 +39,7 @@ absl::Status RunScore(const Args& args) {
   // The weights first: a wrong file is found before the data is read.
   model::BertForPreTraining bert(config.model.bert);
   RETURN_IF_ERROR(model::LoadWeights(*bert, args.Get("weights")));
+  RETURN_IF_ERROR(model::CheckFiniteWeights(*bert, args.Get("weights")));
   bert->to(device);
   WarnIfSlowKernels();
 

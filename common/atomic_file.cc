@@ -277,14 +277,23 @@ absl::Status SyncPath(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status CheckReadableFile(const std::string& path, absl::string_view what) {
+std::string NotAFile(unsigned mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "";
+}
+
+absl::Status CheckReadableFile(const std::string& path, absl::string_view what, Readable readable) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     return ErrnoError(absl::StrCat("cannot open ", what, " ", path), errno);
   }
-  if (S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", path, " is a folder; give a file"));
+  const std::string kind = NotAFile(st.st_mode);
+  if (!kind.empty() && (readable == Readable::kFile || S_ISDIR(st.st_mode))) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ", kind, "; give a file"));
   }
   if (::access(path.c_str(), R_OK) != 0) {
     return ErrnoError(absl::StrCat("cannot read ", what, " ", path), errno);

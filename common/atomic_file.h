@@ -114,10 +114,22 @@ absl::Status WriteFully(int fd, absl::Span<const uint8_t> data, const std::strin
 // fsyncs a file or folder, so that what was written or renamed in it lasts.
 absl::Status SyncPath(const std::string& path);
 
+// What may be read: a regular file, or (kStream) also a pipe or a device,
+// read once from its start (bash's `<(zcat a.gz)`, /dev/stdin).
+enum class Readable { kFile, kStream };
+
 // OK if `path` is a file this process can open for reading; otherwise one
-// clear error: not found, not readable, or a folder where a file belongs.
-// `what` says what the file is for ("config file", "vocabulary").
-absl::Status CheckReadableFile(const std::string& path, absl::string_view what);
+// clear error: not found, not readable, a folder where a file belongs, and
+// for kFile a named pipe, a device or a socket (which could keep a reader
+// waiting for ever), named as such. `what` says what the file is for
+// ("config file", "vocabulary").
+absl::Status CheckReadableFile(const std::string& path, absl::string_view what,
+                               Readable readable = Readable::kFile);
+
+// "a folder", "a named pipe (FIFO)", "a character device", "a block
+// device", "a socket" for the st_mode of what is not a regular file; ""
+// for a regular file.
+std::string NotAFile(unsigned mode);
 
 // Reads a whole (small) file into a string.
 absl::StatusOr<std::string> ReadFile(const std::string& path);

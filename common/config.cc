@@ -185,13 +185,40 @@ absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& fil
   return absl::OkStatus();
 }
 
+// The one YAML document of `text`. Tabs in indentation (YAML's error for
+// them names no tab) and a second document (which YAML::Load would drop
+// silently) are errors naming their line.
+absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::string& name) {
+  size_t line = 1, start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const size_t first = text.find_first_not_of(" \t", start);
+    const size_t tab = text.find('\t', start);
+    if (tab < end && tab < first && first < end && text[first] != '#') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ":", line, ":", tab - start + 1, ": a tab indents this line; YAML indents with "
+                                                 "spaces only"));
+    }
+    start = end + 1;
+    ++line;
+  }
+  std::vector<YAML::Node> documents = YAML::LoadAll(text);
+  if (documents.size() > 1 && documents[1].IsDefined() && !documents[1].IsNull()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ":", documents[1].Mark().line + 1,
+        ": a second YAML document (after '---'); a config file holds one: merge them, or give "
+        "the other to its own command"));
+  }
+  return documents.empty() ? YAML::Node() : documents[0];
+}
+
 }  // namespace
 
 absl::Status ParseTree(const std::string& text, const std::string& name, YAML::Node* root,
                        Sources* sources) {
   sources->file = name;
   try {
-    *root = YAML::Load(text);
+    ASSIGN_OR_RETURN(*root, LoadOneDocument(text, name));
     int64_t budget = kMaxValues;
     RETURN_IF_ERROR(CheckNoDuplicateKeys(*root, name, "", &budget));
   } catch (const YAML::Exception& e) {
@@ -215,8 +242,9 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
           "config file '", file, "' not found or not readable; see configs/ for examples"));
     }
     RETURN_IF_ERROR(CheckReadableFile(file, "config file"));
+    ASSIGN_OR_RETURN(const std::string text, ReadFile(file));
     try {
-      YAML::Node loaded = YAML::LoadFile(file);
+      ASSIGN_OR_RETURN(YAML::Node loaded, LoadOneDocument(text, file));
       int64_t budget = kMaxValues;
       RETURN_IF_ERROR(CheckNoDuplicateKeys(loaded, file, "", &budget));
       if (loaded.IsMap()) {

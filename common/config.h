@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -233,9 +234,21 @@ bool Reader::Decode(const YAML::Node& node, T* out, std::string* expected) {
       return false;
     }
     if constexpr (std::is_floating_point_v<T>) {
-      // YAML's .inf and .nan are numbers, but no setting means them.
+      // YAML's .inf and .nan are numbers, but no setting means them; nor
+      // does a number written non-zero that is below what a double holds
+      // in full (1e-400 reads as 0, 1e-320 as a subnormal).
       *expected = "a finite number";
-      return std::isfinite(*out);
+      if (!std::isfinite(*out)) return false;
+      if (*out != 0 && std::fabs(*out) < std::numeric_limits<T>::min()) {
+        *expected = "a number a double holds in full (at least 2.2e-308 in size)";
+        return false;
+      }
+      const std::string& text = node.Scalar();
+      const std::string mantissa = text.substr(0, text.find_first_of("eE"));
+      if (*out == 0 && mantissa.find_first_of("123456789") != std::string::npos) {
+        *expected = "a number a double holds in full (at least 2.2e-308 in size)";
+        return false;
+      }
     }
     return true;
   }

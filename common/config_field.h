@@ -33,6 +33,11 @@ Check<T> AtLeast(T lo) {
 }
 
 template <class T>
+Check<T> Above(T lo) {
+  return [lo](const T& v) { return v > lo ? "" : absl::StrCat("must be > ", lo); };
+}
+
+template <class T>
 Check<T> InRange(T lo, T hi) {
   return [lo, hi](const T& v) {
     return (v >= lo && v <= hi) ? "" : absl::StrCat("must be in [", lo, ", ", hi, "]");

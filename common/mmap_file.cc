@@ -8,12 +8,15 @@
 #include <cerrno>
 #include <utility>
 
+#include "common/atomic_file.h"
 #include "common/status.h"
 
 namespace pbert {
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a named pipe opens at once (and is refused below) instead
+  // of waiting for a writer that may never come.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path), errno);
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -23,7 +26,8 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " is ", NotAFile(st.st_mode),
+                                                   "; give a file"));
   }
   size_t size = static_cast<size_t>(st.st_size);
   const uint8_t* data = nullptr;

@@ -87,7 +87,12 @@ std::string OneChart(const Chart& chart, double ox, double oy) {
   for (int axis = 0; axis < 2; ++axis) {
     const double lo = axis == 0 ? x0 : y0, hi = axis == 0 ? x1 : y1;
     const double step = TickStep(lo, hi);
-    for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9 * step; t += step) {
+    // Counted, not accumulated: where the values are large and the range
+    // narrow, t + step can round back to t.
+    const double first = std::ceil(lo / step);
+    for (int k = 0; k <= 12; ++k) {
+      const double t = (first + k) * step;
+      if (!(t <= hi + 1e-9 * step)) break;
       if (axis == 0) {
         absl::StrAppendFormat(&svg,
                               "<line x1='%.1f' y1='%d' x2='%.1f' y2='%.1f' stroke='#eee'/>"

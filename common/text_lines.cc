@@ -24,8 +24,8 @@ std::string Bytes(size_t n) {
 }  // namespace
 
 absl::StatusOr<TextLines> TextLines::Open(const std::string& path, absl::string_view what,
-                                          size_t max_line_bytes) {
-  RETURN_IF_ERROR(CheckReadableFile(path, what));
+                                          Readable readable, size_t max_line_bytes) {
+  RETURN_IF_ERROR(CheckReadableFile(path, what, readable));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", what, " ", path), errno);
   return TextLines(fd, /*owned=*/true, path, max_line_bytes);

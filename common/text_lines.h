@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/atomic_file.h"
 
 namespace pbert {
 
@@ -22,8 +23,11 @@ class TextLines {
   static constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
   // Opens `path`; `what` names it in errors ("vocabulary", "input").
-  // A folder, a missing or unreadable file is an error.
+  // A folder, a missing or unreadable file is an error, and so are a pipe,
+  // a device and a socket unless `readable` is kStream (corpus text, which
+  // may come through bash's `<(zcat a.gz)`).
   static absl::StatusOr<TextLines> Open(const std::string& path, absl::string_view what,
+                                        Readable readable = Readable::kFile,
                                         size_t max_line_bytes = kMaxLineBytes);
   // Reads standard input (not closed at the end), named "standard input".
   static TextLines StandardInput(size_t max_line_bytes = kMaxLineBytes);

@@ -116,7 +116,7 @@ std::vector<std::string> SplitSentences(absl::string_view paragraph) {
 
 absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
                         const std::function<void(Document&&)>& on_document, CorpusStats* stats) {
-  ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, "input"));
+  ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, "input", Readable::kStream));
   Document document;
   const uint64_t sentences_before = stats->sentences;
   auto flush = [&] {

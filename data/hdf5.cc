@@ -372,7 +372,7 @@ absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t co
 }
 
 absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& instances, int max_len,
-                       int max_predictions) {
+                       int max_predictions, Existing existing) {
   H5::Exception::dontPrint();
   const hsize_t N = instances.size(), S = max_len, P = max_predictions;
   std::vector<int32_t> ids(N * S, 0), positions(N * P, 0), masked(N * P, 0);
@@ -437,7 +437,7 @@ absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& ins
   }
   ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
   RETURN_IF_ERROR(writer.Write(image));
-  return writer.Commit();
+  return writer.Commit(existing);
 }
 
 }  // namespace pbert::data

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/atomic_file.h"
 #include "data/instance.h"
 
 namespace pbert::data {
@@ -67,8 +68,9 @@ class Hdf5Reader {
 };
 
 // Writes `instances` in the MLPerf format (the NVIDIA writer's dtypes: int32
-// ids and positions, int8 masks, segments and labels; gzip), atomically.
+// ids and positions, int8 masks, segments and labels; gzip), atomically;
+// `existing`: what happens to a file already at `path`.
 absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& instances, int max_len,
-                       int max_predictions);
+                       int max_predictions, Existing existing = Existing::kReplace);
 
 }  // namespace pbert::data

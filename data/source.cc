@@ -74,7 +74,7 @@ absl::StatusOr<std::shared_ptr<SequenceSource>> OpenSequences(const std::string&
                                                               uint32_t vocab_size, int64_t limit) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
-    ASSIGN_OR_RETURN(InstanceStore store, InstanceStore::Open(path));
+    ASSIGN_OR_RETURN(InstanceStore store, InstanceStore::Open(path, StoreChecks::kChecksums));
     auto shared = std::make_shared<InstanceStore>(std::move(store));
     if (limit < 0 || static_cast<uint64_t>(limit) >= shared->size()) {
       return std::shared_ptr<SequenceSource>(shared);

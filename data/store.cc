@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,7 @@
 #include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/folders.h"
+#include "common/progress.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -131,6 +134,15 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
                               bool overwrite) {
   const std::string dir = WithoutTrailingSlash(given);
   std::error_code error;
+  // A store is written beside its path and renamed onto it: a symbolic link
+  // there would be replaced, not followed; one that leads nowhere or to
+  // itself is a mistake either way.
+  if (fs::is_symlink(fs::symlink_status(dir, error))) {
+    const bool dangling = !fs::exists(dir, error);
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, " is a symbolic link", dangling ? " to nothing (or a loop)" : "",
+        "; name the store's folder itself"));
+  }
   if (fs::exists(dir, error)) {
     if (!overwrite) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -273,10 +285,15 @@ absl::Status StoreWriter::Finish() {
       return absl::InternalError(absl::StrCat("cannot move ", dir_, " aside: ", error.message()));
     }
   }
-  fs::rename(temp_dir_, dir_, error);
-  if (error) {
-    return absl::InternalError(
-        absl::StrCat("cannot rename ", temp_dir_, " to ", dir_, ": ", error.message()));
+  if (!overwrite_) {
+    // Of two prepares racing to one new store, one fails here.
+    RETURN_IF_ERROR(RenameWithoutReplacing(temp_dir_, dir_));
+  } else {
+    fs::rename(temp_dir_, dir_, error);
+    if (error) {
+      return absl::InternalError(
+          absl::StrCat("cannot rename ", temp_dir_, " to ", dir_, ": ", error.message()));
+    }
   }
   finished_ = true;
   fs::remove_all(old, error);
@@ -337,7 +354,13 @@ absl::Status InstanceStore::AddShard(const std::string& path, uint32_t index, ui
   return absl::OkStatus();
 }
 
-absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir) {
+absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir, StoreChecks checks) {
+  ASSIGN_OR_RETURN(InstanceStore store, OpenHeaders(dir));
+  if (checks == StoreChecks::kChecksums) RETURN_IF_ERROR(store.VerifyChecksums());
+  return store;
+}
+
+absl::StatusOr<InstanceStore> InstanceStore::OpenHeaders(const std::string& dir) {
   std::string manifest_path = dir + "/" + kManifest;
   if (!fs::exists(manifest_path)) {
     return absl::NotFoundError(absl::StrCat(dir, " is not an instance store (no ", kManifest,
@@ -481,16 +504,54 @@ absl::Status InstanceStore::Read(uint64_t index, Instance* out) const {
   return ReadRecord(shard, index - shard.first, out);
 }
 
+namespace {
+
+// OK if the shard's payload hashes to its header's checksum.
+absl::Status CheckShardChecksum(const std::string& path, absl::Span<const uint8_t> bytes) {
+  ShardHeader header;
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (Checksum64(bytes.subspan(sizeof(header))) != header.payload_checksum) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": checksum mismatch: its data changed after it was written; the store is damaged, "
+              "prepare it again"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status InstanceStore::VerifyChecksums() const {
+  uint64_t bytes = 0;
+  for (const auto& shard : shards_) bytes += shard->file.bytes().size();
+  std::unique_ptr<Progress> progress;
+  if (bytes > (uint64_t{1} << 30)) {
+    progress = std::make_unique<Progress>("checksums", shards_.size(), "shards");
+  }
+  std::atomic<size_t> next{0}, done{0};
+  std::vector<absl::Status> status(shards_.size());
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < shards_.size();) {
+      status[i] = CheckShardChecksum(shards_[i]->path, shards_[i]->file.bytes());
+      ++done;
+    }
+  };
+  const size_t threads = std::min<size_t>(shards_.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& thread : pool) thread.join();
+  if (progress) {
+    progress->Add(done.load());
+    progress->Finish();
+  }
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
 absl::Status InstanceStore::Verify(const std::function<void(uint64_t)>& progress) const {
   for (const auto& shard : shards_) {
     auto bytes = shard->file.bytes();
-    ShardHeader header;
-    std::memcpy(&header, bytes.data(), sizeof(header));
-    if (Checksum64(bytes.subspan(sizeof(header))) != header.payload_checksum) {
-      return absl::DataLossError(absl::StrCat(shard->path,
-                                              ": checksum mismatch; the store is damaged, "
-                                              "prepare it again"));
-    }
+    RETURN_IF_ERROR(CheckShardChecksum(shard->path, bytes));
     if (shard->offsets[0] != 0 || shard->offsets[shard->records] != shard->body_bytes) {
       return absl::DataLossError(absl::StrCat(shard->path, ": offsets do not cover the records"));
     }

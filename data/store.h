@@ -79,10 +79,20 @@ class StoreWriter {
   int lock_fd_ = -1;  // marks temp_dir_ as in use (common/atomic_file.h)
 };
 
+// What opening a store checks beyond its manifest.
+enum class StoreChecks {
+  kHeaders,    // every shard's header and size (enough to read lengths)
+  kChecksums,  // also every shard's checksum: the data read is the data written
+};
+
 class InstanceStore : public SequenceSource {
  public:
-  // Maps every shard and checks headers and sizes (Verify() checks more).
-  static absl::StatusOr<InstanceStore> Open(const std::string& dir);
+  // Maps every shard and checks headers and sizes, and with kChecksums every
+  // shard's checksum (all CPUs, a progress bar for large stores); Verify()
+  // checks more. Commands that train or evaluate on the records use
+  // kChecksums, so that a changed byte is refused as verify refuses it.
+  static absl::StatusOr<InstanceStore> Open(const std::string& dir,
+                                            StoreChecks checks = StoreChecks::kHeaders);
 
   uint64_t size() const override { return total_; }
   InstanceLimits limits() const override {
@@ -107,8 +117,12 @@ class InstanceStore : public SequenceSource {
   // Checks every shard's checksum and every record's bounds; the error names
   // the shard file and the first bad record. `progress` gets records done.
   absl::Status Verify(const std::function<void(uint64_t)>& progress = nullptr) const;
+  // Checks every shard's checksum (parallel over shards); the error names
+  // the first damaged shard.
+  absl::Status VerifyChecksums() const;
 
  private:
+  static absl::StatusOr<InstanceStore> OpenHeaders(const std::string& dir);
   struct Shard {
     std::string path;
     MappedFile file;

@@ -2,9 +2,14 @@
 
 #include <ATen/ATen.h>
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -13,12 +18,80 @@
 #endif
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace pbert::distributed {
 
 std::unique_ptr<Communicator> Communicator::Single() {
   return std::unique_ptr<Communicator>(new Communicator(Environment{}));
 }
+
+namespace {
+
+// "127.0.0.1:29500 (MASTER_ADDR, MASTER_PORT)" for messages.
+std::string Where(const Environment& e) {
+  return absl::StrCat(e.master_addr, ":", e.master_port, " (MASTER_ADDR, MASTER_PORT)");
+}
+
+// Keeps what LibTorch's rendezvous writes to stderr itself (glog lines
+// about each connection attempt) off the terminal while it lives: its
+// failure becomes one error of ours, which quotes LibTorch's first line.
+class QuietStderr {
+ public:
+  QuietStderr() : saved_(::dup(STDERR_FILENO)) {
+    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved_ >= 0 && null >= 0) ::dup2(null, STDERR_FILENO);
+    if (null >= 0) ::close(null);
+  }
+  ~QuietStderr() {
+    if (saved_ < 0) return;
+    ::dup2(saved_, STDERR_FILENO);
+    ::close(saved_);
+  }
+  QuietStderr(const QuietStderr&) = delete;
+  QuietStderr& operator=(const QuietStderr&) = delete;
+
+ private:
+  int saved_;
+};
+
+// The rendezvous host must resolve before anything waits on it.
+absl::Status Resolve(const Environment& e) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int error = ::getaddrinfo(e.master_addr.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (error == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "rank ", e.rank, " cannot find the rendezvous host '", e.master_addr,
+      "' (MASTER_ADDR, or dist.master_addr): ", ::gai_strerror(error),
+      "; name a host every node can resolve"));
+}
+
+// Every rank checks in and waits, up to `timeout`, for all WORLD_SIZE of
+// them: a world size that cannot gather (a wrong WORLD_SIZE, a rank that
+// never started) fails here, naming the count, not in the process group's
+// own rendezvous, which may take much longer than the timeout to give up.
+absl::Status Gather(c10d::Store& store, const Environment& e, std::chrono::milliseconds timeout) {
+  const std::string key = "pbert/joined";
+  store.add(key, 1);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int64_t joined = 0;
+  while ((joined = store.add(key, 0)) < e.world_size) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", e.rank, ": ", joined, " of WORLD_SIZE=", e.world_size,
+          " ranks reached the rendezvous at ", Where(e), " within dist.timeout_s (",
+          std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+          " s); start every rank, or give the launcher the number of ranks it starts"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     const Environment& environment, Backend backend, std::chrono::milliseconds timeout,
@@ -35,24 +108,33 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   std::unique_ptr<Communicator> communicator(new Communicator(environment));
   if (backend == Backend::kNccl) communicator->device_ = device;
   if (!environment.distributed()) return communicator;
+  RETURN_IF_ERROR(Resolve(environment));
+  c10::intrusive_ptr<c10d::Store> store;
   try {
+    QuietStderr quiet;
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(environment.master_port);
     options.timeout = timeout;
     torch_compat::UseClassicTcpStore(options);
-    c10::intrusive_ptr<c10d::Store> store;
+    options.isServer = !environment.use_agent_store && environment.rank == 0;
+    store = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
     if (environment.use_agent_store) {
       // torchrun's agent hosts the store; each restart of the workers keeps
       // its keys apart, as PyTorch's own workers do.
-      options.isServer = false;
       store = c10::make_intrusive<c10d::PrefixStore>(
-          absl::StrCat("/worker/attempt_", environment.restart_count),
-          c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options));
-    } else {
-      options.isServer = environment.rank == 0;
-      options.numWorkers = environment.world_size;
-      store = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
+          absl::StrCat("/worker/attempt_", environment.restart_count), store);
     }
+  } catch (const std::exception& e) {
+    // LibTorch appends its C++ stack to the message: the first line says what.
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", environment.rank, " cannot reach the rendezvous at ", Where(environment), ": ",
+        environment.rank == 0 && !environment.use_agent_store
+            ? "the port is in use, or not this host's"
+            : "nobody listens there (rank 0 not started, or another port)",
+        " (", FirstLine(e), ")"));
+  }
+  try {
+    RETURN_IF_ERROR(Gather(*store, environment, timeout));
     communicator->store_ = store;
     if (backend == Backend::kGloo) {
       auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -72,12 +154,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 #endif
     }
   } catch (const std::exception& e) {
-    // LibTorch appends its C++ stack to the message: the first line says what.
-    const std::string what = e.what();
     return absl::UnavailableError(absl::StrCat(
-        "cannot join the process group at ", environment.master_addr, ":", environment.master_port,
-        " as rank ", environment.rank, " of ", environment.world_size, ": ",
-        what.substr(0, what.find('\n'))));
+        "rank ", environment.rank, " of ", environment.world_size,
+        " cannot form the process group at ", Where(environment), ": ", FirstLine(e)));
   }
   return communicator;
 }

@@ -67,7 +67,8 @@ absl::StatusOr<Header> ParseHeader(const std::string& path, absl::Span<const uin
 }  // namespace
 
 absl::Status WriteSafetensors(const NamedTensors& named, const std::string& path,
-                              const std::map<std::string, std::string>& metadata) {
+                              const std::map<std::string, std::string>& metadata,
+                              Existing existing) {
   nlohmann::ordered_json header;
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<at::Tensor> tensors;
@@ -92,7 +93,7 @@ absl::Status WriteSafetensors(const NamedTensors& named, const std::string& path
     RETURN_IF_ERROR(writer.Write({static_cast<const uint8_t*>(t.data_ptr()),
                                   static_cast<size_t>(t.numel() * t.element_size())}));
   }
-  return writer.Commit();
+  return writer.Commit(existing);
 }
 
 absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path) {

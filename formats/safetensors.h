@@ -8,14 +8,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/atomic_file.h"
 #include "formats/named_tensors.h"
 
 namespace pbert::formats {
 
 // Writes `tensors` (any device; copied to the host) in the order given;
-// `metadata` goes to the header's "__metadata__".
+// `metadata` goes to the header's "__metadata__". `existing`: what happens
+// to a file already at `path` (common/atomic_file.h).
 absl::Status WriteSafetensors(const NamedTensors& tensors, const std::string& path,
-                              const std::map<std::string, std::string>& metadata = {});
+                              const std::map<std::string, std::string>& metadata = {},
+                              Existing existing = Existing::kReplace);
 
 // Every tensor of the file (CPU, the file's dtype), in name order. A damaged
 // file is a DataLoss error naming the file and what is wrong.

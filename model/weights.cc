@@ -105,11 +105,22 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status CheckFiniteWeights(const torch::nn::Module& module, const std::string& path) {
+  for (const auto& item : module.named_parameters()) {
+    if (!item.value().isfinite().all().item<bool>()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": ", item.key(), " holds inf or NaN; these weights come from a run that "
+          "diverged: take an earlier checkpoint"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SaveWeights(const torch::nn::Module& module, const std::string& path,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata, Existing existing) {
   formats::NamedTensors named;
   for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
-  return formats::WriteSafetensors(named, path, metadata);
+  return formats::WriteSafetensors(named, path, metadata, existing);
 }
 
 }  // namespace pbert::model

@@ -36,10 +36,15 @@ absl::StatusOr<Weights> ReadWeights(const std::string& path);
 // unexpected, mis-shaped and non-floating tensor.
 absl::Status LoadWeights(torch::nn::Module& module, const std::string& path);
 
+// OK if every parameter of `module` is finite; else an error naming the
+// first that holds inf or NaN, and `path`, where it came from.
+absl::Status CheckFiniteWeights(const torch::nn::Module& module, const std::string& path);
+
 // Writes every parameter of `module` under its name as safetensors (the
 // tied MLM decoder is not a parameter, so it is written once, as the word
 // embeddings, as Hugging Face does). `metadata` goes to "__metadata__".
 absl::Status SaveWeights(const torch::nn::Module& module, const std::string& path,
-                         const std::map<std::string, std::string>& metadata = {});
+                         const std::map<std::string, std::string>& metadata = {},
+                         Existing existing = Existing::kReplace);
 
 }  // namespace pbert::model

@@ -31,7 +31,7 @@ struct ScheduleOptions {
   template <class V>
   void Visit(V& v) {
     using config::AtLeast;
-    v.Field("lr", &peak_lr, "peak learning rate", AtLeast(0.0));
+    v.Field("lr", &peak_lr, "peak learning rate", config::Above(0.0));
     v.Field("schedule", &kind, "poly: warmup + polynomial decay; constant: lr throughout");
     v.Field("warmup_steps", &warmup_steps, "linear warmup length in optimizer steps",
             AtLeast<int64_t>(0));

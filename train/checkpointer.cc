@@ -11,7 +11,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "common/atomic_file.h"
+#include "common/checksum.h"
+#include "common/mmap_file.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "model/weights.h"
@@ -33,6 +36,25 @@ absl::Status Damaged(const std::string& dir, absl::string_view what) {
 
 constexpr char kPrefix[] = "step-";
 constexpr char kTempMarker[] = ".tmp-";
+// The files the trainer state binds by checksum (its part "files").
+constexpr const char* kBoundFiles[] = {"model.safetensors", "optimizer.pt"};
+
+std::string FileChecksum(const std::string& path) {
+  auto file = MappedFile::Open(path);
+  if (!file.ok()) return "";
+  return absl::StrFormat("%016x", Checksum64(file->bytes()));
+}
+
+// The step a folder named step-N is of; -1 for another name.
+int64_t StepOfFolder(const std::string& dir) {
+  const std::string name = fs::path(dir).lexically_normal().filename().string();
+  int64_t step = -1;
+  if (!absl::StartsWith(name, kPrefix) ||
+      !absl::SimpleAtoi(absl::string_view(name).substr(sizeof(kPrefix) - 1), &step)) {
+    return -1;
+  }
+  return step;
+}
 
 // Complete checkpoint folders, oldest first.
 std::vector<std::string> Checkpoints(const std::string& root) {
@@ -120,7 +142,12 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   ASSIGN_OR_RETURN(std::string optimizer_bytes, OptimizerBytes(optimizer));
   RETURN_IF_ERROR(WriteFileAtomically(temp + "/optimizer.pt", optimizer_bytes));
   RETURN_IF_ERROR(WriteFileAtomically(temp + "/config.yaml", config_yaml));
-  RETURN_IF_ERROR(WriteFileAtomically(temp + "/trainer_state.json", state.dump(2) + "\n"));
+  // The weights and optimizer state belong to this state: a resume checks
+  // their checksums, so that files copied in from another checkpoint are
+  // found.
+  nlohmann::json bound = state;
+  for (const char* file : kBoundFiles) bound["files"][file] = FileChecksum(temp + "/" + file);
+  RETURN_IF_ERROR(WriteFileAtomically(temp + "/trainer_state.json", bound.dump(2) + "\n"));
   RETURN_IF_ERROR(SyncPath(temp));
   // A checkpoint of the same step from an earlier attempt is replaced; it is
   // moved aside first so that one of the two is complete at every moment.
@@ -169,6 +196,14 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
                    absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
   }
   ASSIGN_OR_RETURN(info.config_yaml, ReadFile(dir + "/config.yaml"));
+  const int64_t folder_step = StepOfFolder(dir);
+  const auto step = info.state.is_object() && info.state.contains("loop")
+                        ? info.state["loop"].value("step", int64_t{-1})
+                        : int64_t{-1};
+  if (folder_step >= 0 && step >= 0 && step != folder_step) {
+    return Damaged(dir, absl::StrCat(dir, "/trainer_state.json is the state of step ", step,
+                                     ", not of step ", folder_step, " as the folder's name says"));
+  }
   return info;
 }
 
@@ -181,6 +216,26 @@ absl::Status Checkpointer::Save(int64_t step, const torch::nn::Module& model,
   }
   communicator_.Barrier();
   saved_step_ = step;
+  return absl::OkStatus();
+}
+
+absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint) {
+  if (!checkpoint.state.is_object() || !checkpoint.state.contains("files")) {
+    return absl::OkStatus();  // written before checkpoints bound their files
+  }
+  const nlohmann::json& files = checkpoint.state["files"];
+  for (const char* file : kBoundFiles) {
+    const std::string path = checkpoint.dir + "/" + file;
+    const std::string saved = files.is_object() ? files.value(file, "") : "";
+    const std::string now = FileChecksum(path);
+    if (now.empty()) continue;  // missing or unreadable: the loader says so
+    if (saved != now) {
+      return Damaged(checkpoint.dir,
+                     absl::StrCat(path, " is not the one this checkpoint saved (checksum ", now,
+                                  ", trainer_state.json says ", saved.empty() ? "none" : saved,
+                                  ")"));
+    }
+  }
   return absl::OkStatus();
 }
 

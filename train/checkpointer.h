@@ -80,6 +80,11 @@ struct CheckpointInfo {
 };
 absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir);
 
+// OK if the weights and optimizer state of `checkpoint` are those its
+// trainer state was saved with (their checksums, part "files"; checkpoints
+// written before it have none); else a DataLoss error naming the file.
+absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint);
+
 // Loads the weights and optimizer state of checkpoint folder `dir`.
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
                                    optim::Lamb& optimizer, const c10::Device& device);

@@ -15,11 +15,8 @@ namespace {
 
 // Fails, naming the keys, if `checkpoint` was made under a config that
 // trains differently from `config`.
-absl::Status CheckSameTraining(const CheckpointInfo& checkpoint, const ExperimentConfig& config) {
-  ExperimentConfig saved;
-  RETURN_IF_ERROR(Annotate(
-      config::LoadText(checkpoint.config_yaml, checkpoint.dir + "/config.yaml", &saved),
-      "the checkpoint's config"));
+absl::Status CheckSameTraining(const CheckpointInfo& checkpoint, const ExperimentConfig& saved,
+                               const ExperimentConfig& config) {
   // Both through Dump, so that formatting and defaults cannot differ.
   auto before = config::Flatten(YAML::Load(config::Dump(saved)));
   auto now = config::Flatten(YAML::Load(config::Dump(config)));
@@ -35,6 +32,29 @@ absl::Status CheckSameTraining(const CheckpointInfo& checkpoint, const Experimen
   return absl::InvalidArgumentError(absl::StrCat(
       "the config differs from the one ", checkpoint.dir, " was trained with: ",
       absl::StrJoin(changed, ", "), "; resume with the same config, or add --force"));
+}
+
+// Fails if the global batch (rows per step over all ranks) would change:
+// more or fewer ranks with the same rows each. The schedule and LAMB were set
+// for the checkpoint's batch.
+absl::Status CheckSameBatch(const CheckpointInfo& checkpoint, const ExperimentConfig& saved,
+                            const ExperimentConfig& config, int world_size) {
+  if (!checkpoint.state.is_object() || !checkpoint.state.contains("loop")) return absl::OkStatus();
+  const nlohmann::json& loop = checkpoint.state["loop"];
+  if (!loop.value("status", std::string()).empty()) return absl::OkStatus();  // finished: trains nothing
+  const int saved_world = loop.value("world_size", 1);
+  auto rows = [](const ExperimentConfig& c, int ranks) {
+    return c.train.micro_batch_rows * c.optim.accumulation_steps * ranks;
+  };
+  const int64_t before = rows(saved, saved_world), now = rows(config, world_size);
+  if (before == now) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "resuming ", checkpoint.dir, " (", saved_world, saved_world == 1 ? " rank" : " ranks", " x ",
+      saved.train.micro_batch_rows, " rows x ", saved.optim.accumulation_steps,
+      " micro-batches = ", before, " rows per step) on ", world_size,
+      world_size == 1 ? " rank" : " ranks", " would train ", now,
+      " rows per step, for which its schedule and optimizer were not set; keep ", before,
+      " (train.micro_batch_rows, optim.accumulation_steps), or add --force"));
 }
 
 }  // namespace
@@ -70,7 +90,15 @@ absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
   }
   if (resume.empty()) return std::nullopt;
   ASSIGN_OR_RETURN(CheckpointInfo checkpoint, ReadCheckpointInfo(resume));
-  if (!force) RETURN_IF_ERROR(CheckSameTraining(checkpoint, config));
+  RETURN_IF_ERROR(CheckBoundFiles(checkpoint));
+  ExperimentConfig saved;
+  RETURN_IF_ERROR(Annotate(
+      config::LoadText(checkpoint.config_yaml, checkpoint.dir + "/config.yaml", &saved),
+      "the checkpoint's config"));
+  if (!force) {
+    RETURN_IF_ERROR(CheckSameTraining(checkpoint, saved, config));
+    RETURN_IF_ERROR(CheckSameBatch(checkpoint, saved, config, environment.world_size));
+  }
   return checkpoint;
 }
 

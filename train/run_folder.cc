@@ -38,6 +38,15 @@ std::string HolderPid(int fd) {
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
   CreatedFolders created(dir);  // removed again if the claim fails
   RETURN_IF_ERROR(CreateFolder(dir, "run.output_dir"));
+  // Checkpoints go to RUN_DIR/checkpoints: a file there would fail the first
+  // save, after the training it was to keep.
+  std::error_code error;
+  const std::string checkpoints = absl::StrCat(dir, "/checkpoints");
+  if (fs::exists(checkpoints, error) && !fs::is_directory(checkpoints, error)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        checkpoints, " is a file, where the run's checkpoints go; move it away, or choose "
+                     "another run.output_dir"));
+  }
   const std::string lock = absl::StrCat(dir, "/", kLockName);
   bool created_lock = true;
   int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -16,8 +16,8 @@ class RunFolder {
  public:
   // Takes `dir` (created if missing) for this process: locks RUN_DIR/run.lock
   // and writes its pid there. Refuses (InvalidArgument or AlreadyExists, for
-  // exit 2) a path that is a file or cannot be created, and a folder another
-  // `train` holds.
+  // exit 2) a path that is a file or cannot be created, one whose
+  // checkpoints path is a file, and a folder another `train` holds.
   static absl::StatusOr<RunFolder> Claim(const std::string& dir);
 
   // Checks that a new run may start here: refuses a folder whose run has

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/progress.h"
+#include "common/atomic_file.h"
 #include "common/status.h"
 #include "model/weights.h"
 #include "train/fault.h"
@@ -20,6 +21,34 @@ using Clock = std::chrono::steady_clock;
 std::string ChecksumText(uint64_t checksum) { return absl::StrFormat("%016x", checksum); }
 
 std::shared_ptr<spdlog::logger> Log() { return logging::Get("train"); }
+
+// The run folder a checkpoint was written in: RUN_DIR/checkpoints/step-N.
+std::string RunFolderOf(const std::string& checkpoint) {
+  return std::filesystem::path(checkpoint).lexically_normal().parent_path().parent_path().string();
+}
+
+// Resumed into another run.output_dir than the checkpoint's own, the run's
+// logs so far (the MLLOG and metrics.jsonl up to the checkpoint) are carried
+// over, so that the new folder holds the whole run. Returns the folders to
+// carry from and to, or "" when the run stays in its folder.
+absl::StatusOr<std::string> LogSource(const std::string& checkpoint, const std::string& run_dir,
+                                      const std::vector<std::pair<std::string, uint64_t>>& logs) {
+  const std::string source = RunFolderOf(checkpoint);
+  std::error_code error;
+  if (std::filesystem::equivalent(source, run_dir, error)) return std::string();
+  for (const auto& [name, bytes] : logs) {
+    const std::string path = absl::StrCat(source, "/", name);
+    const auto size = std::filesystem::file_size(path, error);
+    if (error || size < bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resuming ", checkpoint, " into run.output_dir ", run_dir, " needs the run's ", name,
+          " from ", source, " (", bytes, " bytes at the checkpoint), ",
+          error ? "which is missing" : absl::StrCat("which holds ", size),
+          "; resume into ", source, " itself"));
+    }
+  }
+  return source;
+}
 
 }  // namespace
 
@@ -92,6 +121,14 @@ absl::Status Trainer::InitNew() {
 
 absl::Status Trainer::OpenLogs() {
   const std::string& dir = config_.run.output_dir;
+  if (rank0_ && !log_source_.empty()) {
+    for (const auto& [name, bytes] : {std::pair{std::string("mllog.txt"), log_state_.mllog.bytes},
+                                      std::pair{std::string("metrics.jsonl"),
+                                                log_state_.metrics.bytes}}) {
+      ASSIGN_OR_RETURN(std::string text, ReadFile(absl::StrCat(log_source_, "/", name)));
+      RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", name), text.substr(0, bytes)));
+    }
+  }
   ASSIGN_OR_RETURN(mllog_, MlperfLog::Open(rank0_ ? dir + "/mllog.txt" : "", log_state_.mllog));
   ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(rank0_ ? dir + "/metrics.jsonl" : "",
                                               log_state_.metrics, config_.train.log_every_steps,
@@ -130,9 +167,16 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
     Log()->warn("resuming a run of {} ranks on {}: the remaining rows are shared out anew",
                 state.loop.world_size, comm_.world_size());
   }
+  if (rank0_) {
+    ASSIGN_OR_RETURN(log_source_, LogSource(checkpoint.dir, config_.run.output_dir,
+                                            {{"mllog.txt", state.mllog.bytes},
+                                             {"metrics.jsonl", state.metrics.bytes}}));
+  }
   RETURN_IF_ERROR(OpenParts(state));
-  Log()->info("resuming {} at step {} ({} sequences seen)", checkpoint.dir, loop_.step,
-              loop_.samples);
+  Log()->info("resuming {} at step {} ({} sequences seen){}", checkpoint.dir, loop_.step,
+              loop_.samples,
+              log_source_.empty() ? "" : absl::StrCat(" into ", config_.run.output_dir,
+                                                      ", its logs so far carried over"));
   return absl::OkStatus();
 }
 

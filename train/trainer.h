@@ -116,6 +116,9 @@ class Trainer {
     MetricsLogState metrics;
   } log_state_;  // what the logs reopen at (empty for a new run)
   LoopState loop_;
+  // A resume into another run.output_dir: the checkpoint's run folder, whose
+  // logs up to the checkpoint are carried over; "" otherwise.
+  std::string log_source_;
   bool loss_finite_ = true;  // of the last step
   std::chrono::steady_clock::time_point session_start_;
   // A resumed run that had finished: its saved state, and nothing to train.

@@ -64,9 +64,9 @@ absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
     } else if (version == kTrainerStateVersion) {
       parts = json;
     } else {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": trainer state version ", version, "; this build reads versions 1 and ",
-          kTrainerStateVersion));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": trainer state version ", version, "; this packed-bert reads versions 1 to ",
+          kTrainerStateVersion, ": resume with the packed-bert that wrote it, or a newer one"));
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat("malformed ", what, " (", e.what(), ")"));

@@ -118,7 +118,8 @@ uint64_t PackIndex::Checksum() const {
   return checksum.Digest();
 }
 
-absl::Status PackIndex::Write(const std::string& path, const std::string& algorithm) const {
+absl::Status PackIndex::Write(const std::string& path, const std::string& algorithm,
+                              Existing existing) const {
   std::string payload = StrategyTable(plan_);
   Header header{};
   std::memcpy(header.magic, kPackIndexMagic, sizeof(header.magic));
@@ -136,7 +137,7 @@ absl::Status PackIndex::Write(const std::string& path, const std::string& algori
   ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
   RETURN_IF_ERROR(writer.Write({reinterpret_cast<const uint8_t*>(&header), sizeof(header)}));
   RETURN_IF_ERROR(writer.Write(payload));
-  return writer.Commit();
+  return writer.Commit(existing);
 }
 
 absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {

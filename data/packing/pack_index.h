@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/atomic_file.h"
 #include "absl/types/span.h"
 #include "data/packing/plan.h"
 
@@ -39,7 +40,9 @@ class PackIndex {
   // give the same rows.
   uint64_t Checksum() const;
 
-  absl::Status Write(const std::string& path, const std::string& algorithm) const;
+  // `existing`: what happens to a file already at `path`.
+  absl::Status Write(const std::string& path, const std::string& algorithm,
+                     Existing existing = Existing::kReplace) const;
   static absl::StatusOr<PackIndex> Read(const std::string& path);
 
  private:

@@ -4,10 +4,13 @@
 
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -19,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
+#include "tests/spawn_ranks.h"
 
 namespace pbert::app {
 namespace {
@@ -174,6 +178,20 @@ TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("mis-shaped: bert.embeddings.word_embeddings.weight (file [500,128], "
                        "model [600,128])"),
+            std::string::npos)
+      << r.err;
+  // Weights with a NaN (a diverged run's) are refused, naming the tensor.
+  std::string bytes = testing::ReadText(weights);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  const uint32_t nan = 0x7fc00000;
+  std::memcpy(bytes.data() + 8 + header, &nan, 4);  // the first float of the first tensor
+  testing::WriteFile(weights, bytes);
+  r = RunBinary("score" + config + " --set model.vocab_size=500 --weights " + weights +
+                " --data " + data);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(weights + ": "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" holds inf or NaN; these weights come from a run that diverged"),
             std::string::npos)
       << r.err;
 }
@@ -375,6 +393,126 @@ TEST(CliTest, LaunchRefusesWhatItCannotStart) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// The processes whose command line holds `marker`.
+int ProcessesWith(const std::string& marker) {
+  int found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = testing::ReadText(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos && cmdline.find("launch") == std::string::npos) {
+      ++found;
+    }
+  }
+  return found;
+}
+
+// When a worker fails, launch stops the others and returns within its grace
+// period, whatever they do: a worker that ignores SIGTERM, and one whose
+// children (one of them in a session of its own) hold its output open,
+// used to keep it waiting 100 s or for ever. Nothing they started is left.
+TEST(CliTest, LaunchEndsWithinTheGracePeriodWhateverTheWorkersDo) {
+  const std::string marker = std::to_string(900000 + ::getpid() % 100000);
+  const std::vector<std::string> others = {
+      "trap \"\" TERM; sleep 1" + marker,  // ignores SIGTERM
+      "sleep 2" + marker + " & setsid sleep 3" + marker + " & sleep 4" + marker,  // children
+  };
+  for (const std::string& other : others) {
+    const auto start = std::chrono::steady_clock::now();
+    Result r = RunBinary("launch --nproc-per-node 2 --grace-s 2 -- sh -c 'if [ $RANK = 0 ]; then "
+                         "sleep 0.5; exit 3; else " +
+                         other + "; fi'");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.exit_code, 1) << other;
+    EXPECT_NE(r.err.find("packed-bert launch: error: rank 0 exited with code 3; the job stopped"),
+              std::string::npos)
+        << r.err;
+    EXPECT_LT(seconds, 2 + 0.5 + 5) << other << ": the grace period is 2 s";
+    EXPECT_EQ(ProcessesWith(marker), 0) << other << " left processes behind";
+  }
+}
+
+// plot draws what train writes, and ends with one line on any other file:
+// a value that is no number, one no chart can hold, a named pipe.
+TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_plot";
+  fs::remove_all(dir);
+  const std::string good =
+      "{\"kind\":\"train\",\"step\":10,\"samples\":200,\"time\":3.5,\"loss\":7.1,"
+      "\"tokens_per_s\":5000,\"sequences_per_s\":20}\n"
+      "{\"kind\":\"train\",\"step\":20,\"samples\":400,\"time\":7.0,\"loss\":6.4,"
+      "\"tokens_per_s\":5100,\"sequences_per_s\":21}\n"
+      "{\"kind\":\"eval\",\"step\":20,\"samples\":400,\"time\":7.5,\"mlm_accuracy\":0.05}\n";
+  testing::WriteFile((dir / "run" / "metrics.jsonl").string(), good);
+  Result r = RunBinary("plot " + (dir / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(testing::ReadText((dir / "run" / "learning_curves.svg").string()).find("<svg"),
+            std::string::npos);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"\"loss\":\"x\"", "loss is \"x\""},
+      {"\"samples\":1e300", "samples is 1e+300"},
+      {"\"time\":-1e200", "time is -1e+200"},
+  };
+  for (const auto& [field, said] : bad) {
+    const std::string metrics = (dir / "bad" / "metrics.jsonl").string();
+    testing::WriteFile(metrics, good + "{\"kind\":\"train\",\"step\":30," + field + "}\n");
+    r = RunBinary("plot " + (dir / "bad").string());
+    EXPECT_EQ(r.exit_code, 2) << field;
+    EXPECT_EQ(r.err, "packed-bert plot: error: " + metrics + ":4: " + said +
+                         ", not a finite number of the size train writes; the file is damaged\n");
+  }
+  fs::create_directories(dir / "fifo");
+  const std::string fifo = (dir / "fifo" / "metrics.jsonl").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = RunBinary("plot " + (dir / "fifo").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert plot: error: metrics file " + fifo +
+                       " is a named pipe (FIFO); give a file\n");
+  fs::remove_all(dir);
+}
+
+// A rendezvous that cannot happen ends within dist.timeout_s, naming the
+// address, the port and the likely cause: a world size no launch filled, a
+// host that does not resolve, nobody listening.
+TEST(CliTest, RendezvousFailuresNameTheirCause) {
+  const std::string train = std::string("train --config ") + PBERT_SOURCE_DIR +
+                            "/configs/bert-tiny.yaml --set dist.timeout_s=2 --log-level warn";
+  const std::string port = std::to_string(pbert::testing::FreePort());
+  struct Case {
+    std::string env, err;
+    int exit_code;
+  };
+  const std::vector<Case> cases = {
+      {"WORLD_SIZE=1000000 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
+       "rank 0: 1 of WORLD_SIZE=1000000 ranks reached the rendezvous at 127.0.0.1:" + port +
+           " (MASTER_ADDR, MASTER_PORT) within dist.timeout_s (2 s); start every rank, or give "
+           "the launcher the number of ranks it starts",
+       2},
+      {"WORLD_SIZE=2 RANK=1 MASTER_ADDR=no-such-host.invalid MASTER_PORT=" + port,
+       "rank 1 cannot find the rendezvous host 'no-such-host.invalid' (MASTER_ADDR, or "
+       "dist.master_addr): ",
+       2},
+      {"WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
+       "rank 1 cannot reach the rendezvous at 127.0.0.1:" + port +
+           " (MASTER_ADDR, MASTER_PORT): nobody listens there (rank 0 not started, or another "
+           "port)",
+       1},
+  };
+  for (const Case& c : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    Result r = RunBinary(train, c.env);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.env << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("packed-bert train: error: " + c.err, 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_LT(seconds, 2 + 5) << c.env;
+  }
+}
+
 TEST(CliTest, TokenizeGivesTheStandardIds) {
   if (!std::filesystem::exists(SharedData("bert-base-uncased-vocab.txt"))) {
     GTEST_SKIP() << "needs the shared data folder";
@@ -484,11 +622,12 @@ TEST(CliTest, PrepareReadsEachInputOnceAndRefusesEndlessBinary) {
             "binary file, not text\n");
   r = RunBinary("tokenize --vocab " + vocab + " /dev/zero");
   EXPECT_EQ(r.exit_code, 2);
+  // A histogram is read whole: a device is refused by its type, unread.
   r = RunBinary("pack --histogram /dev/zero");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "packed-bert pack: error: /dev/zero:1: a NUL byte; this looks like a binary "
-            "file, not text\n");
+            "packed-bert pack: error: histogram file /dev/zero is a character device; give a "
+            "file\n");
   // HDF5 and text together: one line, before any work.
   r = RunBinary(prepare + (dir / "mixed").string() + " " + file + " " + (dir / "d.hdf5").string());
   EXPECT_EQ(r.exit_code, 2);
@@ -547,6 +686,23 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
   r = RunBinary("verify " + store);
   EXPECT_EQ(r.exit_code, 2);  // a damaged input: the user must prepare it again
   EXPECT_NE(r.err.find(shard + ": checksum mismatch"), std::string::npos) << r.err;
+  // train, score and export refuse it as verify does, before any work.
+  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+                            "/configs/bert-tiny.yaml --set model.max_position_embeddings=64 "
+                            "--set data.max_seq_len=64 --log-level warn";
+  const std::string weights = (root / "w.safetensors").string();
+  ASSERT_EQ(RunBinary("model init" + model + " --out " + weights).exit_code, 0);
+  for (const std::string& command :
+       {"train" + model + " --set data.store=" + store + " --set run.output_dir=" +
+            (root / "run2").string(),
+        "score" + model + " --weights " + weights + " --data " + store,
+        "export --store " + store + " --out " + (root / "e.hdf5").string()}) {
+    r = RunBinary(command);
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_NE(r.err.find(shard + ": checksum mismatch"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root / "run2")) << "a refused train leaves no folder";
+  EXPECT_FALSE(std::filesystem::exists(root / "e.hdf5"));
 }
 
 TEST(CliTest, ExitCodesFollowTheStatus) {

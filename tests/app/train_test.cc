@@ -142,14 +142,16 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   EXPECT_TRUE(fs::exists(root_ + "/killed/checkpoints/step-00000006"));
   EXPECT_FALSE(fs::exists(root_ + "/killed/checkpoints/step-00000012"));
   // A damaged checkpoint (a copy of the run, its optimizer state cut short)
-  // is one line saying what to do, not LibTorch's stack.
+  // is one line saying what to do, not LibTorch's stack: the checksum that
+  // trainer_state.json keeps of each file finds it before LibTorch reads it.
   fs::copy(root_ + "/killed", root_ + "/damaged", fs::copy_options::recursive);
   const std::string step6 = root_ + "/damaged/checkpoints/step-00000006";
   fs::resize_file(step6 + "/optimizer.pt", 100);
   Result damaged = RunBinary(Args("damaged", "--resume auto"));
   EXPECT_EQ(damaged.exit_code, 2);
   EXPECT_TRUE(absl::StartsWith(
-      damaged.err, "packed-bert train: error: " + step6 + "/optimizer.pt cannot be read: "))
+      damaged.err,
+      "packed-bert train: error: " + step6 + "/optimizer.pt is not the one this checkpoint saved (checksum "))
       << damaged.err;
   EXPECT_TRUE(absl::EndsWith(damaged.err,
                              "; the checkpoint is damaged: resume from an earlier one "
@@ -357,6 +359,16 @@ TEST_F(TrainTest, ResumingOnAnotherWorldSizeGoesOnWithTheSameRows) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_TRUE(fs::exists(root_ + "/moved/checkpoints/step-00000006")) << first.err;
   ASSERT_FALSE(fs::exists(root_ + "/moved/checkpoints/step-00000012"));
+  // One rank with the config as it was would train half the rows per step:
+  // refused, naming the batch and what keeps it.
+  Result half = RunBinary(Args("moved", rows + "--resume auto"));
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_NE(half.err.find("(2 ranks x 4 rows x 1 micro-batches = 8 rows per step) on 1 rank "
+                          "would train 4 rows per step, for which its schedule and optimizer "
+                          "were not set; keep 8 (train.micro_batch_rows, "
+                          "optim.accumulation_steps), or add --force\n"),
+            std::string::npos)
+      << half.err;
   Result rest = RunBinary(
       Args("moved", rows + "--set optim.accumulation_steps=2 --resume auto --force"));
   ASSERT_EQ(rest.exit_code, 0) << rest.err;

@@ -218,6 +218,34 @@ TEST_F(ConfigTest, NumbersMustBeFiniteAndDumpShortestExact) {
   EXPECT_EQ(ShortestText(0.1), "0.1");
 }
 
+// A number written non-zero that a double cannot hold in full (it would
+// read as 0 or as a subnormal) is refused; so is a value below a strict
+// bound.
+TEST_F(ConfigTest, NumbersThatUnderflowAreRefused) {
+  const std::string full = "expected a number a double holds in full (at least 2.2e-308 in size)";
+  EXPECT_EQ(std::string(LoadText("", {"train.lr=1e-400"}).message()),
+            "--set train.lr=1e-400: train.lr: " + full + ", got '1e-400'");
+  absl::Status s = LoadText("train:\n  lr: 3e-320\n");
+  EXPECT_EQ(std::string(s.message()), path_ + ":2:7: train.lr: " + full + ", got '3e-320'");
+  EXPECT_TRUE(LoadText("train:\n  lr: 0e5\n").ok()) << "a zero written as such is zero";
+  EXPECT_EQ(Above(0.0)(0.0), "must be > 0");
+  EXPECT_EQ(Above(0.0)(1e-300), "");
+}
+
+// A tab in the indentation and a second document are named with their line;
+// YAML says neither in so many words (the second it drops silently).
+TEST_F(ConfigTest, TabsAndSecondDocumentsAreNamed) {
+  absl::Status s = LoadText("train:\n\tsteps: 3\n");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":2:1: a tab indents this line; YAML indents with spaces only");
+  s = LoadText("train:\n  steps: 3\n---\ntrain:\n  steps: 4\n");
+  EXPECT_EQ(std::string(s.message()),
+            path_ + ":4: a second YAML document (after '---'); a config file holds one: merge "
+                    "them, or give the other to its own command");
+  ASSERT_TRUE(LoadText("# a comment\n\t# indented by a tab\ntrain:\n  steps: 5 # x\t\n---\n").ok());
+  EXPECT_EQ(config_.train.steps, 5);
+}
+
 // A few hundred bytes of nested aliases stand for billions of values: the
 // file is refused at once instead of being walked for minutes.
 TEST_F(ConfigTest, AnAliasBombIsRefusedAtOnce) {

@@ -31,7 +31,7 @@ class TextLinesTest : public ::testing::Test {
   // Every line of `path`, and the status at the end.
   static std::pair<std::vector<std::string>, absl::Status> ReadAll(
       const std::string& path, size_t max = TextLines::kMaxLineBytes) {
-    auto lines = TextLines::Open(path, "input", max);
+    auto lines = TextLines::Open(path, "input", Readable::kStream, max);
     if (!lines.ok()) return {{}, lines.status()};
     std::vector<std::string> out;
     std::string line;
@@ -106,6 +106,17 @@ TEST_F(TextLinesTest, APipeIsReadOnceFromItsStart) {
   writer.join();
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(lines, (Lines{"first", "second"}));
+}
+
+// Where a file is expected (a metrics file, a vocabulary), a named pipe is
+// refused at once by its type: opening it would wait for a writer.
+TEST_F(TextLinesTest, APipeWhereAFileBelongsIsRefusedWithoutWaiting) {
+  const std::string path = root_ / "fifo";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_EQ(TextLines::Open(path, "metrics file").status().message(),
+            "metrics file " + path + " is a named pipe (FIFO); give a file");
+  EXPECT_EQ(TextLines::Open("/dev/null", "vocabulary").status().message(),
+            "vocabulary /dev/null is a character device; give a file");
 }
 
 TEST_F(TextLinesTest, AFolderOrAMissingFileIsOneLine) {

@@ -110,9 +110,13 @@ TEST_F(StoreTest, DamageIsFoundAndNamed) {
   std::string flipped = bytes;
   flipped[flipped.size() - 5] ^= 0x40;
   ASSERT_TRUE(WriteFileAtomically(shard, flipped).ok());
+  const std::string damaged = shard +
+                              ": checksum mismatch: its data changed after it was written; the "
+                              "store is damaged, prepare it again";
   auto status = InstanceStore::Open(dir)->Verify();
-  EXPECT_EQ(std::string(status.message()),
-            shard + ": checksum mismatch; the store is damaged, prepare it again");
+  EXPECT_EQ(std::string(status.message()), damaged);
+  // Opened to read the records (train, score, export): refused the same way.
+  EXPECT_EQ(InstanceStore::Open(dir, StoreChecks::kChecksums).status().message(), damaged);
 
   // A record whose own length disagrees, with every checksum made to match
   // (the shard's, its entry in store.json, store.json's own, as

@@ -1,5 +1,8 @@
 #include "train/trainer_state.h"
 
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace pbert::train {
@@ -70,9 +73,10 @@ TEST(TrainerStateTest, OtherVersionsAndMissingFieldsAreNamedErrors) {
   nlohmann::json json = ToJson(Example());
   json["version"] = 3;
   auto read = TrainerStateFromJson(json, "c/trainer_state.json");
-  ASSERT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);  // exit 2
   EXPECT_EQ(read.status().message(),
-            "c/trainer_state.json: trainer state version 3; this build reads versions 1 and 2");
+            "c/trainer_state.json: trainer state version 3; this packed-bert reads versions 1 to "
+            "2: resume with the packed-bert that wrote it, or a newer one");
   json["version"] = 2;
   json["evaluation"].erase("evaluations");
   read = TrainerStateFromJson(json, "c/trainer_state.json");
@@ -88,6 +92,23 @@ TEST(TrainerStateTest, OtherVersionsAndMissingFieldsAreNamedErrors) {
   ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(read.status().message().find("part 'stop'"), std::string::npos)
       << read.status().message();
+}
+
+// Numbers no run saves (a negative position, a count past 2^53, a time
+// that is not finite) are damage, named with the part and the key.
+TEST(TrainerStateTest, NegativeOrAbsurdValuesAreRefused) {
+  const std::vector<std::tuple<const char*, const char*, nlohmann::json>> bad = {
+      {"loader", "rows", -5}, {"loop", "step", -1}, {"loop", "samples", 1e300},
+      {"evaluation", "next_samples", -1000}, {"mllog", "bytes", -1}};
+  for (const auto& [part, key, value] : bad) {
+    nlohmann::json json = ToJson(Example());
+    json[part][key] = value;
+    auto read = TrainerStateFromJson(json, "c/trainer_state.json");
+    ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << part << "." << key;
+    EXPECT_EQ(read.status().message(),
+              absl::StrCat("malformed trainer state c/trainer_state.json, part '", part, "': ", key,
+                           " is ", value.dump(), ", which no run saves"));
+  }
 }
 
 }  // namespace
