@@ -53,6 +53,12 @@ std::string Report(const data::PrepareSummary& s, const std::string& store) {
       s.instances, s.tokens, s.tokens / instances, s.masked_tokens / instances,
       100.0 * s.random_next / instances, 100.0 * h.counts[h.max_len()] / instances, h.max_len(),
       h.TheoreticalSpeedup(), HistogramBars(h, 16), store);
+  if (s.long_sentences > 0) {
+    absl::StrAppendFormat(&report,
+                          "cut off     %d tokens of %d sentences longer than a sequence holds "
+                          "(the longest: %d tokens)\n",
+                          s.long_sentence_tokens_cut, s.long_sentences, s.longest_sentence);
+  }
   if (s.kept_rows > 0) {
     absl::StrAppendFormat(&report,
                           "packed rows %d kept (packing factor %.4f) in %s/%s: set "

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
 #include "common/text_lines.h"
@@ -132,6 +133,9 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
     stats->bytes += line.size() + 1;
     RETURN_IF_ERROR(CheckUtf8(line, path, lines.line_number()));
     absl::string_view text = absl::StripAsciiWhitespace(line);
+    // A byte order mark (an editor's, or one per file after `cat`) is not
+    // text: BERT's tokenizer drops U+FEFF, and "<doc" after it is a document.
+    while (absl::ConsumePrefix(&text, "\xEF\xBB\xBF")) text = absl::StripLeadingAsciiWhitespace(text);
     if (format == CorpusFormat::kAuto) {
       if (text.empty()) continue;
       format = absl::StartsWith(text, "<doc") ? CorpusFormat::kWikiExtractor : CorpusFormat::kText;

@@ -28,7 +28,8 @@ struct CorpusStats {
 };
 
 // Streams the documents of `path` to `on_document`, reading it once (a pipe
-// reads as a file does). Fails, naming the file, if it is empty, looks
+// reads as a file does). A UTF-8 byte order mark at the start of a line is
+// skipped. Fails, naming the file, if it is empty, looks
 // binary (NUL bytes), is not UTF-8, has a line over TextLines' limit, or
 // holds no sentence.
 absl::Status ReadCorpus(const std::string& path, CorpusFormat format,

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
@@ -105,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
       reader->layout_ = file.nameExists("packed_input_len") ? Hdf5Layout::kPacked
                                                             : Hdf5Layout::kVariable;
       RETURN_IF_ERROR(reader->ReadVariable());
+      RETURN_IF_ERROR(reader->CheckNotEmpty());
       return reader;
     }
     ASSIGN_OR_RETURN(auto labels, dims_of(kLabels, 1));
@@ -115,15 +117,22 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
       for (const char* name : names) {
         ASSIGN_OR_RETURN(auto dims, dims_of(name, 2));
         if (*width == 0) *width = static_cast<int>(dims[1]);
-        if (static_cast<int64_t>(dims[0]) != reader->rows_ || static_cast<int>(dims[1]) != *width) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(path, ": dataset '", name, "' does not match the others' shape"));
+        if (static_cast<int64_t>(dims[0]) != reader->rows_) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": dataset '", name, "' has ", dims[0], " rows where '", kLabels, "' has ",
+              reader->rows_, "; every dataset has one row per sequence"));
+        }
+        if (static_cast<int>(dims[1]) != *width) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": dataset '", name, "' is ", dims[1], " wide where '", names[0], "' is ",
+              *width, "; ", absl::StrJoin(names, ", "), " share one width"));
         }
       }
       return absl::OkStatus();
     };
     RETURN_IF_ERROR(check_group(kMatrices, &reader->max_len_));
     RETURN_IF_ERROR(check_group(kPredictions, &reader->max_predictions_));
+    RETURN_IF_ERROR(reader->CheckNotEmpty());
     return reader;
   } catch (const H5::Exception& e) {
     return Hdf5Error(path, e);
@@ -254,6 +263,12 @@ std::string SplitRow(const VariableRow& row, bool packed, std::vector<Instance>*
 }
 
 }  // namespace
+
+absl::Status Hdf5Reader::CheckNotEmpty() const {
+  if (rows_ > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      path_, ": the ", Hdf5LayoutName(layout_), " datasets hold no rows; give files with data"));
+}
 
 absl::Status Hdf5Reader::ReadVariable() {
   const bool packed = layout_ == Hdf5Layout::kPacked;

@@ -34,7 +34,8 @@ const char* Hdf5LayoutName(Hdf5Layout layout);
 class Hdf5Reader {
  public:
   // Opens `path`, tells its layout from its datasets and checks that they
-  // exist with matching shapes. The variable-length layouts are read (and
+  // exist with matching shapes (an error names the dataset that differs)
+  // and hold at least one row. The variable-length layouts are read (and
   // every row checked) here, whole: NVIDIA's shards are small.
   static absl::StatusOr<std::unique_ptr<Hdf5Reader>> Open(const std::string& path);
   ~Hdf5Reader();
@@ -42,7 +43,9 @@ class Hdf5Reader {
   Hdf5Layout layout() const { return layout_; }
   // Rows in the file (packed rows hold several sequences).
   int64_t size() const { return rows_; }
-  // The widest row in tokens, and the most masked slots of one sequence.
+  // The widest row in tokens (fixed width: the datasets' width, whatever
+  // the sequences' lengths), and the most masked slots of one sequence
+  // (fixed width: the slot datasets' width).
   int max_len() const { return max_len_; }
   int max_predictions() const { return max_predictions_; }
 
@@ -58,6 +61,7 @@ class Hdf5Reader {
   explicit Hdf5Reader(std::unique_ptr<Impl> impl);
 
   absl::Status ReadVariable();
+  absl::Status CheckNotEmpty() const;
 
   std::unique_ptr<Impl> impl_;
   std::string path_;

@@ -1,10 +1,13 @@
 #include "data/prepare.h"
 
 #include <filesystem>
+#include <algorithm>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "data/hdf5.h"
 #include "data/packing/pack_index.h"
@@ -37,11 +40,18 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
   for (const std::string& path : o.inputs) {
     ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
     packed |= reader->layout() == Hdf5Layout::kPacked;
-    if (reader->max_len() > o.instances.max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " holds rows of ", reader->max_len(),
-                                                     " tokens; raise data.max_seq_len to ",
-                                                     reader->max_len()));
+    // A fixed-width file's width says nothing of its sequences (a 512-wide
+    // file may hold none longer than 128): those are checked as they are
+    // read. A variable-length file's widest row is its longest sequence (or
+    // packed row), known now.
+    const bool fixed = reader->layout() == Hdf5Layout::kFixed;
+    if (!fixed && reader->max_len() > o.instances.max_seq_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " holds ", packed ? "packed rows" : "sequences", " of up to ", reader->max_len(),
+          " tokens; raise data.max_seq_len to ", reader->max_len()));
     }
+    int longest = 0;  // of a fixed-width file's sequences, once one is too long
+    int64_t first_too_long = -1;
     if (writer == nullptr) {
       // NVIDIA's variable-length files have no fixed slot count: MLPerf's 76
       // at 512 (or the first file's widest, if wider) bounds the store.
@@ -61,6 +71,18 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
       std::vector<int> depths;
       ASSIGN_OR_RETURN(auto chunk,
                        reader->Read(begin, std::min(kChunk, reader->size() - begin), &depths));
+      if (fixed) {
+        for (size_t r = 0; r < chunk.size(); ++r) {
+          if (chunk[r].length() <= o.instances.max_seq_len) continue;
+          if (first_too_long < 0) first_too_long = begin + static_cast<int64_t>(r);
+          longest = std::max(longest, chunk[r].length());
+        }
+        // Read on to the end to name the longest; write nothing more.
+        if (first_too_long >= 0) {
+          if (progress) progress(ImportStage(path), depths.size(), reader->size());
+          continue;
+        }
+      }
       if (o.pick > 0) {  // picked from all inputs at the end
         for (Instance& in : chunk) picked_from.push_back(std::move(in));
         if (progress) progress(ImportStage(path), depths.size(), reader->size());
@@ -77,6 +99,12 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
         }
       }
       if (progress) progress(ImportStage(path), depths.size(), reader->size());
+    }
+    if (first_too_long >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " holds sequences of up to ", longest, " tokens (the first at row ",
+          first_too_long, "), more than data.max_seq_len ", o.instances.max_seq_len,
+          "; raise data.max_seq_len to ", longest));
     }
   }
   if (o.pick > 0) {
@@ -145,7 +173,7 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
     return absl::InvalidArgumentError("nothing to prepare: give input files (prepare.inputs)");
   }
   if (o.output.empty()) {
-    return absl::InvalidArgumentError("prepare needs an output folder (prepare.output)");
+    return absl::InvalidArgumentError("prepare needs an output folder: --out STORE (data.store)");
   }
   // Fail before the work, not after it.
   std::vector<std::string> read = o.inputs;
@@ -176,16 +204,28 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   for (const Document& d : documents) {
     for (const std::string& sentence : d) text_bytes += sentence.size() + 1;
   }
+  const uint64_t sequence_holds = static_cast<uint64_t>(o.instances.max_seq_len - 3);
+  std::mutex long_mu;
   auto tokenize = [&](size_t first, size_t last) {
+    uint64_t long_sentences = 0, cut = 0, longest = 0;
     for (size_t d = first; d < last; ++d) {
       uint64_t bytes = 0;
       for (const std::string& sentence : documents[d]) {
         std::vector<int32_t> ids = tokenizer.Encode(sentence);
         bytes += sentence.size() + 1;
+        if (ids.size() > sequence_holds) {
+          long_sentences += 1;
+          cut += ids.size() - sequence_holds;
+          longest = std::max<uint64_t>(longest, ids.size());
+        }
         if (!ids.empty()) tokenized[d].push_back(std::move(ids));
       }
       if (progress) progress("tokenize", bytes, text_bytes);
     }
+    std::lock_guard<std::mutex> lock(long_mu);
+    summary.long_sentences += long_sentences;
+    summary.long_sentence_tokens_cut += cut;
+    summary.longest_sentence = std::max(summary.longest_sentence, longest);
   };
   const size_t workers = std::max<size_t>(1, std::min<size_t>(o.threads, documents.size()));
   std::vector<std::thread> pool;
@@ -195,6 +235,14 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   }
   for (auto& t : pool) t.join();
   documents.clear();
+  if (summary.long_sentences > 0) {
+    logging::Get("prepare")->warn(
+        "{} sentence(s) hold more tokens than a sequence of {} has room for ({}; the longest: "
+        "{}): {} of their tokens are cut off in every instance that uses them; split such lines "
+        "into sentences, or raise data.max_seq_len",
+        summary.long_sentences, o.instances.max_seq_len, sequence_holds,
+        summary.longest_sentence, summary.long_sentence_tokens_cut);
+  }
 
   std::vector<Instance> instances = CreateInstances(tokenized, tokenizer, o.instances, o.threads);
   if (instances.empty()) {

@@ -71,6 +71,12 @@ struct PrepareSummary {
   uint64_t masked_tokens = 0;
   uint64_t random_next = 0;
   LengthHistogram histogram;
+  // Sentences with more tokens than one sequence holds (max_seq_len - 3,
+  // besides [CLS] and two [SEP]), the tokens beyond that in all of them, and
+  // the longest: their ends are cut off in every instance that uses them.
+  uint64_t long_sentences = 0;
+  uint64_t long_sentence_tokens_cut = 0;
+  uint64_t longest_sentence = 0;
   // HDF5 input with NVIDIA-packed files: their rows, kept as a pack index
   // in the store folder (kKeptPackIndex); 0 otherwise.
   uint64_t kept_rows = 0;

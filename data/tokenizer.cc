@@ -106,10 +106,20 @@ absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
     }
     std::string token(absl::StripAsciiWhitespace(line));
     int32_t id = static_cast<int32_t>(v.tokens_.size());
+    if (token.empty()) {
+      // tokenization.py would give the empty token this id and count it in
+      // every later one: almost always a damaged file, never what was meant.
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", id + 1,
+          ": a blank line, where vocab.txt has one token per line (BERT's tokenizer would "
+          "give it id ",
+          id, " and shift every later token's id); remove it, or write a placeholder such as "
+          "[unused] in its place if the ids must stay"));
+    }
     bool fresh = absl::StartsWith(token, "##") && token.size() > 2
                      ? v.continued_.emplace(token.substr(2), id).second
                      : v.words_.emplace(token, id).second;
-    if (!fresh && !token.empty()) {
+    if (!fresh) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ":", id + 1, ": token '", token, "' appears twice"));
     }

@@ -24,8 +24,9 @@ struct SpecialTokens {
 class Vocabulary {
  public:
   // One token per line (stripped of surrounding whitespace); the line
-  // number is the id. Fails, naming the file, if [PAD], [UNK], [CLS], [SEP]
-  // or [MASK] is missing or a token repeats.
+  // number is the id. Fails, naming the file and line, if [PAD], [UNK],
+  // [CLS], [SEP] or [MASK] is missing, a token repeats, a line is blank or
+  // the file starts with a byte order mark.
   static absl::StatusOr<Vocabulary> Load(const std::string& path);
 
   int32_t size() const { return static_cast<int32_t>(tokens_.size()); }

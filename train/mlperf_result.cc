@@ -19,6 +19,7 @@ absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
   MlperfRun run;
   run.path = path;
   std::optional<int64_t> start_ms, stop_ms;
+  uint64_t start_line = 0, stop_line = 0;
   std::string line;
   const std::string marker = ":::MLLOG ";
   while (lines.Next(&line)) {
@@ -34,9 +35,30 @@ absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
     const std::string key = j["key"];
     const auto metadata = j.value("metadata", nlohmann::json::object());
     if (key == "run_start") {
+      if (start_ms) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", number, ": a second run_start (the first is on line ",
+                         start_line, "); an MLLOG file holds one run: split it into one per run"));
+      }
       start_ms = j["time_ms"].get<int64_t>();
+      start_line = number;
     } else if (key == "run_stop") {
+      if (!start_ms) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ":", number, ": run_stop before any run_start; not the MLLOG of one run"));
+      }
+      if (stop_ms) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", number, ": a second run_stop (the first is on line ",
+                         stop_line, "); an MLLOG file holds one run"));
+      }
       stop_ms = j["time_ms"].get<int64_t>();
+      stop_line = number;
+      if (*stop_ms < *start_ms) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ":", number, ": run_stop's time_ms ", *stop_ms, " is before run_start's ",
+            *start_ms, " (line ", start_line, "); the file's clock or order is damaged"));
+      }
       run.status = metadata.value("status", "");
       run.samples = metadata.value("epoch_num", int64_t{0});
     } else if (key == "eval_accuracy" && j.contains("value") && j["value"].is_number()) {

@@ -25,8 +25,9 @@ struct MlperfRun {
 };
 
 // Reads `path` (an MLLOG file, or a run folder holding mllog.txt). Lines
-// without ":::MLLOG " are skipped; a malformed MLLOG line, or no run_start,
-// is an error naming the file and line.
+// without ":::MLLOG " are skipped; a malformed MLLOG line, no run_start, a
+// second run_start or run_stop (two runs in one file), a run_stop before
+// run_start (in the file or in time) is an error naming the file and line.
 absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& path);
 
 struct MlperfScore {

@@ -310,7 +310,11 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
   Result r = RunBinary("export --store " + store + " --out " + (dir / "e.hdf5").string() +
                        " --limit -3");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert export: error: --limit -3: must be 0 or more\n");
+  EXPECT_EQ(r.err, "packed-bert export: error: --limit -3: must be 1 or more\n");
+  // No rows is no MLPerf file: a reader would refuse it.
+  r = RunBinary("export --store " + store + " --out " + (dir / "e.hdf5").string() + " --limit 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert export: error: --limit 0: must be 1 or more\n");
   EXPECT_FALSE(fs::exists(dir / "e.hdf5"));
   // An output that cannot be written fails before the work.
   const std::string nowhere = (dir / "missing" / "e.hdf5").string();
@@ -572,6 +576,40 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
                        "latin1 -t utf-8\n");
   // Nothing half-written: only the five inputs are in the folder.
   EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 5);
+}
+
+TEST(CliTest, PrepareCountsTheTokensALongLineLoses) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "pbert_cli_long_line";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  std::string vocab = WriteConfig("pbert_cli_long_line/vocab.txt",
+                                  "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nthere\n");
+  // A 200-token line and a 100-token one, where a sequence of 64 holds 61.
+  std::string line(200 * 6, ' '), shorter(100 * 6, ' ');
+  for (int i = 0; i < 200; ++i) line.replace(6 * i, 5, "hello");
+  for (int i = 0; i < 100; ++i) shorter.replace(6 * i, 5, "there");
+  std::string text = WriteConfig("pbert_cli_long_line/text.txt",
+                                 "Hello there.\n" + line + "\n\nThere.\nHello.\n" + shorter + "\n");
+  const std::string out = (root / "store").string();
+  Result r = RunBinary("prepare --max-len 64 --vocab " + vocab + " --out " + out + " " + text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("[prepare] 2 sentence(s) hold more tokens than a sequence of 64 has room "
+                       "for (61; the longest: 200): 178 of their tokens are cut off in every "
+                       "instance that uses them; split such lines into sentences, or raise "
+                       "data.max_seq_len\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("cut off     178 tokens of 2 sentences longer than a sequence holds "
+                       "(the longest: 200 tokens)\n"),
+            std::string::npos)
+      << r.out;
+  // Lines that fit say nothing.
+  r = RunBinary("prepare --overwrite --max-len 512 --vocab " + vocab + " --out " + out + " " + text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("cut off"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("cut off"), std::string::npos) << r.out;
+  fs::remove_all(root);
 }
 
 // The checksum of the first shard that store.json lists.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "data/packing/pack_index.h"
 #include "data/prepare.h"
@@ -115,7 +116,7 @@ TEST_F(H5pyFilesTest, EveryDtypeAndLayoutReadsAsWritten) {
 }
 
 TEST_F(H5pyFilesTest, BadFilesAreOneErrorNamingTheFileAndTheFault) {
-  ASSERT_EQ(expected_["bad"].size(), 7u);
+  ASSERT_EQ(expected_["bad"].size(), 10u);
   ExpectEachRefused(expected_["bad"], "/bad-");
 }
 
@@ -207,6 +208,34 @@ TEST_F(H5pyFilesTest, PickMatchesMlperfsPickEvalSamples) {
   ExpectSequences(*store, expected_["sequences"], order);
   o.pick = total + 1;
   EXPECT_FALSE(Prepare(o).ok());
+}
+
+TEST_F(H5pyFilesTest, AWideFileOfShortSequencesIsJudgedByItsSequences) {
+  // 64 wide, sequences of at most 32 tokens: a store of 32 takes them all.
+  PrepareOptions o;
+  o.inputs = {*dir_ + "/wide.hdf5"};
+  o.input_format = InputFormat::kHdf5;
+  o.vocab = testing::WriteTestVocab(*dir_ + "/vocab.txt", expected_["vocab_size"].get<int>());
+  o.instances.max_seq_len = 32;
+  o.output = *dir_ + "/wide-store";
+  o.overwrite = true;
+  auto summary = Prepare(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  auto store = InstanceStore::Open(o.output);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ExpectSequences(*store, expected_["sequences"], InOrder(expected_["sequences"].size()));
+  // A store of 16 is too short: the message names the longest sequence and
+  // the first that does not fit, not the file's width, and nothing is made.
+  o.instances.max_seq_len = 16;
+  o.output = *dir_ + "/narrow-store";
+  const int longest = expected_["longest"].get<int>();
+  ASSERT_LE(longest, 32);
+  EXPECT_EQ(std::string(Prepare(o).status().message()),
+            absl::StrCat(o.inputs[0], " holds sequences of up to ", longest,
+                         " tokens (the first at row ",
+                         expected_["first_longer_than_16"].get<int>(),
+                         "), more than data.max_seq_len 16; raise data.max_seq_len to ", longest));
+  EXPECT_FALSE(std::filesystem::exists(o.output));
 }
 
 TEST(Hdf5Test, WriteThenReadGivesTheSameInstances) {

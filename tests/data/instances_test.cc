@@ -233,6 +233,21 @@ TEST(CorpusTest, WikiExtractorDropsTitlesAndSplitsSentences) {
   EXPECT_EQ(stats.sentences, 4u);
 }
 
+TEST(CorpusTest, AByteOrderMarkIsNotText) {
+  // An editor's mark before "<doc", and one more where a second file was
+  // appended with cat: still WikiExtractor, two documents, no mark in text.
+  std::string path = std::filesystem::temp_directory_path() / "pbert_corpus_bom.txt";
+  std::ofstream(path) << "\xEF\xBB\xBF<doc id=\"1\" title=\"A\">\nA\n\nFirst one.\n</doc>\n"
+                         "\xEF\xBB\xBF<doc id=\"2\" title=\"B\">\nB\n\xEF\xBB\xBFOnly.\n</doc>\n";
+  std::vector<Document> docs;
+  CorpusStats stats;
+  ASSERT_TRUE(ReadCorpus(
+                  path, CorpusFormat::kAuto, [&](Document&& d) { docs.push_back(d); }, &stats)
+                  .ok());
+  EXPECT_EQ(docs, (std::vector<Document>{{"First one."}, {"Only."}}));
+  std::filesystem::remove(path);
+}
+
 TEST(CorpusTest, PlainTextHasBlankLinesBetweenDocuments) {
   std::string path = std::filesystem::temp_directory_path() / "pbert_corpus_text.txt";
   std::ofstream(path) << "One.\nTwo.\n\n\nThree.\n";

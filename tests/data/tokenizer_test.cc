@@ -160,6 +160,15 @@ TEST(VocabularyTest, MissingSpecialTokenNamesTheFile) {
   ASSERT_TRUE(WriteFileAtomically(path, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhi\nhi\n").ok());
   EXPECT_EQ(std::string(Vocabulary::Load(path).status().message()),
             path + ":7: token 'hi' appears twice");
+  // A blank line would be the empty token and shift every later id.
+  ASSERT_TRUE(WriteFileAtomically(path, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhi\n\nyo\n").ok());
+  EXPECT_EQ(std::string(Vocabulary::Load(path).status().message()),
+            path +
+                ":7: a blank line, where vocab.txt has one token per line (BERT's tokenizer "
+                "would give it id 6 and shift every later token's id); remove it, or write a "
+                "placeholder such as [unused] in its place if the ids must stay");
+  ASSERT_TRUE(WriteFileAtomically(path, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n \t\n").ok());
+  EXPECT_EQ(Vocabulary::Load(path).status().code(), absl::StatusCode::kInvalidArgument);
   // A byte order mark would make the first token "\uFEFF[PAD]" unseen.
   ASSERT_TRUE(WriteFileAtomically(path, "\xEF\xBB\xBF[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n").ok());
   EXPECT_EQ(std::string(Vocabulary::Load(path).status().message()),

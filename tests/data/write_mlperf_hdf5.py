@@ -193,8 +193,14 @@ def main():
              lambda b, d: d.update(input_ids="f4"))
     bad_file("no-labels", "next_sentence_labels",
              lambda b, d: b.pop("next_sentence_labels"))
-    bad_file("short-segments", "segment_ids",
+    bad_file("short-segments", f"'segment_ids' has {N - 1} rows where 'next_sentence_labels' has {N}",
              lambda b, d: b.update(segment_ids=b["segment_ids"][:-1]))
+    bad_file("narrow-segments", f"'segment_ids' is {S - 1} wide where 'input_ids' is {S}",
+             lambda b, d: b.update(segment_ids=b["segment_ids"][:, :-1]))
+    bad_file("narrow-ids", f"'masked_lm_ids' is {P - 1} wide where 'masked_lm_positions' is {P}",
+             lambda b, d: b.update(masked_lm_ids=b["masked_lm_ids"][:, :-1]))
+    bad_file("zero-rows", "hold no rows",
+             lambda b, d: b.update({k: v[:0] for k, v in b.items()}))
     bad_file("holey-mask", "row 3",
              lambda b, d: b["input_mask"].__setitem__((3, 1), 0))
     bad_file("id-beyond-vocab", "30522",
@@ -204,6 +210,12 @@ def main():
                  (7, 0), int(b["input_mask"][7].sum())))
     bad_file("segment-two", "segment",
              lambda b, d: b["segment_ids"].__setitem__((9, 1), 2))
+    # The same sequences in a file twice as wide (as a 512-wide file of
+    # 128-token sequences): its width is not its sequences' length.
+    wide = {k: (np.pad(v, ((0, 0), (0, S))) if k in ("input_ids", "input_mask", "segment_ids")
+                else v) for k, v in rows.items()}
+    write(os.path.join(out, "wide.hdf5"), wide, NVIDIA, {})
+    lengths = rows["input_mask"].sum(axis=1)
     write_varlength(os.path.join(out, "nvidia-varlength.hdf5"), rows)
     packs = packed_assignment(rows, rng)
     arrays = packed_arrays(rows, packs)
@@ -235,7 +247,8 @@ def main():
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(dict(sequences=expected(rows), variants=list(VARIANTS), bad=bad,
                        vocab_size=VOCAB, packed_rows=packs, packed_len=PACKED_LEN,
-                       bad_packed=bad_packed,
+                       bad_packed=bad_packed, longest=int(lengths.max()),
+                       first_longer_than_16=int(np.argmax(lengths > 16)),
                        # pick_eval_samples.py's selection of 7: its own arithmetic.
                        picked_7=[int(i * (N / 7)) for i in range(7)]), f)
 

@@ -3,6 +3,7 @@
 #include "train/mlperf_result.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -60,6 +61,23 @@ TEST_F(MlperfResultTest, ReadsTimeSamplesAndStatus) {
   EXPECT_EQ(std::string(ReadMlperfRun((dir_ / "bad.txt").string()).status().message()),
             (dir_ / "bad.txt").string() +
                 ":1: not an MLLOG line (a JSON object with key and time_ms)");
+  // Two runs in one file (two logs concatenated), and a run_stop before its
+  // run_start, in the file or in time: one line each, naming the lines.
+  const std::string a = WriteRun(dir_, "a.txt", 12.5, "success");
+  const std::string two = (dir_ / "two.txt").string();
+  ASSERT_EQ(std::system(("cat " + a + " " + a + " > " + two).c_str()), 0);
+  EXPECT_EQ(std::string(ReadMlperfRun(two).status().message()),
+            two + ":6: a second run_start (the first is on line 2); an MLLOG file holds one run: "
+                  "split it into one per run");
+  const std::string reversed = (dir_ / "reversed.txt").string();
+  ASSERT_EQ(std::system(("tac " + a + " > " + reversed).c_str()), 0);
+  EXPECT_EQ(std::string(ReadMlperfRun(reversed).status().message()),
+            reversed + ":1: run_stop before any run_start; not the MLLOG of one run");
+  const std::string backwards = WriteRun(dir_, "backwards.txt", -2, "success");
+  EXPECT_EQ(std::string(ReadMlperfRun(backwards).status().message()),
+            backwards +
+                ":4: run_stop's time_ms 1699999880000 is before run_start's 1700000000000 (line "
+                "2); the file's clock or order is damaged");
   std::ofstream(dir_ / "none.txt") << "hello\n";
   EXPECT_FALSE(ReadMlperfRun((dir_ / "none.txt").string()).ok());
   EXPECT_FALSE(ReadMlperfRun((dir_ / "missing.txt").string()).ok());
