@@ -28,6 +28,11 @@ constexpr const char* kPlotted[] = {"samples",  "time",         "step",
 
 absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
+  std::error_code error;
+  if (std::filesystem::exists(run_dir, error) && !std::filesystem::is_directory(run_dir, error)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        run_dir, " is not a run folder; give the run.output_dir of a packed-bert train run"));
+  }
   if (!std::filesystem::exists(path)) {
     return absl::NotFoundError(absl::StrCat(
         path, " not found; give the run.output_dir of a packed-bert train run"));

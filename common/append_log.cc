@@ -14,13 +14,30 @@ namespace pbert {
 
 absl::StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& path,
                                                            uint64_t keep_bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path, " for writing"), errno);
+  // Only a file is a log: what else is there (a named pipe would block this
+  // open, or take the lines away) is named before it is opened.
   struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !NotAFile(st.st_mode).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is ", NotAFile(st.st_mode), ", where the run keeps a log file; move it away"));
+  }
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+  if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path, " for writing"), errno);
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
     return ErrnoError(absl::StrCat("cannot stat ", path), err);
+  }
+  if (!S_ISREG(st.st_mode)) {  // put there since the check above
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is ", NotAFile(st.st_mode), ", where the run keeps a log file; move it away"));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoError(absl::StrCat("cannot open ", path, " for writing"), err);
   }
   if (static_cast<uint64_t>(st.st_size) < keep_bytes) {
     ::close(fd);

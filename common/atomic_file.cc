@@ -10,8 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -302,12 +300,34 @@ absl::Status CheckReadableFile(const std::string& path, absl::string_view what, 
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError(absl::StrCat("cannot open ", path), errno);
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return ErrnoError(absl::StrCat("cannot read ", path), errno);
-  return out.str();
+  // Opened without blocking, and read only if it is a file: a named pipe or
+  // a device in its place is refused, not waited on.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path), errno);
+  struct stat st;
+  std::string out;
+  absl::Status status;
+  if (::fstat(fd, &st) != 0) {
+    status = ErrnoError(absl::StrCat("cannot open ", path), errno);
+  } else if (const std::string kind = NotAFile(st.st_mode); !kind.empty()) {
+    status = absl::InvalidArgumentError(absl::StrCat(path, " is ", kind, "; give a file"));
+  } else {
+    out.reserve(static_cast<size_t>(st.st_size));
+    char buffer[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        status = ErrnoError(absl::StrCat("cannot read ", path), errno);
+        break;
+      }
+      if (n == 0) break;
+      out.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return out;
 }
 
 }  // namespace pbert

@@ -131,7 +131,8 @@ absl::Status CheckReadableFile(const std::string& path, absl::string_view what,
 // for a regular file.
 std::string NotAFile(unsigned mode);
 
-// Reads a whole (small) file into a string.
+// Reads a whole (small) file into a string. A folder, pipe, device or
+// socket at `path` is an error naming what it is (never waited on).
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 }  // namespace pbert

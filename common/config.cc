@@ -1,5 +1,7 @@
 #include "common/config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <fstream>
@@ -237,7 +239,7 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
   sources->file = file;
   *root = YAML::Node(YAML::NodeType::Map);
   if (!file.empty()) {
-    if (!std::ifstream(file).good()) {
+    if (::access(file.c_str(), R_OK) != 0) {  // (not opened: a named pipe would block)
       return absl::NotFoundError(absl::StrCat(
           "config file '", file, "' not found or not readable; see configs/ for examples"));
     }

@@ -1,6 +1,8 @@
 #include "common/text_lines.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,11 +26,34 @@ std::string Bytes(size_t n) {
 }  // namespace
 
 absl::StatusOr<TextLines> TextLines::Open(const std::string& path, absl::string_view what,
-                                          Readable readable, size_t max_line_bytes) {
+                                          Readable readable, size_t max_line_bytes,
+                                          int pipe_first_byte_ms) {
   RETURN_IF_ERROR(CheckReadableFile(path, what, readable));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Opened without blocking (opening a named pipe waits for a writer), then
+  // read blocking, once a pipe has something to read or its writer is gone.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", what, " ", path), errno);
-  return TextLines(fd, /*owned=*/true, path, max_line_bytes);
+  TextLines lines(fd, /*owned=*/true, path, max_line_bytes);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError(absl::StrCat("cannot open ", what, " ", path), errno);
+  if (S_ISFIFO(st.st_mode)) {
+    struct pollfd ready = {fd, POLLIN, 0};
+    int n;
+    do {
+      n = ::poll(&ready, 1, pipe_first_byte_ms);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return ErrnoError(absl::StrCat("cannot read ", what, " ", path), errno);
+    if (n == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " ", path, " is a pipe that nothing was written to within ",
+          pipe_first_byte_ms / 1000.0, " s; start its writer first, or give a file"));
+    }
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return ErrnoError(absl::StrCat("cannot read ", what, " ", path), errno);
+  }
+  return lines;
 }
 
 TextLines TextLines::StandardInput(size_t max_line_bytes) {

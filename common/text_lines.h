@@ -22,13 +22,19 @@ class TextLines {
   // file this project reads.
   static constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
+  // How long a pipe may stay silent before its first byte: a named pipe
+  // nobody writes to would otherwise hold the reader forever.
+  static constexpr int kPipeFirstByteMs = 10000;
+
   // Opens `path`; `what` names it in errors ("vocabulary", "input").
   // A folder, a missing or unreadable file is an error, and so are a pipe,
   // a device and a socket unless `readable` is kStream (corpus text, which
-  // may come through bash's `<(zcat a.gz)`).
+  // may come through bash's `<(zcat a.gz)`); a pipe with nothing written to
+  // it within `pipe_first_byte_ms` is an error then.
   static absl::StatusOr<TextLines> Open(const std::string& path, absl::string_view what,
                                         Readable readable = Readable::kFile,
-                                        size_t max_line_bytes = kMaxLineBytes);
+                                        size_t max_line_bytes = kMaxLineBytes,
+                                        int pipe_first_byte_ms = kPipeFirstByteMs);
   // Reads standard input (not closed at the end), named "standard input".
   static TextLines StandardInput(size_t max_line_bytes = kMaxLineBytes);
 

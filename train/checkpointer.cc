@@ -39,10 +39,9 @@ constexpr char kTempMarker[] = ".tmp-";
 // The files the trainer state binds by checksum (its part "files").
 constexpr const char* kBoundFiles[] = {"model.safetensors", "optimizer.pt"};
 
-std::string FileChecksum(const std::string& path) {
-  auto file = MappedFile::Open(path);
-  if (!file.ok()) return "";
-  return absl::StrFormat("%016x", Checksum64(file->bytes()));
+absl::StatusOr<std::string> FileChecksum(const std::string& path) {
+  ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  return absl::StrFormat("%016x", Checksum64(file.bytes()));
 }
 
 // The step a folder named step-N is of; -1 for another name.
@@ -146,7 +145,9 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   // their checksums, so that files copied in from another checkpoint are
   // found.
   nlohmann::json bound = state;
-  for (const char* file : kBoundFiles) bound["files"][file] = FileChecksum(temp + "/" + file);
+  for (const char* file : kBoundFiles) {
+    ASSIGN_OR_RETURN(bound["files"][file], FileChecksum(temp + "/" + file));
+  }
   RETURN_IF_ERROR(WriteFileAtomically(temp + "/trainer_state.json", bound.dump(2) + "\n"));
   RETURN_IF_ERROR(SyncPath(temp));
   // A checkpoint of the same step from an earlier attempt is replaced; it is
@@ -227,8 +228,11 @@ absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint) {
   for (const char* file : kBoundFiles) {
     const std::string path = checkpoint.dir + "/" + file;
     const std::string saved = files.is_object() ? files.value(file, "") : "";
-    const std::string now = FileChecksum(path);
-    if (now.empty()) continue;  // missing or unreadable: the loader says so
+    absl::StatusOr<std::string> checksum = FileChecksum(path);
+    if (checksum.status().code() == absl::StatusCode::kNotFound) continue;  // the loader says so
+    // A pipe or device in its place, or a file that cannot be read.
+    if (!checksum.ok()) return Damaged(checkpoint.dir, checksum.status().message());
+    const std::string& now = *checksum;
     if (saved != now) {
       return Damaged(checkpoint.dir,
                      absl::StrCat(path, " is not the one this checkpoint saved (checksum ", now,
@@ -246,6 +250,11 @@ absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& mo
     const bool file = loaded.code() == absl::StatusCode::kDataLoss ||
                       loaded.code() == absl::StatusCode::kNotFound;
     return file ? Damaged(dir, loaded.message()) : loaded;
+  }
+  // (Checked by type first: LibTorch would wait forever on a named pipe.)
+  if (absl::Status readable = CheckReadableFile(dir + "/optimizer.pt", "optimizer state");
+      !readable.ok()) {
+    return Damaged(dir, readable.message());
   }
   try {
     torch::serialize::InputArchive archive;

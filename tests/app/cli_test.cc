@@ -475,6 +475,16 @@ TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert plot: error: metrics file " + fifo +
                        " is a named pipe (FIFO); give a file\n");
+  // The pipe given as the run itself.
+  r = RunBinary("plot " + fifo);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert plot: error: " + fifo +
+                       " is not a run folder; give the run.output_dir of a packed-bert train run\n");
+  // A named pipe as the config: refused by its type, not waited on.
+  r = RunBinary("train --config " + fifo);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert train: error: config file " + fifo +
+                       " is a named pipe (FIFO); give a file\n");
   fs::remove_all(dir);
 }
 

@@ -2,6 +2,7 @@
 // crash-safe checkpoints, SIGTERM, the MLPerf compliance checker, and bad
 // input. Small random data, a tiny model: each run takes a few seconds.
 #include <signal.h>
+#include <sys/stat.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -162,6 +163,15 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
                                  step6 + " away\n"))
       << damaged.err;
   EXPECT_EQ(std::count(damaged.err.begin(), damaged.err.end(), '\n'), 1) << damaged.err;
+  // A named pipe in its place is named by what it is, not waited on.
+  fs::remove(step6 + "/optimizer.pt");
+  ASSERT_EQ(::mkfifo((step6 + "/optimizer.pt").c_str(), 0600), 0);
+  damaged = RunBinary(Args("damaged", "--resume auto"));
+  EXPECT_EQ(damaged.exit_code, 2);
+  EXPECT_TRUE(absl::StartsWith(damaged.err, "packed-bert train: error: " + step6 +
+                                                "/optimizer.pt is a named pipe (FIFO); give a "
+                                                "file; the checkpoint is damaged"))
+      << damaged.err;
   Result resumed = RunBinary(Args("killed", "--resume auto"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   ExpectSameWeights("straight", "killed", 12);
@@ -701,6 +711,24 @@ TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
     EXPECT_EQ(r.exit_code, -1) << signal << " should end the process as the signal does";
     EXPECT_FALSE(fs::exists(root_ + "/nested")) << signal << " left a folder";
   }
+  // A run folder whose checkpoints are a file, or whose log is a named pipe
+  // (which would hold the run forever): refused before anything is written.
+  fs::create_directories(root_ + "/odd");
+  testing::WriteFile(root_ + "/odd/checkpoints", "a file");
+  Result odd = RunBinary(Args("odd"));
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_EQ(odd.err, "packed-bert train: error: " + root_ +
+                         "/odd/checkpoints is a file, where the run's checkpoints go; move it "
+                         "away, or choose another run.output_dir\n");
+  fs::remove(root_ + "/odd/checkpoints");
+  ASSERT_EQ(::mkfifo((root_ + "/odd/metrics.jsonl").c_str(), 0600), 0);
+  odd = RunBinary(Args("odd"));
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_EQ(odd.err, "packed-bert train: error: " + root_ +
+                         "/odd/metrics.jsonl is a named pipe (FIFO), where the run keeps a log "
+                         "file; move it away, or choose another run.output_dir\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_ + "/odd"), fs::directory_iterator{}), 1)
+      << "a refused run wrote into the folder";
   // Into the folder of a run stopped at step 6: a new run, and a forced
   // resume with another model size, are refused and change nothing there;
   // resuming once it has finished trains nothing and writes nothing.

@@ -1,5 +1,6 @@
 #include "common/atomic_file.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +76,17 @@ TEST_F(AtomicFileTest, StaleTemporariesOfKilledWritersGoLiveOnesStay) {
   ASSERT_TRUE(WriteFileAtomically((dir_ / "other.txt").string(), "other").ok());
   ASSERT_TRUE(WriteFileAtomically(path, "again").ok());
   EXPECT_EQ(FilesIn(), 3u);
+}
+
+TEST_F(AtomicFileTest, ReadFileRefusesWhatIsNotAFileWithoutWaiting) {
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);  // nobody will ever write to it
+  EXPECT_EQ(ReadFile(fifo).status().message(), fifo + " is a named pipe (FIFO); give a file");
+  EXPECT_EQ(ReadFile("/dev/zero").status().message(),
+            "/dev/zero is a character device; give a file");
+  EXPECT_EQ(ReadFile(dir_.string()).status().message(), dir_.string() + " is a folder; give a file");
+  ASSERT_TRUE(WriteFileAtomically((dir_ / "f").string(), std::string(100000, 'x')).ok());
+  EXPECT_EQ(*ReadFile((dir_ / "f").string()), std::string(100000, 'x'));
 }
 
 TEST_F(AtomicFileTest, MissingDirectoryIsAClearError) {

@@ -119,6 +119,33 @@ TEST_F(TextLinesTest, APipeWhereAFileBelongsIsRefusedWithoutWaiting) {
             "vocabulary /dev/null is a character device; give a file");
 }
 
+TEST_F(TextLinesTest, APipeIsReadOnceWrittenAndRefusedIfNothingComes) {
+  const std::string path = root_ / "fifo";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // Nobody writes: an error once the wait is over, not a reader held forever.
+  EXPECT_EQ(TextLines::Open(path, "input", Readable::kStream, TextLines::kMaxLineBytes, 200)
+                .status()
+                .message(),
+            "input " + path + " is a pipe that nothing was written to within 0.2 s; start its "
+                              "writer first, or give a file");
+  // A writer that comes after the reader opened, and writes a little later.
+  std::thread writer([&] {
+    std::ofstream out(path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    out << "one\ntwo\n";
+  });
+  auto lines = TextLines::Open(path, "input", Readable::kStream, TextLines::kMaxLineBytes, 10000);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  std::string line;
+  ASSERT_TRUE(lines->Next(&line));
+  EXPECT_EQ(line, "one");
+  ASSERT_TRUE(lines->Next(&line));
+  EXPECT_EQ(line, "two");
+  EXPECT_FALSE(lines->Next(&line));
+  EXPECT_TRUE(lines->status().ok()) << lines->status();
+  writer.join();
+}
+
 TEST_F(TextLinesTest, AFolderOrAMissingFileIsOneLine) {
   EXPECT_EQ(TextLines::Open(root_.string(), "vocabulary").status().message(),
             "vocabulary " + root_.string() + " is a folder; give a file");
