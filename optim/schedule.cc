@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace pbert::optim {
 
 absl::Status ScheduleOptions::Validate() const {
@@ -13,6 +15,12 @@ absl::Status ScheduleOptions::Validate() const {
     return absl::InvalidArgumentError("warmup_steps must not exceed total_steps");
   }
   if (power <= 0) return absl::InvalidArgumentError("power must be > 0");
+  if (kind == ScheduleKind::kPoly && end_lr > peak_lr) {
+    // A decay that rises: almost always lr and end_lr swapped or a typo.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "end_lr ", end_lr, " is above lr ", peak_lr,
+        ": the poly schedule decays from lr to end_lr; lower end_lr (MLPerf: 0)"));
+  }
   return absl::OkStatus();
 }
 

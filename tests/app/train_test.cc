@@ -131,6 +131,19 @@ train:
   std::string root_, config_;
 };
 
+// The files of a run folder (but the lock, which holds the last holder's
+// pid), each with a hash of its contents.
+std::map<std::string, size_t> Contents(const std::string& dir) {
+  std::map<std::string, size_t> files;
+  if (!fs::exists(dir)) return files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().filename() != "run.lock") {
+      files[entry.path().string()] = std::hash<std::string>()(testing::ReadText(entry.path()));
+    }
+  }
+  return files;
+}
+
 TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   Result straight = RunBinary(Args("straight"));
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
@@ -172,6 +185,14 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
                                                 "/optimizer.pt is a named pipe (FIFO); give a "
                                                 "file; the checkpoint is damaged"))
       << damaged.err;
+  // Resumed into another run.output_dir: the new folder receives the logs
+  // up to the checkpoint and holds the whole run; the old one is untouched.
+  const auto killed_before = Contents(root_ + "/killed");
+  Result moved =
+      RunBinary(Args("moved", "--resume " + root_ + "/killed/checkpoints/step-00000006"));
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_EQ(Contents(root_ + "/killed"), killed_before);
+  ExpectSameWeights("straight", "moved", 12);
   Result resumed = RunBinary(Args("killed", "--resume auto"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   ExpectSameWeights("straight", "killed", 12);
@@ -188,6 +209,7 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
     return out;
   };
   EXPECT_EQ(lines("straight"), lines("killed"));
+  EXPECT_EQ(lines("straight"), lines("moved"));
   EXPECT_EQ(lines("straight").size(), 12u + 3u);  // a line per step, 3 evaluations
 
   // Resuming a finished run trains nothing and says so.
@@ -204,6 +226,14 @@ TEST_F(TrainTest, AKillDuringACheckpointWriteLeavesThePreviousOneUsable) {
   // Step 12's folder was never renamed into place; step 6 is whole.
   EXPECT_FALSE(fs::exists(root_ + "/killed/checkpoints/step-00000012"));
   EXPECT_EQ(Weights("killed", 6).size(), Weights("straight", 6).size());
+  // Resumed into another run.output_dir: the new folder receives the logs
+  // up to the checkpoint and holds the whole run; the old one is untouched.
+  const auto killed_before = Contents(root_ + "/killed");
+  Result moved =
+      RunBinary(Args("moved", "--resume " + root_ + "/killed/checkpoints/step-00000006"));
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_EQ(Contents(root_ + "/killed"), killed_before);
+  ExpectSameWeights("straight", "moved", 12);
   Result resumed = RunBinary(Args("killed", "--resume auto"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   ExpectSameWeights("straight", "killed", 12);
@@ -676,19 +706,6 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
   ASSERT_EQ(r[0].exit_code, 0) << r[0].err;
   ASSERT_EQ(r[1].exit_code, 0) << r[1].err;
   expect_same("torchrun");
-}
-
-// The files of a run folder (but the lock, which holds the last holder's
-// pid), each with a hash of its contents.
-std::map<std::string, size_t> Contents(const std::string& dir) {
-  std::map<std::string, size_t> files;
-  if (!fs::exists(dir)) return files;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().filename() != "run.lock") {
-      files[entry.path().string()] = std::hash<std::string>()(testing::ReadText(entry.path()));
-    }
-  }
-  return files;
 }
 
 // Runs refused while they check their data, weights and model leave no

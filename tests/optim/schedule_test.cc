@@ -50,6 +50,18 @@ TEST(ScheduleTest, ConstantAndValidation) {
   o.total_steps = 10;
   o.warmup_steps = 11;
   EXPECT_FALSE(o.Validate().ok());
+  // A poly decay that would rise (end_lr above lr) is refused; equal is a
+  // flat schedule, and a constant schedule never reads end_lr.
+  o.warmup_steps = 0;
+  o.end_lr = 0.75;
+  EXPECT_EQ(o.Validate().message(),
+            "end_lr 0.75 is above lr 0.5: the poly schedule decays from lr to end_lr; lower "
+            "end_lr (MLPerf: 0)");
+  o.end_lr = 0.5;
+  EXPECT_TRUE(o.Validate().ok());
+  o.end_lr = 0.75;
+  o.kind = ScheduleKind::kConstant;
+  EXPECT_TRUE(o.Validate().ok());
 }
 
 TEST(PackingAdjustmentTest, Modes) {
