@@ -180,6 +180,12 @@ std::string LatestCheckpoint(const std::string& run_dir) {
 absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
   CheckpointInfo info;
   info.dir = dir;
+  std::error_code error;
+  if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", dir, "' is a file, not a checkpoint folder; give a RUN_DIR/checkpoints/step-N folder "
+        "or auto"));
+  }
   if (!fs::is_directory(dir)) {
     return absl::NotFoundError(absl::StrCat(
         "checkpoint folder '", dir, "' not found; give a RUN_DIR/checkpoints/step-N folder or auto"));

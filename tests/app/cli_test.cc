@@ -81,6 +81,21 @@ TEST(CliTest, StringWhereANumberBelongs) {
                        ":2:16: data.max_seq_len: expected an integer, got 'long'\n");
 }
 
+TEST(CliTest, OptimizerValuesThatCannotTrainAreRefused) {
+  // eps 0 divides 0 by 0 for a parameter without gradient; an end_lr above
+  // lr makes the decay rise.
+  Result r = RunBinary("config dump --set optim.eps=0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert config: error: --set optim.eps=0: optim.eps: must be > 0\n");
+  r = RunBinary("config dump --set optim.lr=1e-4 --set optim.end_lr=1e-3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "packed-bert config: error: --set optim.end_lr=1e-3: optim: end_lr 0.001 is above lr "
+            "0.0001: the poly schedule decays from lr to end_lr; lower end_lr (MLPerf: 0)\n");
+  EXPECT_EQ(RunBinary("config dump --set optim.schedule=constant --set optim.end_lr=1").exit_code,
+            0);
+}
+
 TEST(CliTest, MissingConfigFile) {
   Result r = RunBinary("config dump --config /nonexistent/run.yaml");
   EXPECT_EQ(r.exit_code, 2);

@@ -448,6 +448,18 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
                                 "/train_a (vocab_checksum 000000000000bbbb against "
                                 "000000000000aaaa in their store.json): prepare both with the "
                                 "same vocab.txt\n"));
+  // --resume given what is not a checkpoint folder: a missing path, a file.
+  r = RunBinary(Args("x", "--resume " + root_ + "/nothing"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: checkpoint folder '", root_,
+                                "/nothing' not found; give a RUN_DIR/checkpoints/step-N folder "
+                                "or auto\n"));
+  r = RunBinary(Args("x", "--resume " + config_));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: '", config_,
+                                "' is a file, not a checkpoint folder; give a "
+                                "RUN_DIR/checkpoints/step-N folder or auto\n"));
+  EXPECT_FALSE(fs::exists(root_ + "/x"));
   // A run folder that is a file, or cannot be made.
   r = RunBinary(Args("x", "--set run.output_dir=" + config_));
   EXPECT_EQ(r.exit_code, 2);
