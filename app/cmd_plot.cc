@@ -61,6 +61,11 @@ absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
     (j["kind"] == "eval" ? m.eval : m.train).push_back(std::move(j));
   }
   RETURN_IF_ERROR(lines.status());
+  if (m.train.empty() && m.eval.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " holds no metrics yet: train writes a line every train.log_every_steps steps and "
+              "after each evaluation; plot the run once it has some"));
+  }
   return m;
 }
 

@@ -490,6 +490,15 @@ TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert plot: error: metrics file " + fifo +
                        " is a named pipe (FIFO); give a file\n");
+  // A run that has logged nothing yet: said, and no empty charts drawn.
+  fs::create_directories(dir / "young");
+  testing::WriteFile((dir / "young" / "metrics.jsonl").string(), "");
+  r = RunBinary("plot " + (dir / "young").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert plot: error: " + (dir / "young" / "metrics.jsonl").string() +
+                       " holds no metrics yet: train writes a line every train.log_every_steps "
+                       "steps and after each evaluation; plot the run once it has some\n");
+  EXPECT_FALSE(fs::exists(dir / "young" / "learning_curves.svg"));
   // The pipe given as the run itself.
   r = RunBinary("plot " + fifo);
   EXPECT_EQ(r.exit_code, 2);
