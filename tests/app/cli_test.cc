@@ -96,6 +96,19 @@ TEST(CliTest, OptimizerValuesThatCannotTrainAreRefused) {
             0);
 }
 
+// run.device: cuda on a machine without a usable GPU is one line, exit 2,
+// before any data is read (this build has no CUDA, or sees no GPU).
+TEST(CliTest, CudaWithoutAGpuIsOneLine) {
+  Result dump = RunBinary("config dump --set run.device=cuda");
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.out.find("  device: cuda  # auto, cpu or cuda"), std::string::npos) << dump.out;
+  Result r = RunBinary("train --set run.device=cuda --set data.store=/nonexistent",
+                       "CUDA_VISIBLE_DEVICES=");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("packed-bert train: error: run.device is cuda, but ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 TEST(CliTest, MissingConfigFile) {
   Result r = RunBinary("config dump --config /nonexistent/run.yaml");
   EXPECT_EQ(r.exit_code, 2);
