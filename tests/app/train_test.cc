@@ -176,6 +176,17 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
                                  step6 + " away\n"))
       << damaged.err;
   EXPECT_EQ(std::count(damaged.err.begin(), damaged.err.end(), '\n'), 1) << damaged.err;
+  // A checkpoint folder renamed to another step: its state says which.
+  const std::string renamed = root_ + "/damaged/checkpoints/step-00000005";
+  fs::rename(step6, renamed);
+  damaged = RunBinary(Args("damaged", "--resume " + renamed));
+  EXPECT_EQ(damaged.exit_code, 2);
+  EXPECT_TRUE(absl::StartsWith(damaged.err, "packed-bert train: error: " + renamed +
+                                                "/trainer_state.json is the state of step 6, "
+                                                "not of step 5 as the folder's name says; the "
+                                                "checkpoint is damaged"))
+      << damaged.err;
+  fs::rename(renamed, step6);
   // A named pipe in its place is named by what it is, not waited on.
   fs::remove(step6 + "/optimizer.pt");
   ASSERT_EQ(::mkfifo((step6 + "/optimizer.pt").c_str(), 0600), 0);
@@ -459,6 +470,14 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: '", config_,
                                 "' is a file, not a checkpoint folder; give a "
                                 "RUN_DIR/checkpoints/step-N folder or auto\n"));
+  EXPECT_FALSE(fs::exists(root_ + "/x"));
+  // An eval store with no sequences: refused before step 1, nothing made.
+  WriteStore(root_ + "/eval0", 0, 3);
+  r = RunBinary(Args("x", "--set data.eval=" + root_ + "/eval0"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: data.eval ", root_,
+                                "/eval0 holds no sequences; give an eval set, or leave data.eval "
+                                "empty to train without evaluating\n"));
   EXPECT_FALSE(fs::exists(root_ + "/x"));
   // A run folder that is a file, or cannot be made.
   r = RunBinary(Args("x", "--set run.output_dir=" + config_));

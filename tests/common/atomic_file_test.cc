@@ -50,6 +50,33 @@ TEST_F(AtomicFileTest, AbandonedWriteLeavesNothing) {
   EXPECT_EQ(FilesIn(), 0u);
 }
 
+TEST_F(AtomicFileTest, OfTwoWritersRefusingToReplaceExactlyOneCommits) {
+  // Both start before either commits, as two commands racing to one path.
+  const std::string path = dir_ / "out.txt";
+  const std::string folder = dir_ / "folder";
+  {
+    auto first = AtomicFileWriter::Create(path);
+    auto second = AtomicFileWriter::Create(path);
+    ASSERT_TRUE(first.ok() && second.ok());
+    ASSERT_TRUE(first->Write("first").ok());
+    ASSERT_TRUE(second->Write("second").ok());
+    EXPECT_TRUE(first->Commit(Existing::kRefuse).ok());
+    const absl::Status late = second->Commit(Existing::kRefuse);
+    EXPECT_EQ(late.code(), absl::StatusCode::kAlreadyExists);
+    EXPECT_EQ(late.message(), path + " exists (made meanwhile by another command?); remove it "
+                                     "or choose another path");
+    // Folders alike.
+    auto a = AtomicFolderWriter::Create(folder);
+    auto b = AtomicFolderWriter::Create(folder);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(a->Commit(Existing::kRefuse).ok());
+    EXPECT_EQ(b->Commit(Existing::kRefuse).code(), absl::StatusCode::kAlreadyExists);
+  }
+  EXPECT_EQ(*ReadFile(path), "first");
+  EXPECT_TRUE(fs::is_directory(folder));
+  EXPECT_EQ(FilesIn(), 2u) << "a refused writer left its temporary";
+}
+
 TEST_F(AtomicFileTest, StaleTemporariesOfKilledWritersGoLiveOnesStay) {
   const std::string path = dir_ / "out.txt";
   // A writer that dies without cleaning up, as under kill -9.

@@ -83,6 +83,26 @@ TEST_F(StoreTest, AnUnfinishedWriterLeavesNothing) {
 
 // A killed prepare leaves its temporary folder; the next writer of the same
 // store removes it, and leaves one that a running writer holds.
+TEST_F(StoreTest, ASymbolicLinkAsTheTargetIsRefusedBeforeTheWork) {
+  // A store is renamed onto its path: a link there would be replaced, and
+  // one to nothing or to itself is a mistake; all refused, nothing made.
+  fs::create_symlink(root_ + "/nowhere/store", root_ + "/dangling");
+  fs::create_symlink(root_ + "/loop", root_ + "/loop");
+  fs::create_directory(root_ + "/real");
+  fs::create_directory_symlink(root_ + "/real", root_ + "/link");
+  for (const char* name : {"dangling", "loop"}) {
+    const std::string target = root_ + "/" + name;
+    EXPECT_EQ(CheckStoreTarget(target, {}, false).message(),
+              target + " is a symbolic link to nothing (or a loop); name the store's folder itself");
+    EXPECT_EQ(StoreWriter::Create(target, {100, 42, 64, 64, "test"}, 10).status().message(),
+              target + " is a symbolic link to nothing (or a loop); name the store's folder itself");
+  }
+  EXPECT_EQ(CheckStoreTarget(root_ + "/link", {}, true).message(),
+            root_ + "/link is a symbolic link; name the store's folder itself");
+  EXPECT_FALSE(fs::exists(root_ + "/nowhere"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator{}), 4);
+}
+
 TEST_F(StoreTest, StaleTemporaryFoldersOfKilledWritersGo) {
   const std::string dir = root_ + "/store";
   fs::create_directories(dir + ".tmp-AbC123");  // as a killed writer leaves it
