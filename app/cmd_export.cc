@@ -32,7 +32,8 @@ absl::Status RunExport(const Args& args) {
   RETURN_IF_ERROR(CheckOutput(args, args.Get("out")));
   // An HDF5 file of no rows is of no use to any reader: at least one.
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 1));
-  ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(args.Get("store"), data::StoreChecks::kChecksums));
+  ASSIGN_OR_RETURN(data::InstanceStore store,
+                   data::InstanceStore::Open(args.Get("store"), data::StoreChecks::kChecksums));
   const uint64_t n = limit < 0 ? store.size() : std::min<uint64_t>(limit, store.size());
   std::vector<data::Instance> instances(n);
   Progress progress("export", n, "records");
@@ -43,10 +44,9 @@ absl::Status RunExport(const Args& args) {
   }
   progress.Add(n % 4096);
   progress.Finish();
-  RETURN_IF_ERROR(data::WriteHdf5(args.Get("out"), instances,
-                                  static_cast<int>(store.info().max_len),
-                                  static_cast<int>(store.info().max_predictions),
-                                  ExistingOutput(args)));
+  RETURN_IF_ERROR(
+      data::WriteHdf5(args.Get("out"), instances, static_cast<int>(store.info().max_len),
+                      static_cast<int>(store.info().max_predictions), ExistingOutput(args)));
   std::cout << args.Get("out") << ": " << n << " instances in the MLPerf HDF5 format\n";
   return absl::OkStatus();
 }

@@ -22,9 +22,8 @@ struct RunMetrics {
 };
 
 // The keys the charts read.
-constexpr const char* kPlotted[] = {"samples",  "time",         "step",
-                                    "loss",     "mlm_accuracy", "tokens_per_s",
-                                    "sequences_per_s"};
+constexpr const char* kPlotted[] = {"samples",      "time",         "step",           "loss",
+                                    "mlm_accuracy", "tokens_per_s", "sequences_per_s"};
 
 absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
@@ -53,9 +52,9 @@ absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
       if (!j.contains(key)) continue;
       const json& v = j[key];
       if (!v.is_number() || !std::isfinite(v.get<double>()) || std::fabs(v.get<double>()) > 1e15) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ":", number, ": ", key, " is ", v.dump(),
-            ", not a finite number of the size train writes; the file is damaged"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", number, ": ", key, " is ", v.dump(),
+                         ", not a finite number of the size train writes; the file is damaged"));
       }
     }
     (j["kind"] == "eval" ? m.eval : m.train).push_back(std::move(j));
@@ -63,8 +62,9 @@ absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
   RETURN_IF_ERROR(lines.status());
   if (m.train.empty() && m.eval.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, " holds no metrics yet: train writes a line every train.log_every_steps steps and "
-              "after each evaluation; plot the run once it has some"));
+        path,
+        " holds no metrics yet: train writes a line every train.log_every_steps steps and "
+        "after each evaluation; plot the run once it has some"));
   }
   return m;
 }

@@ -27,7 +27,8 @@ absl::Status RunTokenize(const Args& args) {
   if (args.positional().empty()) {
     lines.emplace(TextLines::StandardInput());
   } else {
-    ASSIGN_OR_RETURN(TextLines file, TextLines::Open(args.positional()[0], "input", Readable::kStream));
+    ASSIGN_OR_RETURN(TextLines file,
+                     TextLines::Open(args.positional()[0], "input", Readable::kStream));
     lines.emplace(std::move(file));
   }
   const bool as_tokens = args.Has("tokens");

@@ -197,9 +197,9 @@ absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::s
     const size_t first = text.find_first_not_of(" \t", start);
     const size_t tab = text.find('\t', start);
     if (tab < end && tab < first && first < end && text[first] != '#') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ":", line, ":", tab - start + 1, ": a tab indents this line; YAML indents with "
-                                                 "spaces only"));
+      return absl::InvalidArgumentError(absl::StrCat(name, ":", line, ":", tab - start + 1,
+                                                     ": a tab indents this line; YAML indents with "
+                                                     "spaces only"));
     }
     start = end + 1;
     ++line;

@@ -26,8 +26,8 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, " is ", NotAFile(st.st_mode),
-                                                   "; give a file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is ", NotAFile(st.st_mode), "; give a file"));
   }
   size_t size = static_cast<size_t>(st.st_size);
   const uint8_t* data = nullptr;

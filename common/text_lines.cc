@@ -35,7 +35,8 @@ absl::StatusOr<TextLines> TextLines::Open(const std::string& path, absl::string_
   if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", what, " ", path), errno);
   TextLines lines(fd, /*owned=*/true, path, max_line_bytes);
   struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoError(absl::StrCat("cannot open ", what, " ", path), errno);
+  if (::fstat(fd, &st) != 0)
+    return ErrnoError(absl::StrCat("cannot open ", what, " ", path), errno);
   if (S_ISFIFO(st.st_mode)) {
     struct pollfd ready = {fd, POLLIN, 0};
     int n;
@@ -44,9 +45,9 @@ absl::StatusOr<TextLines> TextLines::Open(const std::string& path, absl::string_
     } while (n < 0 && errno == EINTR);
     if (n < 0) return ErrnoError(absl::StrCat("cannot read ", what, " ", path), errno);
     if (n == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " ", path, " is a pipe that nothing was written to within ",
-          pipe_first_byte_ms / 1000.0, " s; start its writer first, or give a file"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", path, " is a pipe that nothing was written to within ",
+                       pipe_first_byte_ms / 1000.0, " s; start its writer first, or give a file"));
     }
   }
   const int flags = ::fcntl(fd, F_GETFL);

@@ -135,7 +135,8 @@ absl::Status ReadCorpus(const std::string& path, CorpusFormat format,
     absl::string_view text = absl::StripAsciiWhitespace(line);
     // A byte order mark (an editor's, or one per file after `cat`) is not
     // text: BERT's tokenizer drops U+FEFF, and "<doc" after it is a document.
-    while (absl::ConsumePrefix(&text, "\xEF\xBB\xBF")) text = absl::StripLeadingAsciiWhitespace(text);
+    while (absl::ConsumePrefix(&text, "\xEF\xBB\xBF"))
+      text = absl::StripLeadingAsciiWhitespace(text);
     if (format == CorpusFormat::kAuto) {
       if (text.empty()) continue;
       format = absl::StartsWith(text, "<doc") ? CorpusFormat::kWikiExtractor : CorpusFormat::kText;

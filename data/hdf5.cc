@@ -118,14 +118,14 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
         ASSIGN_OR_RETURN(auto dims, dims_of(name, 2));
         if (*width == 0) *width = static_cast<int>(dims[1]);
         if (static_cast<int64_t>(dims[0]) != reader->rows_) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              path, ": dataset '", name, "' has ", dims[0], " rows where '", kLabels, "' has ",
-              reader->rows_, "; every dataset has one row per sequence"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": dataset '", name, "' has ", dims[0], " rows where '", kLabels,
+                           "' has ", reader->rows_, "; every dataset has one row per sequence"));
         }
         if (static_cast<int>(dims[1]) != *width) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              path, ": dataset '", name, "' is ", dims[1], " wide where '", names[0], "' is ",
-              *width, "; ", absl::StrJoin(names, ", "), " share one width"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": dataset '", name, "' is ", dims[1], " wide where '", names[0],
+                           "' is ", *width, "; ", absl::StrJoin(names, ", "), " share one width"));
         }
       }
       return absl::OkStatus();
@@ -266,8 +266,8 @@ std::string SplitRow(const VariableRow& row, bool packed, std::vector<Instance>*
 
 absl::Status Hdf5Reader::CheckNotEmpty() const {
   if (rows_ > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      path_, ": the ", Hdf5LayoutName(layout_), " datasets hold no rows; give files with data"));
+  return absl::InvalidArgumentError(absl::StrCat(path_, ": the ", Hdf5LayoutName(layout_),
+                                                 " datasets hold no rows; give files with data"));
 }
 
 absl::Status Hdf5Reader::ReadVariable() {

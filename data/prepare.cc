@@ -1,7 +1,7 @@
 #include "data/prepare.h"
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -101,10 +101,10 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
       if (progress) progress(ImportStage(path), depths.size(), reader->size());
     }
     if (first_too_long >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, " holds sequences of up to ", longest, " tokens (the first at row ",
-          first_too_long, "), more than data.max_seq_len ", o.instances.max_seq_len,
-          "; raise data.max_seq_len to ", longest));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " holds sequences of up to ", longest, " tokens (the first at row ",
+                       first_too_long, "), more than data.max_seq_len ", o.instances.max_seq_len,
+                       "; raise data.max_seq_len to ", longest));
     }
   }
   if (o.pick > 0) {
@@ -240,8 +240,8 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
         "{} sentence(s) hold more tokens than a sequence of {} has room for ({}; the longest: "
         "{}): {} of their tokens are cut off in every instance that uses them; split such lines "
         "into sentences, or raise data.max_seq_len",
-        summary.long_sentences, o.instances.max_seq_len, sequence_holds,
-        summary.longest_sentence, summary.long_sentence_tokens_cut);
+        summary.long_sentences, o.instances.max_seq_len, sequence_holds, summary.longest_sentence,
+        summary.long_sentence_tokens_cut);
   }
 
   std::vector<Instance> instances = CreateInstances(tokenized, tokenizer, o.instances, o.threads);

@@ -139,9 +139,9 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
   // itself is a mistake either way.
   if (fs::is_symlink(fs::symlink_status(dir, error))) {
     const bool dangling = !fs::exists(dir, error);
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, " is a symbolic link", dangling ? " to nothing (or a loop)" : "",
-        "; name the store's folder itself"));
+    return absl::InvalidArgumentError(absl::StrCat(dir, " is a symbolic link",
+                                                   dangling ? " to nothing (or a loop)" : "",
+                                                   "; name the store's folder itself"));
   }
   if (fs::exists(dir, error)) {
     if (!overwrite) {
@@ -512,8 +512,9 @@ absl::Status CheckShardChecksum(const std::string& path, absl::Span<const uint8_
   std::memcpy(&header, bytes.data(), sizeof(header));
   if (Checksum64(bytes.subspan(sizeof(header))) != header.payload_checksum) {
     return absl::DataLossError(absl::StrCat(
-        path, ": checksum mismatch: its data changed after it was written; the store is damaged, "
-              "prepare it again"));
+        path,
+        ": checksum mismatch: its data changed after it was written; the store is damaged, "
+        "prepare it again"));
   }
   return absl::OkStatus();
 }
@@ -535,7 +536,8 @@ absl::Status InstanceStore::VerifyChecksums() const {
       ++done;
     }
   };
-  const size_t threads = std::min<size_t>(shards_.size(), std::max(1u, std::thread::hardware_concurrency()));
+  const size_t threads =
+      std::min<size_t>(shards_.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();

@@ -113,7 +113,8 @@ absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
           path, ":", id + 1,
           ": a blank line, where vocab.txt has one token per line (BERT's tokenizer would "
           "give it id ",
-          id, " and shift every later token's id); remove it, or write a placeholder such as "
+          id,
+          " and shift every later token's id); remove it, or write a placeholder such as "
           "[unused] in its place if the ids must stay"));
     }
     bool fresh = absl::StartsWith(token, "##") && token.size() > 2

@@ -1,7 +1,6 @@
 #include "distributed/communicator.h"
 
 #include <ATen/ATen.h>
-
 #include <fcntl.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -9,10 +8,10 @@
 
 #include <cstdlib>
 #include <thread>
-#include <utility>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
 #ifdef PBERT_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -63,10 +62,10 @@ absl::Status Resolve(const Environment& e) {
   const int error = ::getaddrinfo(e.master_addr.c_str(), nullptr, &hints, &found);
   if (found != nullptr) ::freeaddrinfo(found);
   if (error == 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "rank ", e.rank, " cannot find the rendezvous host '", e.master_addr,
-      "' (MASTER_ADDR, or dist.master_addr): ", ::gai_strerror(error),
-      "; name a host every node can resolve"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("rank ", e.rank, " cannot find the rendezvous host '", e.master_addr,
+                   "' (MASTER_ADDR, or dist.master_addr): ", ::gai_strerror(error),
+                   "; name a host every node can resolve"));
 }
 
 // Every rank checks in and waits, up to `timeout`, for all WORLD_SIZE of
@@ -154,9 +153,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 #endif
     }
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", environment.rank, " of ", environment.world_size,
-        " cannot form the process group at ", Where(environment), ": ", FirstLine(e)));
+    return absl::UnavailableError(
+        absl::StrCat("rank ", environment.rank, " of ", environment.world_size,
+                     " cannot form the process group at ", Where(environment), ": ", FirstLine(e)));
   }
   return communicator;
 }

@@ -108,9 +108,10 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
 absl::Status CheckFiniteWeights(const torch::nn::Module& module, const std::string& path) {
   for (const auto& item : module.named_parameters()) {
     if (!item.value().isfinite().all().item<bool>()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": ", item.key(), " holds inf or NaN; these weights come from a run that "
-          "diverged: take an earlier checkpoint"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", item.key(),
+                       " holds inf or NaN; these weights come from a run that "
+                       "diverged: take an earlier checkpoint"));
     }
   }
   return absl::OkStatus();

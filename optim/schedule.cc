@@ -17,9 +17,9 @@ absl::Status ScheduleOptions::Validate() const {
   if (power <= 0) return absl::InvalidArgumentError("power must be > 0");
   if (kind == ScheduleKind::kPoly && end_lr > peak_lr) {
     // A decay that rises: almost always lr and end_lr swapped or a typo.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "end_lr ", end_lr, " is above lr ", peak_lr,
-        ": the poly schedule decays from lr to end_lr; lower end_lr (MLPerf: 0)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("end_lr ", end_lr, " is above lr ", peak_lr,
+                     ": the poly schedule decays from lr to end_lr; lower end_lr (MLPerf: 0)"));
   }
   return absl::OkStatus();
 }

@@ -9,13 +9,13 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/numbers.h"
 #include "common/atomic_file.h"
 #include "common/checksum.h"
-#include "common/mmap_file.h"
 #include "common/logging.h"
+#include "common/mmap_file.h"
 #include "common/status.h"
 #include "model/weights.h"
 #include "optim/lamb.h"
@@ -183,7 +183,8 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
   std::error_code error;
   if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "'", dir, "' is a file, not a checkpoint folder; give a RUN_DIR/checkpoints/step-N folder "
+        "'", dir,
+        "' is a file, not a checkpoint folder; give a RUN_DIR/checkpoints/step-N folder "
         "or auto"));
   }
   if (!fs::is_directory(dir)) {
@@ -240,10 +241,10 @@ absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint) {
     if (!checksum.ok()) return Damaged(checkpoint.dir, checksum.status().message());
     const std::string& now = *checksum;
     if (saved != now) {
-      return Damaged(checkpoint.dir,
-                     absl::StrCat(path, " is not the one this checkpoint saved (checksum ", now,
-                                  ", trainer_state.json says ", saved.empty() ? "none" : saved,
-                                  ")"));
+      return Damaged(
+          checkpoint.dir,
+          absl::StrCat(path, " is not the one this checkpoint saved (checksum ", now,
+                       ", trainer_state.json says ", saved.empty() ? "none" : saved, ")"));
     }
   }
   return absl::OkStatus();

@@ -49,8 +49,8 @@ absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
       }
       if (stop_ms) {
         return absl::InvalidArgumentError(
-            absl::StrCat(path, ":", number, ": a second run_stop (the first is on line ",
-                         stop_line, "); an MLLOG file holds one run"));
+            absl::StrCat(path, ":", number, ": a second run_stop (the first is on line ", stop_line,
+                         "); an MLLOG file holds one run"));
       }
       stop_ms = j["time_ms"].get<int64_t>();
       stop_line = number;

@@ -41,7 +41,8 @@ absl::Status CheckSameBatch(const CheckpointInfo& checkpoint, const ExperimentCo
                             const ExperimentConfig& config, int world_size) {
   if (!checkpoint.state.is_object() || !checkpoint.state.contains("loop")) return absl::OkStatus();
   const nlohmann::json& loop = checkpoint.state["loop"];
-  if (!loop.value("status", std::string()).empty()) return absl::OkStatus();  // finished: trains nothing
+  if (!loop.value("status", std::string()).empty())
+    return absl::OkStatus();  // finished: trains nothing
   const int saved_world = loop.value("world_size", 1);
   auto rows = [](const ExperimentConfig& c, int ranks) {
     return c.train.micro_batch_rows * c.optim.accumulation_steps * ranks;
@@ -92,9 +93,9 @@ absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
   ASSIGN_OR_RETURN(CheckpointInfo checkpoint, ReadCheckpointInfo(resume));
   RETURN_IF_ERROR(CheckBoundFiles(checkpoint));
   ExperimentConfig saved;
-  RETURN_IF_ERROR(Annotate(
-      config::LoadText(checkpoint.config_yaml, checkpoint.dir + "/config.yaml", &saved),
-      "the checkpoint's config"));
+  RETURN_IF_ERROR(
+      Annotate(config::LoadText(checkpoint.config_yaml, checkpoint.dir + "/config.yaml", &saved),
+               "the checkpoint's config"));
   if (!force) {
     RETURN_IF_ERROR(CheckSameTraining(checkpoint, saved, config));
     RETURN_IF_ERROR(CheckSameBatch(checkpoint, saved, config, environment.world_size));

@@ -45,8 +45,9 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
   std::error_code error;
   const std::string checkpoints = absl::StrCat(dir, "/checkpoints");
   if (fs::exists(checkpoints, error) && !fs::is_directory(checkpoints, error)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        checkpoints, " is a file, where the run's checkpoints go; move it away, or choose "
+    return absl::InvalidArgumentError(
+        absl::StrCat(checkpoints,
+                     " is a file, where the run's checkpoints go; move it away, or choose "
                      "another run.output_dir"));
   }
   // The logs are appended to: anything but a file in their place (a named

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
 #include "common/logging.h"
 #include "common/progress.h"
-#include "common/atomic_file.h"
 #include "common/status.h"
 #include "model/weights.h"
 #include "train/fault.h"
@@ -43,8 +43,8 @@ absl::StatusOr<std::string> LogSource(const std::string& checkpoint, const std::
       return absl::InvalidArgumentError(absl::StrCat(
           "resuming ", checkpoint, " into run.output_dir ", run_dir, " needs the run's ", name,
           " from ", source, " (", bytes, " bytes at the checkpoint), ",
-          error ? "which is missing" : absl::StrCat("which holds ", size),
-          "; resume into ", source, " itself"));
+          error ? "which is missing" : absl::StrCat("which holds ", size), "; resume into ", source,
+          " itself"));
     }
   }
   return source;
@@ -122,9 +122,9 @@ absl::Status Trainer::InitNew() {
 absl::Status Trainer::OpenLogs() {
   const std::string& dir = config_.run.output_dir;
   if (rank0_ && !log_source_.empty()) {
-    for (const auto& [name, bytes] : {std::pair{std::string("mllog.txt"), log_state_.mllog.bytes},
-                                      std::pair{std::string("metrics.jsonl"),
-                                                log_state_.metrics.bytes}}) {
+    for (const auto& [name, bytes] :
+         {std::pair{std::string("mllog.txt"), log_state_.mllog.bytes},
+          std::pair{std::string("metrics.jsonl"), log_state_.metrics.bytes}}) {
       ASSIGN_OR_RETURN(std::string text, ReadFile(absl::StrCat(log_source_, "/", name)));
       RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", name), text.substr(0, bytes)));
     }
@@ -173,10 +173,11 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
                                              {"metrics.jsonl", state.metrics.bytes}}));
   }
   RETURN_IF_ERROR(OpenParts(state));
-  Log()->info("resuming {} at step {} ({} sequences seen){}", checkpoint.dir, loop_.step,
-              loop_.samples,
-              log_source_.empty() ? "" : absl::StrCat(" into ", config_.run.output_dir,
-                                                      ", its logs so far carried over"));
+  Log()->info(
+      "resuming {} at step {} ({} sequences seen){}", checkpoint.dir, loop_.step, loop_.samples,
+      log_source_.empty()
+          ? ""
+          : absl::StrCat(" into ", config_.run.output_dir, ", its logs so far carried over"));
   return absl::OkStatus();
 }
 

@@ -40,7 +40,8 @@ absl::StatusOr<std::shared_ptr<const data::SequenceSource>> OpenStore(
         "data.store '", dir, "' is not an instance store folder; make one with packed-bert "
         "prepare (MLPerf HDF5 files too: --input-format hdf5)"));
   }
-  ASSIGN_OR_RETURN(data::InstanceStore store, data::InstanceStore::Open(dir, data::StoreChecks::kChecksums));
+  ASSIGN_OR_RETURN(data::InstanceStore store,
+                   data::InstanceStore::Open(dir, data::StoreChecks::kChecksums));
   auto source = std::make_shared<const data::InstanceStore>(std::move(store));
   RETURN_IF_ERROR(CheckFits(*source, config, dir));
   return source;
@@ -85,9 +86,10 @@ absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config) 
   ASSIGN_OR_RETURN(data.eval, data::OpenSequences(config.data.eval, static_cast<uint32_t>(
                                                                         config.model.bert.vocab_size())));
   if (data.eval->size() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data.eval ", config.data.eval, " holds no sequences; give an eval set, or leave "
-        "data.eval empty to train without evaluating"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.eval ", config.data.eval,
+                     " holds no sequences; give an eval set, or leave "
+                     "data.eval empty to train without evaluating"));
   }
   RETURN_IF_ERROR(CheckFits(*data.eval, config, config.data.eval));
   const uint64_t train_vocab = data.train->vocab_checksum(), eval_vocab = data.eval->vocab_checksum();

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/atomic_file.h"
 #include "absl/types/span.h"
+#include "common/atomic_file.h"
 #include "data/packing/plan.h"
 
 namespace pbert::data {

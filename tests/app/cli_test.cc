@@ -215,8 +215,8 @@ TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
   const uint32_t nan = 0x7fc00000;
   std::memcpy(bytes.data() + 8 + header, &nan, 4);  // the first float of the first tensor
   testing::WriteFile(weights, bytes);
-  r = RunBinary("score" + config + " --set model.vocab_size=500 --weights " + weights +
-                " --data " + data);
+  r = RunBinary("score" + config + " --set model.vocab_size=500 --weights " + weights + " --data " +
+                data);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(weights + ": "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" holds inf or NaN; these weights come from a run that diverged"),
@@ -447,14 +447,15 @@ int ProcessesWith(const std::string& marker) {
 TEST(CliTest, LaunchEndsWithinTheGracePeriodWhateverTheWorkersDo) {
   const std::string marker = std::to_string(900000 + ::getpid() % 100000);
   const std::vector<std::string> others = {
-      "trap \"\" TERM; sleep 1" + marker,  // ignores SIGTERM
+      "trap \"\" TERM; sleep 1" + marker,                                         // ignores SIGTERM
       "sleep 2" + marker + " & setsid sleep 3" + marker + " & sleep 4" + marker,  // children
   };
   for (const std::string& other : others) {
     const auto start = std::chrono::steady_clock::now();
-    Result r = RunBinary("launch --nproc-per-node 2 --grace-s 2 -- sh -c 'if [ $RANK = 0 ]; then "
-                         "sleep 0.5; exit 3; else " +
-                         other + "; fi'");
+    Result r = RunBinary(
+        "launch --nproc-per-node 2 --grace-s 2 -- sh -c 'if [ $RANK = 0 ]; then "
+        "sleep 0.5; exit 3; else " +
+        other + "; fi'");
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_EQ(r.exit_code, 1) << other;
@@ -515,8 +516,9 @@ TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {
   // The pipe given as the run itself.
   r = RunBinary("plot " + fifo);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert plot: error: " + fifo +
-                       " is not a run folder; give the run.output_dir of a packed-bert train run\n");
+  EXPECT_EQ(r.err,
+            "packed-bert plot: error: " + fifo +
+                " is not a run folder; give the run.output_dir of a packed-bert train run\n");
   // A named pipe as the config: refused by its type, not waited on.
   r = RunBinary("train --config " + fifo);
   EXPECT_EQ(r.exit_code, 2);
@@ -652,7 +654,8 @@ TEST(CliTest, PrepareCountsTheTokensALongLineLoses) {
             std::string::npos)
       << r.out;
   // Lines that fit say nothing.
-  r = RunBinary("prepare --overwrite --max-len 512 --vocab " + vocab + " --out " + out + " " + text);
+  r = RunBinary("prepare --overwrite --max-len 512 --vocab " + vocab + " --out " + out + " " +
+                text);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("cut off"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("cut off"), std::string::npos) << r.out;
@@ -778,8 +781,8 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
   const std::string weights = (root / "w.safetensors").string();
   ASSERT_EQ(RunBinary("model init" + model + " --out " + weights).exit_code, 0);
   for (const std::string& command :
-       {"train" + model + " --set data.store=" + store + " --set run.output_dir=" +
-            (root / "run2").string(),
+       {"train" + model + " --set data.store=" + store +
+            " --set run.output_dir=" + (root / "run2").string(),
         "score" + model + " --weights " + weights + " --data " + store,
         "export --store " + store + " --out " + (root / "e.hdf5").string()}) {
     r = RunBinary(command);

@@ -163,9 +163,9 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   fs::resize_file(step6 + "/optimizer.pt", 100);
   Result damaged = RunBinary(Args("damaged", "--resume auto"));
   EXPECT_EQ(damaged.exit_code, 2);
-  EXPECT_TRUE(absl::StartsWith(
-      damaged.err,
-      "packed-bert train: error: " + step6 + "/optimizer.pt is not the one this checkpoint saved (checksum "))
+  EXPECT_TRUE(absl::StartsWith(damaged.err,
+                               "packed-bert train: error: " + step6 +
+                                   "/optimizer.pt is not the one this checkpoint saved (checksum "))
       << damaged.err;
   EXPECT_TRUE(absl::EndsWith(damaged.err,
                              "; the checkpoint is damaged: resume from an earlier one "

@@ -63,8 +63,9 @@ TEST_F(AtomicFileTest, OfTwoWritersRefusingToReplaceExactlyOneCommits) {
     EXPECT_TRUE(first->Commit(Existing::kRefuse).ok());
     const absl::Status late = second->Commit(Existing::kRefuse);
     EXPECT_EQ(late.code(), absl::StatusCode::kAlreadyExists);
-    EXPECT_EQ(late.message(), path + " exists (made meanwhile by another command?); remove it "
-                                     "or choose another path");
+    EXPECT_EQ(late.message(), path +
+                                  " exists (made meanwhile by another command?); remove it "
+                                  "or choose another path");
     // Folders alike.
     auto a = AtomicFolderWriter::Create(folder);
     auto b = AtomicFolderWriter::Create(folder);
@@ -111,7 +112,8 @@ TEST_F(AtomicFileTest, ReadFileRefusesWhatIsNotAFileWithoutWaiting) {
   EXPECT_EQ(ReadFile(fifo).status().message(), fifo + " is a named pipe (FIFO); give a file");
   EXPECT_EQ(ReadFile("/dev/zero").status().message(),
             "/dev/zero is a character device; give a file");
-  EXPECT_EQ(ReadFile(dir_.string()).status().message(), dir_.string() + " is a folder; give a file");
+  EXPECT_EQ(ReadFile(dir_.string()).status().message(),
+            dir_.string() + " is a folder; give a file");
   ASSERT_TRUE(WriteFileAtomically((dir_ / "f").string(), std::string(100000, 'x')).ok());
   EXPECT_EQ(*ReadFile((dir_ / "f").string()), std::string(100000, 'x'));
 }

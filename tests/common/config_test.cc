@@ -240,8 +240,9 @@ TEST_F(ConfigTest, TabsAndSecondDocumentsAreNamed) {
             path_ + ":2:1: a tab indents this line; YAML indents with spaces only");
   s = LoadText("train:\n  steps: 3\n---\ntrain:\n  steps: 4\n");
   EXPECT_EQ(std::string(s.message()),
-            path_ + ":4: a second YAML document (after '---'); a config file holds one: merge "
-                    "them, or give the other to its own command");
+            path_ +
+                ":4: a second YAML document (after '---'); a config file holds one: merge "
+                "them, or give the other to its own command");
   ASSERT_TRUE(LoadText("# a comment\n\t# indented by a tab\ntrain:\n  steps: 5 # x\t\n---\n").ok());
   EXPECT_EQ(config_.train.steps, 5);
 }

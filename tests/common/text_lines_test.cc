@@ -126,8 +126,9 @@ TEST_F(TextLinesTest, APipeIsReadOnceWrittenAndRefusedIfNothingComes) {
   EXPECT_EQ(TextLines::Open(path, "input", Readable::kStream, TextLines::kMaxLineBytes, 200)
                 .status()
                 .message(),
-            "input " + path + " is a pipe that nothing was written to within 0.2 s; start its "
-                              "writer first, or give a file");
+            "input " + path +
+                " is a pipe that nothing was written to within 0.2 s; start its "
+                "writer first, or give a file");
   // A writer that comes after the reader opened, and writes a little later.
   std::thread writer([&] {
     std::ofstream out(path);

@@ -232,8 +232,7 @@ TEST_F(H5pyFilesTest, AWideFileOfShortSequencesIsJudgedByItsSequences) {
   ASSERT_LE(longest, 32);
   EXPECT_EQ(std::string(Prepare(o).status().message()),
             absl::StrCat(o.inputs[0], " holds sequences of up to ", longest,
-                         " tokens (the first at row ",
-                         expected_["first_longer_than_16"].get<int>(),
+                         " tokens (the first at row ", expected_["first_longer_than_16"].get<int>(),
                          "), more than data.max_seq_len 16; raise data.max_seq_len to ", longest));
   EXPECT_FALSE(std::filesystem::exists(o.output));
 }

@@ -92,10 +92,12 @@ TEST_F(StoreTest, ASymbolicLinkAsTheTargetIsRefusedBeforeTheWork) {
   fs::create_directory_symlink(root_ + "/real", root_ + "/link");
   for (const char* name : {"dangling", "loop"}) {
     const std::string target = root_ + "/" + name;
-    EXPECT_EQ(CheckStoreTarget(target, {}, false).message(),
-              target + " is a symbolic link to nothing (or a loop); name the store's folder itself");
-    EXPECT_EQ(StoreWriter::Create(target, {100, 42, 64, 64, "test"}, 10).status().message(),
-              target + " is a symbolic link to nothing (or a loop); name the store's folder itself");
+    EXPECT_EQ(
+        CheckStoreTarget(target, {}, false).message(),
+        target + " is a symbolic link to nothing (or a loop); name the store's folder itself");
+    EXPECT_EQ(
+        StoreWriter::Create(target, {100, 42, 64, 64, "test"}, 10).status().message(),
+        target + " is a symbolic link to nothing (or a loop); name the store's folder itself");
   }
   EXPECT_EQ(CheckStoreTarget(root_ + "/link", {}, true).message(),
             root_ + "/link is a symbolic link; name the store's folder itself");

@@ -67,8 +67,9 @@ TEST_F(MlperfResultTest, ReadsTimeSamplesAndStatus) {
   const std::string two = (dir_ / "two.txt").string();
   ASSERT_EQ(std::system(("cat " + a + " " + a + " > " + two).c_str()), 0);
   EXPECT_EQ(std::string(ReadMlperfRun(two).status().message()),
-            two + ":6: a second run_start (the first is on line 2); an MLLOG file holds one run: "
-                  "split it into one per run");
+            two +
+                ":6: a second run_start (the first is on line 2); an MLLOG file holds one run: "
+                "split it into one per run");
   const std::string reversed = (dir_ / "reversed.txt").string();
   ASSERT_EQ(std::system(("tac " + a + " > " + reversed).c_str()), 0);
   EXPECT_EQ(std::string(ReadMlperfRun(reversed).status().message()),

@@ -98,8 +98,11 @@ TEST(TrainerStateTest, OtherVersionsAndMissingFieldsAreNamedErrors) {
 // that is not finite) are damage, named with the part and the key.
 TEST(TrainerStateTest, NegativeOrAbsurdValuesAreRefused) {
   const std::vector<std::tuple<const char*, const char*, nlohmann::json>> bad = {
-      {"loader", "rows", -5}, {"loop", "step", -1}, {"loop", "samples", 1e300},
-      {"evaluation", "next_samples", -1000}, {"mllog", "bytes", -1}};
+      {"loader", "rows", -5},
+      {"loop", "step", -1},
+      {"loop", "samples", 1e300},
+      {"evaluation", "next_samples", -1000},
+      {"mllog", "bytes", -1}};
   for (const auto& [part, key, value] : bad) {
     nlohmann::json json = ToJson(Example());
     json[part][key] = value;
