@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -201,11 +202,22 @@ std::vector<pid_t> Children() {
   return out;
 }
 
-// Sends `sig` to every worker's process group (each worker leads one, with
-// the processes it started) and to every other child launch has.
+// Sends `sig` once to every process: to every worker's process group (each
+// worker leads one, with the processes it started), then to each child of
+// launch outside those groups (descendants that left them and were handed
+// to launch). Once, because a second SIGTERM ends a train at once, where the
+// first lets it finish its step and save: a worker is both a group leader
+// and a child of launch.
 void SignalAll(const std::vector<Worker>& workers, int sig) {
-  for (const Worker& w : workers) ::kill(-w.pid, sig);
-  for (pid_t child : Children()) ::kill(child, sig);
+  std::vector<pid_t> groups;
+  for (const Worker& w : workers) {
+    ::kill(-w.pid, sig);
+    groups.push_back(w.pid);
+  }
+  for (pid_t child : Children()) {
+    const pid_t group = ::getpgid(child);
+    if (std::find(groups.begin(), groups.end(), group) == groups.end()) ::kill(child, sig);
+  }
 }
 
 // Reaps every ended child: the workers (their status kept) and orphaned
