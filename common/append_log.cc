@@ -12,15 +12,27 @@
 
 namespace pbert {
 
+namespace {
+
+absl::Status NotALog(const std::string& path, unsigned mode) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, " is ", NotAFile(mode), ", where a log file is kept; move it away"));
+}
+
+}  // namespace
+
+absl::Status AppendLog::CheckPath(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotALog(path, st.st_mode);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& path,
                                                            uint64_t keep_bytes) {
   // Only a file is a log: what else is there (a named pipe would block this
   // open, or take the lines away) is named before it is opened.
+  RETURN_IF_ERROR(CheckPath(path));
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !NotAFile(st.st_mode).empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is ", NotAFile(st.st_mode), ", where the run keeps a log file; move it away"));
-  }
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
   if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path, " for writing"), errno);
   if (::fstat(fd, &st) != 0) {
@@ -30,8 +42,7 @@ absl::StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& pa
   }
   if (!S_ISREG(st.st_mode)) {  // put there since the check above
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is ", NotAFile(st.st_mode), ", where the run keeps a log file; move it away"));
+    return NotALog(path, st.st_mode);
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {

@@ -18,6 +18,10 @@ class AppendLog {
   // it is shorter than that (lines the checkpoint counted were lost).
   static absl::StatusOr<std::unique_ptr<AppendLog>> Open(const std::string& path,
                                                          uint64_t keep_bytes);
+  // OK if `path` is missing or a file; else (a named pipe, which would hold
+  // the writer, a folder, a device) an error naming what it is. Open checks
+  // it too; a run checks its logs with it before it writes anything.
+  static absl::Status CheckPath(const std::string& path);
   ~AppendLog();
   AppendLog(const AppendLog&) = delete;
   AppendLog& operator=(const AppendLog&) = delete;

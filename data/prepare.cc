@@ -47,7 +47,8 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
     const bool fixed = reader->layout() == Hdf5Layout::kFixed;
     if (!fixed && reader->max_len() > o.instances.max_seq_len) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, " holds ", packed ? "packed rows" : "sequences", " of up to ", reader->max_len(),
+          path, " holds ", reader->layout() == Hdf5Layout::kPacked ? "packed rows" : "sequences",
+          " of up to ", reader->max_len(),
           " tokens; raise data.max_seq_len to ", reader->max_len()));
     }
     int longest = 0;  // of a fixed-width file's sequences, once one is too long

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
+#include "common/append_log.h"
 #include "common/folders.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -53,13 +52,7 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
   // The logs are appended to: anything but a file in their place (a named
   // pipe would hold the run) fails before anything is written.
   for (const char* name : {"mllog.txt", "metrics.jsonl"}) {
-    const std::string log = absl::StrCat(dir, "/", name);
-    struct stat st;
-    if (::stat(log.c_str(), &st) == 0 && !NotAFile(st.st_mode).empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(log, " is ", NotAFile(st.st_mode),
-                                                     ", where the run keeps a log file; move it "
-                                                     "away, or choose another run.output_dir"));
-    }
+    RETURN_IF_ERROR(AppendLog::CheckPath(absl::StrCat(dir, "/", name)));
   }
   const std::string lock = absl::StrCat(dir, "/", kLockName);
   bool created_lock = true;

@@ -29,8 +29,8 @@ std::string RunFolderOf(const std::string& checkpoint) {
 
 // Resumed into another run.output_dir than the checkpoint's own, the run's
 // logs so far (the MLLOG and metrics.jsonl up to the checkpoint) are carried
-// over, so that the new folder holds the whole run. Returns the folders to
-// carry from and to, or "" when the run stays in its folder.
+// over, so that the new folder holds the whole run. Returns the folder to
+// carry them from, or "" when the run stays in its folder.
 absl::StatusOr<std::string> LogSource(const std::string& checkpoint, const std::string& run_dir,
                                       const std::vector<std::pair<std::string, uint64_t>>& logs) {
   const std::string source = RunFolderOf(checkpoint);
