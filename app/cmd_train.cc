@@ -18,6 +18,7 @@
 #include "train/fault.h"
 #include "train/resume.h"
 #include "train/run_folder.h"
+#include "train/tensorboard.h"
 #include "train/trainer.h"
 
 namespace pbert::app {
@@ -95,8 +96,19 @@ std::string Report(const train::TrainResult& r, const ExperimentConfig& config, 
     absl::StrAppendFormat(&out, "time to train     %.1f s (MLLOG run_start to run_stop)\n",
                           r.run_seconds);
   }
-  absl::StrAppendFormat(&out, "run folder        %s (mllog.txt, metrics.jsonl, checkpoints/)\n",
-                        config.run.output_dir);
+  if (r.session_step_seconds > 0) {
+    const double flops_per_s = r.session_flops / r.session_step_seconds;
+    absl::StrAppendFormat(&out, "model FLOP/s      %.3g TFLOP/s over this session's steps%s\n",
+                          flops_per_s / 1e12,
+                          r.peak_flops > 0
+                              ? absl::StrFormat(", MFU %.1f%% of %.3g TFLOP/s", 100 * flops_per_s / r.peak_flops,
+                                                r.peak_flops / 1e12)
+                              : "");
+  }
+  absl::StrAppendFormat(&out, "run folder        %s (mllog.txt, metrics.jsonl, %s%s)\n",
+                        config.run.output_dir,
+                        config.train.tensorboard ? absl::StrCat(train::kTensorBoardFile, ", ") : "",
+                        "checkpoints/");
   return out;
 }
 

@@ -36,7 +36,9 @@
 #include "distributed/communicator.h"
 #include "gpu/gpu.h"
 #include "model/bert.h"
+#include "model/flops.h"
 #include "nlohmann/json.hpp"
+#include "train/peak_flops.h"
 #include "train/step.h"
 #include "train/trainee.h"
 
@@ -58,33 +60,6 @@ int Usage(const std::string& why) {
                "[--warmup N] [--histogram FILE] [--peer COMMAND] [--lengths-out FILE]\n",
                why.c_str());
   return 2;
-}
-
-// The dense bf16 peak of known GPUs (FLOP/s), 0 when unknown.
-double Bf16Peak(const std::string& name) {
-  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) {
-    return 989.4e12;  // SXM, dense
-  }
-  if (name.find("A100") != std::string::npos) return 312e12;
-  return 0;
-}
-
-// The model's FLOPs for training on `lengths` (forward and backward: 3x the
-// forward's multiply-adds, 2 FLOPs each), `masked` masked tokens in all:
-// the encoder's matrices per token, attention over each sequence's own
-// length, the MLM head per masked token and the pooler and NSP head per
-// sequence. Padding is no work of the model's.
-double TrainingFlops(const Shape& s, const std::vector<int>& lengths, double masked) {
-  const double h = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn);
-  const double layers = static_cast<double>(s.layers), vocab = 30522;
-  double forward = 0;
-  for (int l : lengths) {
-    forward += l * layers * 2 * (4 * h * h + 2 * h * f);  // QKV, output, feed-forward
-    forward += layers * 2 * 2 * static_cast<double>(l) * l * h;  // scores and context
-    forward += 2 * (h * h + 2 * h);                              // pooler, NSP
-  }
-  forward += masked * 2 * (h * h + h * vocab);  // MLM transform and decoder
-  return 3 * forward;
 }
 
 // Sequences of the given lengths: [CLS] A [SEP] B [SEP], random tokens, 15%
@@ -177,7 +152,7 @@ int Main(int argc, char** argv) {
   }
   auto facts = pbert::gpu::Describe(0);
   if (!facts.ok()) return Usage(std::string(facts.status().message()));
-  const double peak = Bf16Peak(facts->name);
+  const double peak = pbert::train::GpuPeakFlops(facts->name, pbert::model::Precision::kBf16);
   std::printf("# %s, %d SMs; LibTorch %s; bf16 autocast, fp32 weights; rows of %d tokens, "
               "%d packed rows per step (the peer: the same sequences, one per row); %d warm-up "
               "and %d timed steps; lengths %s\n\n",
@@ -243,10 +218,10 @@ int Main(int argc, char** argv) {
         auto result = pbert::train::TrainStep(**trainee, *communicator, {batches[step]}, 1e-4, {});
         if (!result.ok()) return Usage(std::string(result.status().message()));
         if (step < warmup) continue;
-        std::vector<int> step_lengths = plan[step].get<std::vector<int>>();
         ours.tokens += static_cast<double>(batches[step].tokens);
-        ours.sequences += static_cast<double>(step_lengths.size());
-        ours.flops += TrainingFlops(s, step_lengths, static_cast<double>(batches[step].mlm_used.numel()));
+        ours.sequences += static_cast<double>(batches[step].sequences.size());
+        ours.flops += pbert::model::TrainingFlops((*trainee)->model()->options,
+                                                  pbert::train::WorkOf(batches[step]));
       }
       (void)pbert::gpu::Synchronize(0);
       ours.seconds =

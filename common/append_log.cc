@@ -66,11 +66,12 @@ absl::StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& pa
 
 AppendLog::~AppendLog() { ::close(fd_); }
 
-absl::Status AppendLog::Append(absl::string_view line) {
-  std::string text = absl::StrCat(line, "\n");
+absl::Status AppendLog::Append(absl::string_view line) { return Write(absl::StrCat(line, "\n")); }
+
+absl::Status AppendLog::Write(absl::string_view bytes) {
   RETURN_IF_ERROR(WriteFully(
-      fd_, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, path_));
-  bytes_ += text.size();
+      fd_, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, path_));
+  bytes_ += bytes.size();
   return absl::OkStatus();
 }
 

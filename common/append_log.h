@@ -1,6 +1,6 @@
-// A line-oriented log file that a run appends to and a resumed run cuts
-// back to the length it had at the checkpoint, so that lines describing
-// work that is redone after a crash do not appear twice.
+// A log file that a run appends to (lines, or a binary log's records) and a
+// resumed run cuts back to the length it had at the checkpoint, so that
+// what describes work that is redone after a crash does not appear twice.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,8 @@ class AppendLog {
 
   // Appends `line` and a newline in one write.
   absl::Status Append(absl::string_view line);
+  // Appends `bytes` as they are, in one write (a binary log's record).
+  absl::Status Write(absl::string_view bytes);
   // Makes what was appended durable (before a checkpoint records bytes()).
   absl::Status Sync();
   uint64_t bytes() const { return bytes_; }

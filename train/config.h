@@ -18,6 +18,7 @@ struct TrainConfig {
   int64_t checkpoint_every_steps = 1000;
   int64_t keep_checkpoints = 3;
   int64_t log_every_steps = 10;
+  bool tensorboard = true;
   int64_t max_bad_steps = 10;
   std::string init_checkpoint;
 
@@ -44,6 +45,8 @@ struct TrainConfig {
             AtLeast<int64_t>(0));
     v.Field("log_every_steps", &log_every_steps, "steps per metrics.jsonl line",
             AtLeast<int64_t>(1));
+    v.Field("tensorboard", &tensorboard,
+            "also write the metrics as TensorBoard scalars to RUN_DIR/events.out.tfevents.packed-bert");
     v.Field("max_bad_steps", &max_bad_steps,
             "steps in a row with a non-finite loss or gradient before the run stops",
             AtLeast<int64_t>(1));

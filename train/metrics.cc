@@ -32,7 +32,7 @@ void PretrainingMetrics::Add(const PretrainingMetrics& o) {
 
 std::vector<double> PretrainingMetrics::ToVector() const {
   return {loss,          mlm_loss, mlm_sequence_loss, mlm_tokens,  mlm_sequences, mlm_correct,
-          nsp_loss,      nsp_sequences, nsp_correct,  tokens,      rows};
+          nsp_loss,      nsp_sequences, nsp_correct,  tokens,      rows,          flops};
 }
 
 PretrainingMetrics PretrainingMetrics::FromVector(const std::vector<double>& v) {
@@ -48,6 +48,7 @@ PretrainingMetrics PretrainingMetrics::FromVector(const std::vector<double>& v) 
   m.nsp_correct = v[8];
   m.tokens = v[9];
   m.rows = v[10];
+  m.flops = v[11];
   return m;
 }
 

@@ -21,6 +21,7 @@ struct PretrainingMetrics {
   double nsp_correct = 0;
   double tokens = 0;  // real tokens
   double rows = 0;    // rows of max_len tokens (real + padding)
+  double flops = 0;   // the model's training FLOPs (model/flops.h; train only)
 
   // Adds one micro-batch's sums (detached, as doubles).
   void Add(const model::PretrainingSums& sums) { AddSums(SumsTensor(sums)); }

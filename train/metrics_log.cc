@@ -1,23 +1,59 @@
 #include "train/metrics_log.h"
 
 #include <algorithm>
+#include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 
 namespace pbert::train {
 
-absl::StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& path,
-                                                             const MetricsLogState& state,
-                                                             int64_t every_steps, int max_len) {
-  std::unique_ptr<MetricsLog> log(new MetricsLog(std::max<int64_t>(1, every_steps), max_len));
-  if (!path.empty()) {
-    ASSIGN_OR_RETURN(log->file_, AppendLog::Open(path, state.bytes));
+void to_json(nlohmann::json& json, const MetricsLogState& state) {
+  json = {{"bytes", state.bytes}, {"tensorboard_bytes", state.tensorboard_bytes}};
+}
+
+void from_json(const nlohmann::json& json, MetricsLogState& state) {
+  json.at("bytes").get_to(state.bytes);
+  state.tensorboard_bytes = json.contains("tensorboard_bytes")
+                                ? json.at("tensorboard_bytes").get<uint64_t>()
+                                : 0;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const MetricsLogOptions& options,
+                                                             const MetricsLogState& state) {
+  MetricsLogOptions o = options;
+  o.every_steps = std::max<int64_t>(1, o.every_steps);
+  std::unique_ptr<MetricsLog> log(new MetricsLog(o, state));
+  if (o.dir.empty()) return log;
+  ASSIGN_OR_RETURN(log->file_, AppendLog::Open(absl::StrCat(o.dir, "/metrics.jsonl"), state.bytes));
+  if (o.tensorboard) {
+    ASSIGN_OR_RETURN(log->tensorboard_,
+                     TensorBoardLog::Open(absl::StrCat(o.dir, "/", kTensorBoardFile),
+                                          state.tensorboard_bytes));
   }
   return log;
 }
 
+MetricsLogState MetricsLog::State() const {
+  MetricsLogState s = state_;
+  if (file_) s.bytes = file_->bytes();
+  if (tensorboard_) s.tensorboard_bytes = tensorboard_->bytes();
+  return s;
+}
+
 absl::Status MetricsLog::Append(const nlohmann::json& line) {
-  return file_ ? file_->Append(line.dump()) : absl::OkStatus();
+  if (!file_) return absl::OkStatus();
+  RETURN_IF_ERROR(file_->Append(line.dump()));
+  if (!tensorboard_) return absl::OkStatus();
+  const std::string kind = line.at("kind").get<std::string>();
+  std::vector<Scalar> scalars;
+  for (const auto& [key, value] : line.items()) {
+    if (!value.is_number() || key == "step" || key == "samples" || key == "time") continue;
+    scalars.emplace_back(absl::StrCat(kind, "/", key), value.get<double>());
+  }
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return tensorboard_->Write(line.at("step").get<int64_t>(), scalars, now);
 }
 
 absl::Status MetricsLog::AddStep(const StepResult& step, double lr, double seconds,
@@ -27,7 +63,7 @@ absl::Status MetricsLog::AddStep(const StepResult& step, double lr, double secon
   seconds_ += seconds;
   lr_ = lr;
   grad_norm_ = step.grad_norm;
-  return at.step % every_steps_ == 0 ? Flush(at) : absl::OkStatus();
+  return at.step % options_.every_steps == 0 ? Flush(at) : absl::OkStatus();
 }
 
 absl::Status MetricsLog::Flush(const LoopPosition& at) {
@@ -47,8 +83,10 @@ absl::Status MetricsLog::Flush(const LoopPosition& at) {
                          {"grad_norm", grad_norm_},
                          {"tokens_per_s", m.tokens / seconds},
                          {"sequences_per_s", m.nsp_sequences / seconds},
-                         {"padding", m.PaddingShare(max_len_)},
-                         {"skipped_steps", at.skipped_steps}};
+                         {"padding", m.PaddingShare(options_.max_len)},
+                         {"skipped_steps", at.skipped_steps},
+                         {"model_tflops", m.flops / seconds / 1e12}};
+  if (options_.peak_flops > 0) line["mfu"] = m.flops / seconds / options_.peak_flops;
   interval_ = PretrainingMetrics();
   steps_ = 0;
   seconds_ = 0;
@@ -68,6 +106,9 @@ absl::Status MetricsLog::AddEvaluation(const PretrainingMetrics& eval, double se
                  {"seconds", seconds}});
 }
 
-absl::Status MetricsLog::Sync() { return file_ ? file_->Sync() : absl::OkStatus(); }
+absl::Status MetricsLog::Sync() {
+  if (file_) RETURN_IF_ERROR(file_->Sync());
+  return tensorboard_ ? tensorboard_->Sync() : absl::OkStatus();
+}
 
 }  // namespace pbert::train

@@ -1,8 +1,9 @@
 // RUN_DIR/metrics.jsonl, written by rank 0: a "train" line every
 // train.log_every_steps steps, over the steps since the line before, and an
-// "eval" line after each evaluation (docs/training.md lists the keys). Like
-// the MLLOG, its length is saved with each checkpoint and a resume cuts it
-// back to it.
+// "eval" line after each evaluation (docs/training.md lists the keys); the
+// same values as TensorBoard scalars (train/KEY, eval/KEY) in the run's
+// event file, unless train.tensorboard is off. Like the MLLOG, their
+// lengths are saved with each checkpoint and a resume cuts them back to it.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "train/metrics.h"
 #include "train/step.h"
+#include "train/tensorboard.h"
 
 namespace pbert::train {
 
@@ -26,17 +28,25 @@ struct LoopPosition {
 };
 
 struct MetricsLogState {
-  uint64_t bytes = 0;  // the file's length
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(MetricsLogState, bytes)
+  uint64_t bytes = 0;              // metrics.jsonl's length
+  uint64_t tensorboard_bytes = 0;  // the event file's (0 in checkpoints of earlier releases)
+};
+void to_json(nlohmann::json& json, const MetricsLogState& state);
+void from_json(const nlohmann::json& json, MetricsLogState& state);
+
+struct MetricsLogOptions {
+  std::string dir;  // the run folder (rank 0); "": write nothing (other ranks)
+  int64_t every_steps = 10;  // train.log_every_steps
+  int max_len = 512;         // the row length, for the padding share
+  bool tensorboard = true;   // train.tensorboard
+  double peak_flops = 0;     // of all ranks' devices together, for MFU; 0: unknown
 };
 
 class MetricsLog {
  public:
-  // Rank 0 opens `path`, cut back to state.bytes; others pass "".
-  // `max_len`: the row length, for the padding share.
-  static absl::StatusOr<std::unique_ptr<MetricsLog>> Open(const std::string& path,
-                                                          const MetricsLogState& state,
-                                                          int64_t every_steps, int max_len);
+  // Opens the run's metrics.jsonl and event file, cut back to `state`.
+  static absl::StatusOr<std::unique_ptr<MetricsLog>> Open(const MetricsLogOptions& options,
+                                                          const MetricsLogState& state);
 
   // Adds a step that took `seconds` at rate `lr`; writes the interval's line
   // when the step number is a multiple of every_steps.
@@ -47,15 +57,19 @@ class MetricsLog {
   absl::Status AddEvaluation(const PretrainingMetrics& eval, double seconds,
                              const LoopPosition& at);
   absl::Status Sync();
-  MetricsLogState State() const { return {file_ ? file_->bytes() : 0}; }
+  MetricsLogState State() const;
 
  private:
-  MetricsLog(int64_t every_steps, int max_len) : every_steps_(every_steps), max_len_(max_len) {}
+  MetricsLog(const MetricsLogOptions& options, const MetricsLogState& state)
+      : options_(options), state_(state) {}
+  // Appends `line` to metrics.jsonl, and its numbers but the position
+  // (step, samples, time) to the event file as scalars KIND/KEY.
   absl::Status Append(const nlohmann::json& line);
 
+  const MetricsLogOptions options_;
+  const MetricsLogState state_;  // as opened: what a log not written keeps
   std::unique_ptr<AppendLog> file_;  // null on ranks other than 0
-  const int64_t every_steps_;
-  const int max_len_;
+  std::unique_ptr<TensorBoardLog> tensorboard_;  // null there, or when off
   // The interval since the last line.
   PretrainingMetrics interval_;
   int64_t steps_ = 0;

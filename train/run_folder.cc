@@ -51,7 +51,7 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
   }
   // The logs are appended to: anything but a file in their place (a named
   // pipe would hold the run) fails before anything is written.
-  for (const char* name : {"mllog.txt", "metrics.jsonl"}) {
+  for (const char* name : kRunLogs) {
     RETURN_IF_ERROR(AppendLog::CheckPath(absl::StrCat(dir, "/", name)));
   }
   const std::string lock = absl::StrCat(dir, "/", kLockName);
@@ -89,7 +89,7 @@ absl::Status RunFolder::AcceptNewRun() const {
                      "); continue it with --resume auto, or choose another run.output_dir"));
   }
   std::error_code error;
-  for (const char* name : {"mllog.txt", "metrics.jsonl"}) {
+  for (const char* name : kRunLogs) {
     if (fs::exists(absl::StrCat(dir_, "/", name), error)) {
       logging::Get("train")->warn(
           "{} holds the logs of a run that stopped before its first checkpoint, with nothing "

@@ -9,8 +9,12 @@
 
 #include "absl/status/statusor.h"
 #include "common/folders.h"
+#include "train/tensorboard.h"
 
 namespace pbert::train {
+
+// The logs a run appends to in its folder (docs/training.md, The run folder).
+inline constexpr const char* kRunLogs[] = {"mllog.txt", "metrics.jsonl", kTensorBoardFile};
 
 class RunFolder {
  public:

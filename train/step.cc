@@ -47,6 +47,17 @@ StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communica
 
 }  // namespace
 
+model::BatchWork WorkOf(const data::PackedBatch& batch) {
+  model::BatchWork work;
+  work.tokens = static_cast<double>(batch.tokens);
+  work.sequences = static_cast<double>(batch.sequences.size());
+  for (const data::SequenceSpan& s : batch.sequences) {
+    work.squared_lengths += static_cast<double>(s.length) * static_cast<double>(s.length);
+  }
+  work.masked_tokens = static_cast<double>(batch.mlm_used.numel());
+  return work;
+}
+
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
                                      const std::vector<data::PackedBatch>& batches, double lr,
                                      const StepOptions& options) {
@@ -76,6 +87,7 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
     sums_total = sums_total.defined() ? sums_total + stats : stats;
     metrics.rows += static_cast<double>(batch.rows());
     metrics.tokens += static_cast<double>(batch.tokens);
+    metrics.flops += model::TrainingFlops(model->options, WorkOf(batches[k]));
   }
   if (sums_total.defined()) {
     at::Tensor host = sums_total.to(at::kCPU);

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "data/batch.h"
 #include "distributed/communicator.h"
+#include "model/flops.h"
 #include "model/losses.h"
 #include "train/metrics.h"
 #include "train/trainee.h"
@@ -27,6 +28,9 @@ struct StepResult {
   double grad_norm = 0;        // before clipping
   bool applied = false;        // false: skipped, the loss or a gradient was not finite
 };
+
+// What the model computes on `batch`, for its FLOPs (host fields only).
+model::BatchWork WorkOf(const data::PackedBatch& batch);
 
 // Runs one step over this rank's `batches` (host tensors, any number, also
 // none) at rate `lr`. Every rank must call it the same number of times.

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "model/weights.h"
 #include "train/fault.h"
+#include "train/peak_flops.h"
 
 namespace pbert::train {
 namespace {
@@ -48,6 +49,15 @@ absl::StatusOr<std::string> LogSource(const std::string& checkpoint, const std::
     }
   }
   return source;
+}
+
+// The logs a run appends to, with their lengths at a checkpoint.
+std::vector<std::pair<std::string, uint64_t>> RunLogs(const MlperfLogState& mllog,
+                                                      const MetricsLogState& metrics) {
+  std::vector<std::pair<std::string, uint64_t>> logs = {{"mllog.txt", mllog.bytes},
+                                                        {"metrics.jsonl", metrics.bytes}};
+  if (metrics.tensorboard_bytes > 0) logs.emplace_back(kTensorBoardFile, metrics.tensorboard_bytes);
+  return logs;
 }
 
 }  // namespace
@@ -122,17 +132,26 @@ absl::Status Trainer::InitNew() {
 absl::Status Trainer::OpenLogs() {
   const std::string& dir = config_.run.output_dir;
   if (rank0_ && !log_source_.empty()) {
-    for (const auto& [name, bytes] :
-         {std::pair{std::string("mllog.txt"), log_state_.mllog.bytes},
-          std::pair{std::string("metrics.jsonl"), log_state_.metrics.bytes}}) {
+    for (const auto& [name, bytes] : RunLogs(log_state_.mllog, log_state_.metrics)) {
       ASSIGN_OR_RETURN(std::string text, ReadFile(absl::StrCat(log_source_, "/", name)));
       RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", name), text.substr(0, bytes)));
     }
   }
   ASSIGN_OR_RETURN(mllog_, MlperfLog::Open(rank0_ ? dir + "/mllog.txt" : "", log_state_.mllog));
-  ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(rank0_ ? dir + "/metrics.jsonl" : "",
-                                              log_state_.metrics, config_.train.log_every_steps,
-                                              static_cast<int>(config_.data.max_seq_len)));
+  if (rank0_) {
+    const PeakFlops peak = DevicePeakFlops(plan_.device, plan_.precision);
+    peak_flops_ = peak.flops * comm_.world_size();
+    if (peak.flops > 0) {
+      Log()->info("MFU is against {:.2f} TFLOP/s per device ({})", peak.flops / 1e12, peak.source);
+    }
+  }
+  MetricsLogOptions metrics;
+  metrics.dir = rank0_ ? dir : "";
+  metrics.every_steps = config_.train.log_every_steps;
+  metrics.max_len = static_cast<int>(config_.data.max_seq_len);
+  metrics.tensorboard = config_.train.tensorboard;
+  metrics.peak_flops = peak_flops_;
+  ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(metrics, log_state_.metrics));
   if (setup_.resume) return absl::OkStatus();
   const auto [beta1, beta2] = plan_.optim.lamb.betas();
   const optim::ScheduleOptions& s = plan_.optim.schedule;
@@ -169,8 +188,7 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
   }
   if (rank0_) {
     ASSIGN_OR_RETURN(log_source_, LogSource(checkpoint.dir, config_.run.output_dir,
-                                            {{"mllog.txt", state.mllog.bytes},
-                                             {"metrics.jsonl", state.metrics.bytes}}));
+                                            RunLogs(state.mllog, state.metrics)));
   }
   RETURN_IF_ERROR(OpenParts(state));
   Log()->info(
@@ -246,11 +264,17 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     RETURN_IF_ERROR(metrics_->AddStep(step, lr, seconds, Position()));
     const PretrainingMetrics& m = step.metrics;
+    session_flops_ += m.flops;
+    session_step_seconds_ += seconds;
+    const double flops_per_s = m.flops / std::max(seconds, 1e-9);
     progress.SetStatus(absl::StrFormat(
-        "%s seq  loss %.3f  mlm %.1f%%  nsp %.1f%%  lr %.2e  |g| %.2f  %.0f tok/s  pad %.1f%%",
+        "%s seq  loss %.3f  mlm %.1f%%  nsp %.1f%%  lr %.2e  |g| %.2f  %.0f tok/s  pad %.1f%%  "
+        "%.3g TFLOP/s%s",
         HumanCount(loop_.samples), m.loss, 100 * m.MlmAccuracy(), 100 * m.NspAccuracy(), lr,
         step.grad_norm, m.tokens / std::max(seconds, 1e-9),
-        100 * m.PaddingShare(static_cast<int>(config_.data.max_seq_len))));
+        100 * m.PaddingShare(static_cast<int>(config_.data.max_seq_len)), flops_per_s / 1e12,
+        peak_flops_ > 0 ? absl::StrFormat("  MFU %.1f%%", 100 * flops_per_s / peak_flops_)
+                        : ""));
     progress.Add(1);
 
     // An evaluation ends the current block; a new one starts if training
@@ -379,6 +403,9 @@ TrainResult Trainer::Result(const std::string& status) const {
   r.train_seconds = done ? loop.train_seconds : Elapsed();
   r.run_seconds = done ? finished_->mllog.run_seconds : mllog_->run_seconds();
   r.checkpoint = checkpointer_.last();
+  r.session_flops = session_flops_;
+  r.session_step_seconds = session_step_seconds_;
+  r.peak_flops = peak_flops_;
   return r;
 }
 

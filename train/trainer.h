@@ -43,6 +43,9 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   double train_seconds = 0;       // time spent in the loop, over all sessions
   double run_seconds = 0;         // MLLOG run_start to run_stop (0 if not stopped)
+  // This session's steps: the model's FLOPs and the time they took, and
+  // the devices' peak (all ranks; 0: unknown), for model FLOP/s and MFU.
+  double session_flops = 0, session_step_seconds = 0, peak_flops = 0;
   std::string checkpoint;         // the last one written
   bool already_finished = false;  // the resumed checkpoint was of a finished run
 };
@@ -120,6 +123,8 @@ class Trainer {
   // logs up to the checkpoint are carried over; "" otherwise.
   std::string log_source_;
   bool loss_finite_ = true;  // of the last step
+  double peak_flops_ = 0;    // of all ranks' devices (rank 0 measures it); 0: unknown
+  double session_flops_ = 0, session_step_seconds_ = 0;  // this session's steps
   std::chrono::steady_clock::time_point session_start_;
   // A resumed run that had finished: its saved state, and nothing to train.
   std::unique_ptr<TrainerState> finished_;

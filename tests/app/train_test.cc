@@ -25,6 +25,7 @@
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
 #include "tests/scratch_folder.h"
+#include "tests/tensorboard_reader.h"
 
 namespace pbert::app {
 namespace {
@@ -222,6 +223,49 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   EXPECT_EQ(lines("straight"), lines("killed"));
   EXPECT_EQ(lines("straight"), lines("moved"));
   EXPECT_EQ(lines("straight").size(), 12u + 3u);  // a line per step, 3 evaluations
+  // The TensorBoard event file holds what metrics.jsonl holds, each step
+  // once, through the kill and the resume and into another folder. Timings
+  // differ between runs and are compared with metrics.jsonl only.
+  auto events = [&](const std::string& run) {
+    return pbert::testing::ReadEvents(root_ + "/" + run + "/events.out.tfevents.packed-bert");
+  };
+  auto scalars = [&](const std::string& run) {
+    std::vector<std::string> out;
+    for (const auto& event : events(run)) {
+      for (const auto& [tag, value] : event.scalars) {
+        if (absl::EndsWith(tag, "_per_s") || absl::EndsWith(tag, "tflops") ||
+            absl::EndsWith(tag, "mfu") || tag == "eval/seconds") {
+          continue;
+        }
+        out.push_back(absl::StrCat(event.step, " ", tag, " ", value));
+      }
+    }
+    return out;
+  };
+  const auto straight_events = events("straight");
+  ASSERT_EQ(straight_events.size(), 1u + 12u + 3u);
+  EXPECT_EQ(straight_events[0].file_version, "brain.Event:2");
+  EXPECT_EQ(scalars("straight"), scalars("killed"));
+  EXPECT_EQ(scalars("straight"), scalars("moved"));
+  size_t index = 1;
+  for (absl::string_view line : absl::StrSplit(
+           testing::ReadText(root_ + "/straight/metrics.jsonl"), '\n', absl::SkipEmpty())) {
+    const auto j = nlohmann::json::parse(line);
+    const auto& event = straight_events[index++];
+    EXPECT_EQ(event.step, j["step"].get<int64_t>());
+    for (const auto& [key, value] : j.items()) {
+      if (!value.is_number() || key == "step" || key == "samples" || key == "time") continue;
+      const std::string tag = absl::StrCat(j["kind"].get<std::string>(), "/", key);
+      ASSERT_EQ(event.scalars.count(tag), 1u) << tag << " at step " << event.step;
+      EXPECT_EQ(event.scalars.at(tag), static_cast<float>(value.get<double>())) << tag;
+    }
+    if (j["kind"] == "train") {  // the model's FLOP/s, and MFU against the measured peak
+      EXPECT_GT(j["model_tflops"].get<double>(), 0) << line;
+      EXPECT_GT(j["mfu"].get<double>(), 0) << line;
+      EXPECT_LT(j["mfu"].get<double>(), 1) << line;
+    }
+  }
+  EXPECT_NE(straight.out.find("model FLOP/s      "), std::string::npos) << straight.out;
 
   // Resuming a finished run trains nothing and says so.
   Result again = RunBinary(Args("killed", "--resume auto"));

@@ -196,3 +196,56 @@ TEST(StepTest, TheGradientNormIsExactOnATinyBert) {
 
 }  // namespace
 }  // namespace pbert::train
+
+namespace pbert::train {
+namespace {
+
+// A step's model FLOPs against a count made from the model's own weight
+// matrices: each product of a [out, in] weight with n vectors is 2·n·in·out
+// FLOPs forward, where n is what the weight is applied to (every real token
+// in the encoder, every sequence in the pooler and the NSP classifier,
+// every masked token in the MLM transform and the tied decoder); attention
+// adds two products of 2·length²·hidden per sequence and layer; backward
+// doubles the forward.
+TEST(StepTest, FlopsAreCountedFromTheModelsOwnMatrices) {
+  auto instances = model::testing::RandomInstances(12, 6, 30, 97, 5);
+  Rows packed(6);  // two sequences of at most 30 tokens a row
+  for (size_t i = 0; i < instances.size(); ++i) packed[i % 6].push_back(&instances[i]);
+  Alone run = Make();
+  const std::vector<data::PackedBatch> batches = Batches({packed, packed}, 4);
+  double tokens = 0, sequences = 0, masked = 0, squared = 0;
+  for (const auto& in : instances) {
+    const double length = static_cast<double>(in.input_ids.size());
+    tokens += length;
+    squared += length * length;
+    sequences += 1;
+    masked += static_cast<double>(in.masked_positions.size());
+  }
+  tokens *= 2, squared *= 2, sequences *= 2, masked *= 2;  // two micro-batches of the same rows
+  double forward = 0;
+  int layers = 0;
+  for (const auto& p : run.model()->named_parameters()) {
+    const std::string& name = p.key();
+    if (p.value().dim() != 2) continue;
+    const double matrix = static_cast<double>(p.value().size(0) * p.value().size(1));
+    if (name.find("encoder.layer.") != std::string::npos) {
+      forward += 2 * tokens * matrix;
+      if (name.find("attention.self.query.weight") != std::string::npos) ++layers;
+    } else if (name.find("pooler") != std::string::npos ||
+               name.find("seq_relationship") != std::string::npos) {
+      forward += 2 * sequences * matrix;
+    } else if (name.find("predictions.transform") != std::string::npos ||
+               name.find("word_embeddings") != std::string::npos) {
+      forward += 2 * masked * matrix;
+    }
+  }
+  ASSERT_EQ(layers, 2);
+  forward += layers * 2 * 2 * squared * 32;  // hidden 32
+  auto result = TrainStep(*run.trainee, *run.communicator, batches, kLr, {});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_DOUBLE_EQ(result->metrics.flops, 3 * forward);
+  EXPECT_GT(result->metrics.flops, 0);
+}
+
+}  // namespace
+}  // namespace pbert::train

@@ -38,6 +38,23 @@ TEST(TrainerStateTest, Version2ReadsBackWhole) {
   ExpectSame(*read, s);
 }
 
+// The event file's length joined the metrics part after version 2 was
+// released: a checkpoint without it has written no event file.
+TEST(TrainerStateTest, TheEventFilesLengthIsSavedAndMayBeAbsent) {
+  TrainerState s = Example();
+  s.metrics.tensorboard_bytes = 512;
+  nlohmann::json json = ToJson(s);
+  EXPECT_EQ(json.at("metrics").at("tensorboard_bytes"), 512);
+  auto read = TrainerStateFromJson(json, "x/trainer_state.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->metrics.tensorboard_bytes, 512u);
+  json["metrics"].erase("tensorboard_bytes");
+  read = TrainerStateFromJson(json, "x/trainer_state.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->metrics.tensorboard_bytes, 0u);
+  EXPECT_EQ(read->metrics.bytes, 2048u);
+}
+
 // Version 1 of earlier releases, field by field as docs/training.md listed
 // it, is read into the same state.
 TEST(TrainerStateTest, Version1IsRead) {

@@ -1,0 +1,32 @@
+// The model FLOPs of a training step, counted once from the shapes: what a
+// GPU's (or CPU's) peak is compared with for MFU. Only the model's own work
+// counts: the matrix products over the real tokens, attention over each
+// sequence's own length, the MLM head over the masked tokens and the pooler
+// and NSP head over the sequences; padding is none of the model's work
+// (docs/model.md, FLOPs and MFU).
+#pragma once
+
+#include "model/bert_options.h"
+
+namespace pbert::model {
+
+// What a batch's FLOPs depend on, summed over its sequences.
+struct BatchWork {
+  double tokens = 0;           // real tokens
+  double squared_lengths = 0;  // the sum of each sequence's length squared (attention)
+  double sequences = 0;
+  double masked_tokens = 0;
+  BatchWork& operator+=(const BatchWork& o) {
+    tokens += o.tokens;
+    squared_lengths += o.squared_lengths;
+    sequences += o.sequences;
+    masked_tokens += o.masked_tokens;
+    return *this;
+  }
+};
+
+// Forward and backward: 3 times the forward's multiply-adds, 2 FLOPs each
+// (the backward computes the gradients of both inputs of every product).
+double TrainingFlops(const BertOptions& options, const BatchWork& work);
+
+}  // namespace pbert::model
