@@ -23,9 +23,12 @@
 #include "train/step.h"
 #include "train/trainee.h"
 
-namespace pbert::train {
+namespace pbert::distributed {
 namespace {
 
+using train::Trainee;
+using train::TraineeOptions;
+using train::TrainStep;
 using Rows = std::vector<std::vector<const data::Instance*>>;
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
@@ -116,4 +119,4 @@ TEST(ReducerTest, TwoRanks) { testing::RunRanks("ReducerWorker.*", "PBERT_REDUCE
 TEST(ReducerTest, ThreeRanks) { testing::RunRanks("ReducerWorker.*", "PBERT_REDUCER_WORKER", 3); }
 
 }  // namespace
-}  // namespace pbert::train
+}  // namespace pbert::distributed
