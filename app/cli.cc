@@ -1,6 +1,8 @@
 #include "app/cli.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -50,15 +52,14 @@ std::vector<Flag> ConfigFlags() {
   };
 }
 
-Flag OverwriteFlag() { return {"overwrite", "", "replace an existing output"}; }
+Flag OverwriteFlag(const std::string& replaces) {
+  return {"overwrite", "",
+          absl::StrCat("replace the output if it is ", replaces,
+                       "; nothing else, and nothing a run keeps (run folder, checkpoint, store)")};
+}
 
-absl::Status CheckOutput(const Args& args, const std::string& path, Writes writes) {
-  std::error_code error;
-  if (!args.Has("overwrite") && std::filesystem::exists(path, error)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        path, " already exists; add --overwrite to replace it, or choose another name"));
-  }
-  return CheckWritable(path, "output", writes);
+absl::Status CheckOutput(const Args& args, const std::string& path, OutputKind kind) {
+  return CheckOutputTarget(path, kind, args.Has("overwrite"), "output");
 }
 
 Existing ExistingOutput(const Args& args) {
@@ -191,7 +192,15 @@ int CommandLine::Run(int argc, char** argv) const {
     status = args.ok() ? command->run(*args) : args.status();
   } catch (const std::bad_alloc&) {
     status = absl::ResourceExhaustedError(
-        "out of memory; use smaller batches (train.micro_batch_rows) or a smaller model");
+        name == "train" || name == "score"
+            ? "out of memory; use smaller batches (train.micro_batch_rows) or a smaller model"
+            : "out of memory; give the process more memory (ulimit -v, the container's limit)");
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refused (no permission, a loop of symbolic links):
+    // the user's to fix, and named.
+    const std::string path = e.path1().empty() ? "a path" : e.path1().string();
+    status = absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", e.code().message(), "; check the path and its permissions"));
   } catch (const std::exception& e) {
     // LibTorch (c10::Error), HDF5 and the standard library report by
     // exception; the first line of the message is the one that says what.
@@ -202,6 +211,17 @@ int CommandLine::Run(int argc, char** argv) const {
   } catch (...) {
     status = absl::InternalError(
         "unexpected failure of an unknown kind (please report it with the command line)");
+  }
+  // What a command printed is its result: if it could not all be written
+  // (a full disk, /dev/full, a closed pipe), the command failed.
+  if (status.ok()) {
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      const int error = errno;
+      status = absl::UnavailableError(absl::StrCat(
+          "the result could not be written to standard output (", std::strerror(error),
+          "); it is lost: run the command again with its output going where there is room"));
+    }
   }
   if (!status.ok()) {
     std::cerr << "packed-bert " << name << ": error: " << status.message() << "\n";

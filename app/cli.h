@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/atomic_file.h"
 #include "common/folders.h"
+#include "common/outputs.h"
 
 namespace pbert::app {
 
@@ -54,13 +55,16 @@ struct Command {
 // --log-level.
 std::vector<Flag> ConfigFlags();
 
-// --overwrite, for commands that write files.
-Flag OverwriteFlag();
+// --overwrite, for commands that write files: it replaces only `replaces`
+// (common/outputs.h, OutputKindName).
+Flag OverwriteFlag(const std::string& replaces);
 
-// Fails if `path` exists and the command line has no --overwrite (outputs
-// are never replaced by accident), or if it could not be written
-// (CheckWritable): both before the command's work.
-absl::Status CheckOutput(const Args& args, const std::string& path, Writes writes = Writes::kFile);
+// Fails before the command's work if writing `path` as an output of `kind`
+// would lose something (CheckOutputTarget, common/outputs.h): it lies in
+// what a run keeps; it exists and the command line has no --overwrite;
+// with --overwrite, it is not an output of `kind`; or it could not be
+// written.
+absl::Status CheckOutput(const Args& args, const std::string& path, OutputKind kind);
 // What writing the output does to one that exists by then: replaced with
 // --overwrite; else the write fails, so that of two commands writing one
 // new path at once only one succeeds (the check above is not atomic).

@@ -29,7 +29,7 @@ absl::Status CheckOutsideStore(const std::string& out, const std::string& store)
 
 absl::Status RunExport(const Args& args) {
   RETURN_IF_ERROR(CheckOutsideStore(args.Get("out"), args.Get("store")));
-  RETURN_IF_ERROR(CheckOutput(args, args.Get("out")));
+  RETURN_IF_ERROR(CheckOutput(args, args.Get("out"), OutputKind::kHdf5File));
   // An HDF5 file of no rows is of no use to any reader: at least one.
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 1));
   ASSIGN_OR_RETURN(data::InstanceStore store,
@@ -66,7 +66,7 @@ Command ExportCommand() {
       {"store", "DIR", "the instance store", false, true},
       {"out", "FILE", "the HDF5 file to write", false, true},
       {"limit", "N", "export only the first N records"},
-      OverwriteFlag(),
+      OverwriteFlag(OutputKindName(OutputKind::kHdf5File)),
   };
   command.run = RunExport;
   return command;

@@ -15,6 +15,7 @@
 #include "model/bert.h"
 #include "model/hf_export.h"
 #include "model/weights.h"
+#include "train/checkpointer.h"
 
 namespace pbert::app {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 // model convert IN OUT: any weight format to Hugging Face safetensors.
 absl::Status Convert(const Args& args) {
   const std::string in = args.positional()[1], out = args.positional()[2];
-  RETURN_IF_ERROR(CheckOutput(args, out));
+  RETURN_IF_ERROR(CheckOutput(args, out, OutputKind::kWeightsFile));
   auto log = logging::Get("model");
   ASSIGN_OR_RETURN(model::Weights weights, model::ReadWeights(in));
   if (!weights.unknown.empty()) {
@@ -75,9 +76,9 @@ absl::Status ExportHf(const Args& args) {
         "model export-hf needs the vocabulary the model was trained with: --vocab vocab.txt (or "
         "prepare.vocab in the config)");
   }
-  RETURN_IF_ERROR(CheckOutput(args, out, Writes::kFolder));
+  RETURN_IF_ERROR(CheckOutput(args, out, OutputKind::kHfFolder));
   model::BertForPreTraining bert(config.model.bert);
-  RETURN_IF_ERROR(model::LoadWeights(*bert, in));
+  RETURN_IF_ERROR(train::LoadVerifiedWeights(in, *bert));
   RETURN_IF_ERROR(model::ExportHuggingFace(*bert, config.model.bert, options, out));
   logging::Get("model")->info(
       "{}: config.json, model.safetensors, vocab.txt and tokenizer_config.json for "
@@ -98,7 +99,7 @@ absl::Status RunModel(const Args& args) {
   }
   if (!args.Has("out")) return absl::InvalidArgumentError("model init needs --out FILE");
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"seed", "run.seed"}}));
-  RETURN_IF_ERROR(CheckOutput(args, args.Get("out")));
+  RETURN_IF_ERROR(CheckOutput(args, args.Get("out"), OutputKind::kWeightsFile));
   at::manual_seed(static_cast<uint64_t>(config.run.seed));
   model::BertForPreTraining bert(config.model.bert);
   int64_t parameters = 0;
@@ -141,7 +142,8 @@ Command ModelCommand() {
       {"out", "FILE", "init: where to write the weights (.safetensors)"},
       {"seed", "N", "initialisation seed (run.seed)"},
       {"vocab", "FILE", "export-hf: the vocab.txt the model was trained with (prepare.vocab)"},
-      OverwriteFlag(),
+      OverwriteFlag(absl::StrCat("(init, convert) ", OutputKindName(OutputKind::kWeightsFile),
+                                    " or (export-hf) ", OutputKindName(OutputKind::kHfFolder))),
   };
   for (Flag f : ConfigFlags()) command.flags.push_back(f);
   command.run = RunModel;

@@ -80,7 +80,7 @@ absl::StatusOr<PackInput> ReadPackInput(const Args& args, const ExperimentConfig
   }
   input.name = config.data.store;
   // Fail before the work, not after it.
-  RETURN_IF_ERROR(CheckOutput(args, RowsPath(args, config)));
+  RETURN_IF_ERROR(CheckOutput(args, RowsPath(args, config), OutputKind::kPackIndex));
   ASSIGN_OR_RETURN(input.store, data::InstanceStore::Open(input.name));
   if (input.store->info().max_len > config.data.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -170,7 +170,7 @@ Command PackCommand() {
       {"compare", "", "run every algorithm and print one table (--algorithm is the one written)"},
       {"format", "FMT", "text (a table) or json (one object per line per algorithm)"},
       {"plot", "FILE", "write an SVG of the histogram and of the row fill"},
-      OverwriteFlag(),
+      OverwriteFlag(OutputKindName(OutputKind::kPackIndex)),
   };
   for (Flag f : ConfigFlags()) command.flags.push_back(f);
   command.run = RunPack;

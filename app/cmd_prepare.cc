@@ -141,7 +141,7 @@ Command PrepareCommand() {
   command.flags = {
       {"vocab", "FILE", "BERT vocab.txt (prepare.vocab)"},
       {"out", "DIR", "the store folder to create (data.store); must not exist"},
-      OverwriteFlag(),
+      OverwriteFlag(OutputKindName(OutputKind::kStore)),
       {"input-format", "F",
        absl::StrCat(JoinChoices(ChoiceNames<data::InputFormat>()), " (prepare.input_format)")},
       {"max-len", "S", "tokens per instance (data.max_seq_len)"},

@@ -11,7 +11,7 @@
 #include "data/source.h"
 #include "distributed/communicator.h"
 #include "model/bert.h"
-#include "model/weights.h"
+#include "train/checkpointer.h"
 #include "nlohmann/json.hpp"
 #include "train/device.h"
 #include "train/evaluator.h"
@@ -38,8 +38,7 @@ absl::Status RunScore(const Args& args) {
 
   // The weights first: a wrong file is found before the data is read.
   model::BertForPreTraining bert(config.model.bert);
-  RETURN_IF_ERROR(model::LoadWeights(*bert, args.Get("weights")));
-  RETURN_IF_ERROR(model::CheckFiniteWeights(*bert, args.Get("weights")));
+  RETURN_IF_ERROR(train::LoadVerifiedWeights(args.Get("weights"), *bert));
   bert->to(device);
   WarnIfSlowKernels();
 

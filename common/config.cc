@@ -100,6 +100,16 @@ std::map<std::string, std::string> Flatten(const YAML::Node& root) {
   return out;
 }
 
+bool ReadsBackPlain(const std::string& text) {
+  if (text.empty()) return true;  // the emitter quotes it itself
+  try {
+    const YAML::Node node = YAML::Load(text);
+    return node.IsScalar() && node.Scalar() == text;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
 std::vector<Override> SetFlags(const std::vector<std::string>& assignments) {
   std::vector<Override> out;
   for (const std::string& a : assignments) out.push_back({a, absl::StrCat("--set ", a)});
@@ -121,13 +131,17 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
     if (std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
       return absl::InvalidArgumentError(absl::StrCat(flag, ": empty part in key '", path, "'"));
     }
+    const std::string typed = text.substr(eq + 1);
     YAML::Node value;
     try {
       // "key=" clears a string: an empty value, not YAML's null.
-      value = eq + 1 == text.size() ? YAML::Node(std::string()) : YAML::Load(text.substr(eq + 1));
-    } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": value is not valid YAML: ", e.msg));
+      value = typed.empty() ? YAML::Node(std::string()) : YAML::Load(typed);
+    } catch (const YAML::Exception&) {
+      // Not YAML ("*draft" reads as an alias): the text itself, which a
+      // string field takes and any other field names as what it got.
+      value = YAML::Node(typed);
     }
+    sources->literal[path] = typed;
     if (!root->IsDefined() || root->IsNull()) *root = YAML::Node(YAML::NodeType::Map);
     YAML::Node current;
     current.reset(*root);

@@ -49,6 +49,9 @@ std::vector<Override> SetFlags(const std::vector<std::string>& assignments);
 struct Sources {
   std::string file;                              // "" when there is no file
   std::map<std::string, std::string> overrides;  // key path -> origin
+  // key path -> the override's value as typed: a string field (a path, a
+  // name) takes it as it is, not as YAML ("run #1", "*draft", a newline).
+  std::map<std::string, std::string> literal;
 };
 
 // The help text of an enum field: its choices, then `help`.
@@ -57,6 +60,10 @@ std::string FieldHelp(const std::string& help) {
   std::string choices = JoinChoices(ChoiceNames<E>());
   return help.empty() ? choices : absl::StrCat(choices, ": ", help);
 }
+
+// Whether `text` written as a plain YAML scalar reads back as itself (not
+// "st #1", "*a", "[x]", "null", " padded ").
+bool ReadsBackPlain(const std::string& text);
 
 // The shortest text that reads back as exactly `value` ("0.1", "4e-04").
 std::string ShortestText(double value);
@@ -111,6 +118,10 @@ class Writer {
       *out_ << NameOf(*value) << YAML::Comment(FieldHelp<T>(help));
     } else if constexpr (std::is_floating_point_v<T>) {
       *out_ << ShortestText(*value) << YAML::Comment(help);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      // Quoted where the text would not read back as itself ("st #1", "*a").
+      if (!ReadsBackPlain(*value)) *out_ << YAML::DoubleQuoted;
+      *out_ << *value << YAML::Comment(help);
     } else {
       *out_ << *value << YAML::Comment(help);
     }
@@ -134,7 +145,8 @@ class Writer {
 };
 
 // Parses the overrides into the YAML tree `root` (values are read as YAML,
-// so lists like "[1, 2]" work) and records them in `sources`.
+// so lists like "[1, 2]" work; text that is no YAML stays text) and records
+// them, and their text as typed, in `sources`.
 absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* root,
                             Sources* sources);
 
@@ -261,6 +273,15 @@ void Reader::Field(const char* key, T* value, const std::string& help, Check<T> 
   if (!status_.ok()) return;
   YAML::Node child, key_node;
   bool present = Lookup(key, &child, &key_node);
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (auto typed = sources_->literal.find(PathOf(key)); typed != sources_->literal.end()) {
+      *value = typed->second;
+      if (std::string problem = check ? check(*value) : ""; !problem.empty()) {
+        Fail(key, child, problem);
+      }
+      return;
+    }
+  }
   if (present && !child.IsNull()) {
     std::string expected;
     if (!Decode(child, value, &expected)) {

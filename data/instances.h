@@ -33,7 +33,7 @@ struct InstanceOptions {
     using config::AtLeast;
     using config::InRange;
     v.Field("dupe_factor", &dupe_factor, "passes over the documents with different masks",
-            AtLeast(1));
+            InRange(1, 1000));
     v.Field("short_seq_prob", &short_seq_prob, "share of instances with a shorter target",
             InRange(0.0, 1.0));
     v.Field("masked_lm_prob", &masked_lm_prob, "share of tokens to mask", InRange(0.0, 1.0));

@@ -43,7 +43,6 @@ struct PrepareOptions {
   // The config's prepare section.
   template <class V>
   void Visit(V& v) {
-    using config::AtLeast;
     using config::InRange;
     v.Field("inputs", &inputs, "input files: WikiExtractor output, plain text or MLPerf/NVIDIA HDF5");
     v.Field("input_format", &input_format,
@@ -56,11 +55,11 @@ struct PrepareOptions {
             InRange(1, 1 << 20));
     v.Include(&instances);
     v.Field("records_per_shard", &records_per_shard, "instances per store shard file",
-            AtLeast<int64_t>(1));
+            InRange<int64_t>(1, 1 << 30));
     v.Field("pick", &pick,
             "keep this many sequences, evenly spaced as MLPerf's pick_eval_samples.py picks the "
             "eval set (10000); 0 keeps all",
-            AtLeast<int64_t>(0));
+            InRange<int64_t>(0, int64_t{1} << 40));
   }
 };
 

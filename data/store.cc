@@ -16,6 +16,7 @@
 #include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/folders.h"
+#include "common/outputs.h"
 #include "common/progress.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
@@ -133,6 +134,10 @@ StoreWriter::~StoreWriter() {
 absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::string>& inputs,
                               bool overwrite) {
   const std::string dir = WithoutTrailingSlash(given);
+  if (const std::string kept = KeptContainerOf(dir); !kept.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the store ", dir, " ", kept, ", which only train writes; choose another folder"));
+  }
   std::error_code error;
   // A store is written beside its path and renamed onto it: a symbolic link
   // there would be replaced, not followed; one that leads nowhere or to

@@ -76,15 +76,18 @@ struct BertOptions {
   void Visit(V& v) {
     using config::AtLeast;
     using config::InRange;
-    v.Field("vocab_size", &vocab_size_, "tokens in the vocabulary", AtLeast<int64_t>(8));
-    v.Field("hidden_size", &hidden_size_, "width of token representations", AtLeast<int64_t>(2));
-    v.Field("num_layers", &num_layers_, "transformer layers", AtLeast<int64_t>(1));
+    v.Field("vocab_size", &vocab_size_, "tokens in the vocabulary",
+            InRange<int64_t>(8, 1 << 24));
+    v.Field("hidden_size", &hidden_size_, "width of token representations",
+            InRange<int64_t>(2, 1 << 16));
+    v.Field("num_layers", &num_layers_, "transformer layers", InRange<int64_t>(1, 1024));
     v.Field("num_heads", &num_heads_, "attention heads; must divide hidden_size",
-            AtLeast<int64_t>(1));
-    v.Field("intermediate_size", &intermediate_size_, "feed-forward width", AtLeast<int64_t>(1));
+            InRange<int64_t>(1, 1 << 16));
+    v.Field("intermediate_size", &intermediate_size_, "feed-forward width",
+            InRange<int64_t>(1, 1 << 20));
     v.Field("max_position_embeddings", &max_position_embeddings_,
-            "position embedding rows: the longest sequence", AtLeast<int64_t>(8));
-    v.Field("type_vocab_size", &type_vocab_size_, "segment types", AtLeast<int64_t>(1));
+            "position embedding rows: the longest sequence", InRange<int64_t>(8, 1 << 16));
+    v.Field("type_vocab_size", &type_vocab_size_, "segment types", InRange<int64_t>(1, 1024));
     v.Field("hidden_dropout", &hidden_dropout_, "dropout after embeddings and sublayers",
             InRange(0.0, 0.99));
     v.Field("attention_dropout", &attention_dropout_, "dropout on attention probabilities",

@@ -29,7 +29,7 @@ struct OptimConfig {
     v.Field("max_grad_norm", &max_grad_norm, "global gradient clipping; 0 = none",
             config::AtLeast(0.0));
     v.Field("accumulation_steps", &accumulation_steps, "micro-batches per optimizer step",
-            config::AtLeast<int64_t>(1));
+            config::InRange<int64_t>(1, 1 << 16));
     v.Field("packing_adjustment", &packing_adjustment,
             "betas: beta^p; batch: accumulation / p; p = the packing factor");
   }

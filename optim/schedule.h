@@ -34,10 +34,10 @@ struct ScheduleOptions {
     v.Field("lr", &peak_lr, "peak learning rate", config::Above(0.0));
     v.Field("schedule", &kind, "poly: warmup + polynomial decay; constant: lr throughout");
     v.Field("warmup_steps", &warmup_steps, "linear warmup length in optimizer steps",
-            AtLeast<int64_t>(0));
+            config::InRange<int64_t>(0, int64_t{1} << 30));
     v.Field("start_warmup_step", &start_warmup_step, "offset of the warmup ramp (MLPerf)");
     v.Field("total_steps", &total_steps, "optimizer steps; the decay ends here",
-            AtLeast<int64_t>(1));
+            config::InRange<int64_t>(1, int64_t{1} << 30));
     v.Field("power", &power, "polynomial decay power", AtLeast(1e-9));
     v.Field("end_lr", &end_lr, "learning rate at total_steps", AtLeast(0.0));
   }

@@ -250,6 +250,16 @@ absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint) {
   return absl::OkStatus();
 }
 
+absl::Status LoadVerifiedWeights(const std::string& path, torch::nn::Module& model) {
+  std::error_code error;
+  if (std::filesystem::exists(std::filesystem::path(path) / "trainer_state.json", error)) {
+    ASSIGN_OR_RETURN(CheckpointInfo checkpoint, ReadCheckpointInfo(path));
+    RETURN_IF_ERROR(CheckBoundFiles(checkpoint));
+  }
+  RETURN_IF_ERROR(model::LoadWeights(model, path));
+  return model::CheckFiniteWeights(model, path);
+}
+
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
                                    optim::Lamb& optimizer, const c10::Device& device) {
   if (absl::Status loaded = model::LoadWeights(model, dir + "/model.safetensors"); !loaded.ok()) {

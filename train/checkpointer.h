@@ -85,6 +85,12 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir);
 // written before it have none); else a DataLoss error naming the file.
 absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint);
 
+// Loads the weights at `path` (any file model::LoadWeights reads, or a
+// checkpoint folder of train) for use outside training (score, export-hf):
+// a checkpoint's files must have the checksums its trainer state recorded
+// (CheckBoundFiles), and every weight must be finite.
+absl::Status LoadVerifiedWeights(const std::string& path, torch::nn::Module& model);
+
 // Loads the weights and optimizer state of checkpoint folder `dir`.
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,
                                    optim::Lamb& optimizer, const c10::Device& device);

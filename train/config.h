@@ -24,32 +24,31 @@ struct TrainConfig {
 
   template <class V>
   void Visit(V& v) {
-    using config::AtLeast;
     using config::InRange;
     v.Field("micro_batch_rows", &micro_batch_rows,
             "rows of data.max_seq_len tokens per micro-batch and rank",
             InRange<int64_t>(1, 1 << 20));
     v.Field("eval_every_samples", &eval_every_samples,
             "sequences between evaluations; 0: MLPerf's floor(0.05*(230.23*GBS+3e6)/25000)*25000",
-            AtLeast<int64_t>(0));
+            InRange<int64_t>(0, int64_t{1} << 50));
     v.Field("eval_packed", &eval_packed,
             "pack the eval set with packing.algorithm (same numbers, fewer rows)");
     v.Field("target_mlm_accuracy", &target_mlm_accuracy,
             "stop with success when an evaluation's MLM accuracy reaches this", InRange(0.0, 1.0));
     v.Field("max_samples", &max_samples, "stop (aborted) after this many sequences; 0: no cap",
-            AtLeast<int64_t>(0));
+            InRange<int64_t>(0, int64_t{1} << 50));
     v.Field("checkpoint_every_steps", &checkpoint_every_steps,
             "steps between checkpoints; 0: only at the end and on SIGINT/SIGTERM",
-            AtLeast<int64_t>(0));
+            InRange<int64_t>(0, int64_t{1} << 30));
     v.Field("keep_checkpoints", &keep_checkpoints, "newest checkpoints kept; 0: all",
-            AtLeast<int64_t>(0));
+            InRange<int64_t>(0, 1 << 20));
     v.Field("log_every_steps", &log_every_steps, "steps per metrics.jsonl line",
-            AtLeast<int64_t>(1));
+            InRange<int64_t>(1, int64_t{1} << 30));
     v.Field("tensorboard", &tensorboard,
             "also write the metrics as TensorBoard scalars to RUN_DIR/events.out.tfevents.packed-bert");
     v.Field("max_bad_steps", &max_bad_steps,
             "steps in a row with a non-finite loss or gradient before the run stops",
-            AtLeast<int64_t>(1));
+            InRange<int64_t>(1, 1 << 20));
     v.Field("init_checkpoint", &init_checkpoint,
             "weights to start from (any format model convert reads, e.g. phase 1 for phase 2); "
             "empty: random");

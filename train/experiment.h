@@ -36,7 +36,7 @@ struct RunConfig {
     v.Field("threads", &threads,
             "intra-op threads; 0 = the CPUs available to the process, shared among the workers "
             "of a distributed run on the node",
-            config::AtLeast<int64_t>(0));
+            config::InRange<int64_t>(0, 1 << 16));
     v.Field("device", &device,
             "auto: the GPU of the process's local rank where LibTorch has CUDA and one is "
             "visible, else the CPU; cpu; cuda");

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "data/hdf5.h"
 #include "gtest/gtest.h"
@@ -309,6 +310,121 @@ TEST(CliTest, ExportHfWritesWhatTransformersLoads) {
   EXPECT_EQ(left, (std::vector<std::string>{"big.txt", "d.hdf5", "hf", "step-00000010",
                                             "vocab.txt", "wrong"}));
   fs::remove_all(dir);
+}
+
+// --overwrite replaces only an output of the command's own kind, and no
+// output lands in what a run keeps: each refusal is one line, exit 2, before
+// any work, with everything left as it was.
+TEST(CliTest, OverwriteNeverReplacesWhatTheCommandDidNotMake) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_overwrite";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string vocab = pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
+  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+                            "/configs/bert-tiny.yaml --set model.vocab_size=500 --log-level warn";
+  // A run folder as train leaves it, with a checkpoint, and a store.
+  const std::string run = (dir / "run").string();
+  const std::string checkpoint = run + "/checkpoints/step-00000002";
+  fs::create_directories(checkpoint);
+  for (const char* name : {"run.lock", "mllog.txt", "metrics.jsonl"}) {
+    testing::WriteFile(run + "/" + name, "kept\n");
+  }
+  testing::WriteFile(checkpoint + "/trainer_state.json", "{}\n");
+  ASSERT_EQ(RunBinary("model init" + model + " --out " + checkpoint + "/model.safetensors")
+                .exit_code,
+            2) << "a weights file may not be written into a checkpoint";
+  ASSERT_EQ(RunBinary("model init" + model + " --out " + (dir / "w.safetensors").string()).exit_code, 0);
+  fs::copy_file(dir / "w.safetensors", checkpoint + "/model.safetensors");
+  Result dump = RunBinary("config dump" + model);
+  testing::WriteFile(checkpoint + "/config.yaml", dump.out);
+  testing::WriteFile((dir / "store" / "store.json").string(), "{}\n");
+  testing::WriteFile((dir / "mine" / "thesis.tex").string(), "years of work\n");
+  auto contents = [&] {
+    std::map<std::string, std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (e.is_regular_file()) out[e.path().string()] = testing::ReadText(e.path().string());
+    }
+    return out;
+  };
+  const auto before = contents();
+  const std::string export_hf = "model export-hf " + checkpoint + " ";
+  const std::string flags = " --vocab " + vocab + " --overwrite --log-level warn";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {export_hf + run + flags, run + " is the run folder " + run + ", which only train writes"},
+      {export_hf + checkpoint + flags, " is the checkpoint " + checkpoint},
+      {export_hf + run + "/checkpoints" + flags, " lies in the checkpoints of the run folder "},
+      {export_hf + run + "/mllog.txt" + flags, " is the run folder " + run + "'s mllog.txt"},
+      {export_hf + (dir / "store").string() + flags, " is a folder holding store.json;"},
+      {export_hf + (dir / "store" / "hf").string() + flags, " lies in the instance store "},
+      {export_hf + (dir / "mine").string() + flags, " is a folder holding thesis.tex; --overwrite "
+                                                    "replaces only a Hugging Face model folder"},
+      {export_hf + vocab + flags, vocab + " is a file; --overwrite replaces only"},
+      {"model init" + model + " --overwrite --out " + vocab, " is a file of another format;"},
+      {"model init" + model + " --overwrite --out " + (dir / "mine").string(), " is a folder;"},
+      {"model convert " + (dir / "w.safetensors").string() + " " + run + "/metrics.jsonl --overwrite",
+       "'s metrics.jsonl"},
+  };
+  for (const auto& [command, why] : refused) {
+    Result r = RunBinary(command);
+    EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << command << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_EQ(contents(), before);
+  // What the command made itself it replaces.
+  const std::string hf = (dir / "hf").string();
+  EXPECT_EQ(RunBinary(export_hf + hf + flags).exit_code, 0);
+  EXPECT_EQ(RunBinary(export_hf + hf + flags).exit_code, 0);
+  fs::remove_all(dir);
+}
+
+// A path on the command line is the text typed, in every command and in
+// --set of path keys: not YAML ('#' starts no comment, '*' no alias, a
+// newline stays). Checked on the store prepare writes, and on the config
+// as python3's YAML reads it back.
+TEST(CliTest, PathsAreTakenAsTyped) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_paths";
+  fs::remove_all(dir);
+  auto quoted = [](const std::string& text) {  // for the shell
+    return "'" + absl::StrReplaceAll(text, {{"'", "'\\''"}}) + "'";
+  };
+  const std::string vocab = testing::WriteFile(
+      (dir / "vocab.txt").string(), "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\n.\n");
+  std::string lines;
+  for (int i = 0; i < 20; ++i) lines += "the cat sat .\nthe cat .\n\n";
+  const std::string text = testing::WriteFile((dir / "text.txt").string(), lines);
+  const bool python = fs::exists("/usr/bin/python3");
+  for (const std::string name : {"st #1", "*st", "a: b", "it's \"q\"", "two\nlines",
+                                 "na\u00efve \u00fc", "[x]", "&y", "{z}"}) {
+    const std::string store = (dir / name).string();
+    Result r = RunBinary("prepare --vocab " + vocab + " --max-len 32 --log-level warn --out " +
+                         quoted(store) + " " + text);
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_TRUE(fs::is_regular_file(fs::path(store) / "store.json")) << name;
+    r = RunBinary("config dump --set " + quoted("run.output_dir=" + store));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (!python) continue;
+    const std::string dumped = testing::WriteFile((dir / "dumped.yaml").string(), r.out);
+    Result read = testing::RunShell(
+        "/usr/bin/python3 -c 'import sys, yaml; "
+        "sys.stdout.write(yaml.safe_load(open(sys.argv[1]))[\"run\"][\"output_dir\"])' " +
+        dumped);
+    EXPECT_EQ(read.out, store) << r.out << read.err;
+  }
+  fs::remove_all(dir);
+}
+
+// A result that could not be written is a failure, not a success with the
+// result lost.
+TEST(CliTest, AResultThatCannotBeWrittenFails) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  Result r = RunBinary("config dump >/dev/full");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "packed-bert config: error: the result could not be written to standard output "
+                   "(No space left on device); it is lost: run the command again with its output "
+                   "going where there is room\n");
 }
 
 std::string SharedData(const std::string& name) {

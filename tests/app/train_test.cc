@@ -273,6 +273,50 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   EXPECT_NE(again.out.find("this run had finished"), std::string::npos) << again.out;
 }
 
+// export-hf and score read a checkpoint as a resume does: its files must
+// have the checksums its trainer state recorded, and its weights be finite.
+TEST_F(TrainTest, ExportAndScoreCheckWhatTheyRead) {
+  Result run = RunBinary(Args("run"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string step6 = root_ + "/run/checkpoints/step-00000006";
+  const std::string step12 = root_ + "/run/checkpoints/step-00000012";
+  const std::string vocab = testing::WriteFile(root_ + "/vocab.txt", [] {
+    std::string v = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (int i = 5; i < 100; ++i) v += "w" + std::to_string(i) + "\n";
+    return v;
+  }());
+  const std::string export_hf = "model export-hf --log-level warn --vocab " + vocab + " ";
+  Result good = RunBinary(export_hf + step6 + " " + root_ + "/hf6");
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  // Step 12's weights in step 6's folder: not the file step 6 saved.
+  fs::copy_file(step12 + "/model.safetensors", step6 + "/model.safetensors",
+                fs::copy_options::overwrite_existing);
+  Result swapped = RunBinary(export_hf + step6 + " " + root_ + "/hf");
+  EXPECT_EQ(swapped.exit_code, 2);
+  EXPECT_NE(swapped.err.find(step6 + "/model.safetensors is not the one this checkpoint saved"),
+            std::string::npos)
+      << swapped.err;
+  Result scored = RunBinary("score --config " + config_ + " --weights " + step6 + " --data " +
+                            root_ + "/eval --log-level warn");
+  EXPECT_EQ(scored.exit_code, 2);
+  EXPECT_NE(scored.err.find("is not the one this checkpoint saved"), std::string::npos)
+      << scored.err;
+  // Weights holding NaN, in a file of their own.
+  auto weights = formats::ReadSafetensors(step12 + "/model.safetensors");
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  for (auto& [name, tensor] : *weights) {
+    if (name.find("pooler.dense.weight") != std::string::npos) tensor[0][0] = NAN;
+  }
+  const std::string nan = root_ + "/nan.safetensors";
+  ASSERT_TRUE(formats::WriteSafetensors(*weights, nan, {{"format", "pt"}}).ok());
+  Result exported = RunBinary(export_hf + nan + " " + root_ + "/hf-nan --config " + config_);
+  EXPECT_EQ(exported.exit_code, 2);
+  EXPECT_NE(exported.err.find("pooler.dense.weight holds inf or NaN"), std::string::npos)
+      << exported.err;
+  EXPECT_FALSE(fs::exists(root_ + "/hf")) << "nothing is left of a refused export";
+  EXPECT_FALSE(fs::exists(root_ + "/hf-nan"));
+}
+
 TEST_F(TrainTest, AKillDuringACheckpointWriteLeavesThePreviousOneUsable) {
   Result straight = RunBinary(Args("straight"));
   ASSERT_EQ(straight.exit_code, 0) << straight.err;

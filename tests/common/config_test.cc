@@ -48,9 +48,11 @@ struct RunSection {
   int64_t threads = 0;
   Color color = Color::kGreen;
   Shade shade;
+  std::string output = "out";
   template <class V>
   void Visit(V& v) {
     v.Field("threads", &threads, "threads", AtLeast<int64_t>(0));
+    v.Field("output", &output, "a folder");
     v.Field("color", &color, "the color");
     v.Include(&shade);
   }
@@ -147,6 +149,29 @@ TEST_F(ConfigTest, EmptyOverrideClearsAString) {
               absl::StatusCode::kInvalidArgument);  // "" is not lamb or adam
   ASSERT_TRUE(LoadText("train:\n  inputs: [a]\n", {"train.inputs=[]"}).ok());
   EXPECT_TRUE(config_.train.inputs.empty());
+}
+
+// A path or name on the command line is the text typed, not YAML: "#"
+// starts no comment, "*" no alias, quotes and newlines stay; and it reads
+// back the same from a dumped config (as a resume reads config.yaml).
+TEST_F(ConfigTest, StringOverridesAreTakenAsTyped) {
+  for (const std::string typed :
+       {"st #1", "*st", "&anchor st", "a: b", "it's \"quoted\"", "two\nlines", "na\u00efve/\u00fc",
+        "[draft]", "{x}", "~", "null", "yes", " padded ", "- item", "%TAG", "@at", "`tick`"}) {
+    ASSERT_TRUE(LoadText("run:\n  threads: 1\n", {"run.output=" + typed}).ok()) << typed;
+    EXPECT_EQ(config_.run.output, typed);
+    const std::string dumped = Dump(config_);
+    ASSERT_TRUE(LoadText(dumped).ok()) << dumped;
+    EXPECT_EQ(config_.run.output, typed) << dumped;
+  }
+  // Other fields still read YAML, and text that is none is named as such.
+  ASSERT_TRUE(LoadText("", {"train.inputs=[a.txt, 'b #2.txt']"}).ok());
+  EXPECT_EQ(config_.train.inputs, (std::vector<std::string>{"a.txt", "b #2.txt"}));
+  const absl::Status bad = LoadText("", {"run.threads=*x"});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("expected an integer, got '*x'"), std::string::npos) << bad;
+  // A check on a string field sees the whole text.
+  EXPECT_FALSE(LoadText("", {"train.optimizer=lamb #fast"}).ok());
 }
 
 TEST_F(ConfigTest, BadOverrideNamesTheFlag) {

@@ -1,0 +1,165 @@
+#include "common/outputs.h"
+
+#include <sys/stat.h>
+
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
+#include "common/folders.h"
+#include "common/status.h"
+
+namespace pbert {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What marks what a run keeps (docs/training.md, docs/formats.md): a
+// checkpoint folder holds trainer_state.json, an instance store store.json,
+// a run folder the run.lock its train takes.
+constexpr char kCheckpointMark[] = "trainer_state.json";
+constexpr char kStoreMark[] = "store.json";
+constexpr char kRunMark[] = "run.lock";
+// A run folder's own files, beside checkpoints/.
+const std::set<std::string>& RunFiles() {
+  static const std::set<std::string> files = {
+      "run.lock",   "mllog.txt", "metrics.jsonl",      "events.out.tfevents.packed-bert",
+      "config.yaml", "pack.json", "learning_curves.svg", "throughput.svg"};
+  return files;
+}
+
+const std::set<std::string>& HfFolderFiles() {
+  static const std::set<std::string> files = {"config.json", "model.safetensors", "vocab.txt",
+                                              "tokenizer_config.json"};
+  return files;
+}
+
+bool Has(const fs::path& dir, const char* name) {
+  std::error_code error;
+  return fs::exists(dir / name, error);
+}
+
+// The first bytes of a file (fewer if it is shorter).
+std::string Head(const fs::path& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(bytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(bytes));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  return head;
+}
+
+}  // namespace
+
+const char* OutputKindName(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::kWeightsFile:
+      return "a safetensors weights file";
+    case OutputKind::kHfFolder:
+      return "a Hugging Face model folder that model export-hf wrote (config.json, "
+             "model.safetensors, vocab.txt, tokenizer_config.json)";
+    case OutputKind::kHdf5File:
+      return "an HDF5 file";
+    case OutputKind::kPackIndex:
+      return "a pack index file";
+    case OutputKind::kStore:
+      return "an instance store";
+  }
+  return "";
+}
+
+namespace {
+
+bool IsFileKind(OutputKind kind) {
+  return kind != OutputKind::kHfFolder && kind != OutputKind::kStore;
+}
+
+// "" if the existing `path` is an output of `kind`; else what it is.
+std::string NotOfKind(const fs::path& path, OutputKind kind) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return "";
+  if (IsFileKind(kind)) {
+    if (S_ISDIR(st.st_mode)) return "a folder";
+    if (!S_ISREG(st.st_mode)) return NotAFile(st.st_mode);
+    const std::string head = Head(path, 16);
+    bool same = false;
+    if (kind == OutputKind::kWeightsFile) {
+      // An 8-byte little-endian header length, then the JSON header.
+      uint64_t header = 0;
+      if (head.size() >= 9) std::memcpy(&header, head.data(), 8);
+      same = head.size() >= 9 && head[8] == '{' && header >= 2 &&
+             header <= static_cast<uint64_t>(st.st_size) - 8;
+    } else if (kind == OutputKind::kHdf5File) {
+      same = head.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0;
+    } else {
+      same = head.compare(0, 8, "PBPACKIX") == 0;
+    }
+    return same ? "" : "a file of another format";
+  }
+  if (!S_ISDIR(st.st_mode)) return S_ISREG(st.st_mode) ? "a file" : NotAFile(st.st_mode);
+  if (kind == OutputKind::kStore) return Has(path, kStoreMark) ? "" : "a folder but no store";
+  std::vector<std::string> others;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(path, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!HfFolderFiles().count(name)) others.push_back(name);
+  }
+  if (error) return absl::StrCat("a folder that cannot be read (", error.message(), ")");
+  if (others.size() > 3) others.resize(3), others.push_back("...");
+  if (!others.empty()) return absl::StrCat("a folder holding ", absl::StrJoin(others, ", "));
+  return Has(path, "config.json") ? "" : "a folder without config.json";
+}
+
+}  // namespace
+
+std::string KeptContainerOf(const std::string& given) {
+  std::error_code error;
+  fs::path path = fs::weakly_canonical(fs::absolute(given, error), error);
+  if (error) return "";
+  for (fs::path dir = path;; dir = dir.parent_path()) {
+    const bool self = dir == path;
+    const std::string in = self ? "is " : "lies in ";
+    if (Has(dir, kCheckpointMark)) return absl::StrCat(in, "the checkpoint ", dir.string());
+    if (!self && Has(dir, kStoreMark)) return absl::StrCat(in, "the instance store ", dir.string());
+    if (Has(dir, kRunMark)) {
+      if (self) return absl::StrCat("is the run folder ", dir.string());
+      const fs::path relative = path.lexically_relative(dir);
+      const std::string first = relative.begin()->string();
+      if (first == "checkpoints") {
+        return absl::StrCat("lies in the checkpoints of the run folder ", dir.string());
+      }
+      if (relative == relative.filename() && RunFiles().count(first)) {
+        return absl::StrCat("is the run folder ", dir.string(), "'s ", first);
+      }
+    }
+    if (dir == dir.parent_path()) return "";
+  }
+}
+
+absl::Status CheckOutputTarget(const std::string& given, OutputKind kind, bool overwrite,
+                               absl::string_view what) {
+  const std::string path = WithoutTrailingSlash(given);
+  if (const std::string kept = KeptContainerOf(path); !kept.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " ", path, " ", kept, ", which only train writes; choose another ", what));
+  }
+  std::error_code error;
+  if (fs::exists(fs::symlink_status(path, error))) {
+    if (!overwrite) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          path, " already exists; add --overwrite to replace it, or choose another name"));
+    }
+    if (const std::string other = NotOfKind(path, kind); !other.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " ", path, " is ", other, "; --overwrite replaces only ", OutputKindName(kind),
+          ": move it away or choose another ", what));
+    }
+  }
+  return CheckWritable(path, what, IsFileKind(kind) ? Writes::kFile : Writes::kFolder);
+}
+
+}  // namespace pbert
