@@ -16,13 +16,6 @@ struct BatchWork {
   double squared_lengths = 0;  // the sum of each sequence's length squared (attention)
   double sequences = 0;
   double masked_tokens = 0;
-  BatchWork& operator+=(const BatchWork& o) {
-    tokens += o.tokens;
-    squared_lengths += o.squared_lengths;
-    sequences += o.sequences;
-    masked_tokens += o.masked_tokens;
-    return *this;
-  }
 };
 
 // Forward and backward: 3 times the forward's multiply-adds, 2 FLOPs each
