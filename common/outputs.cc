@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
