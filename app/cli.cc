@@ -28,17 +28,19 @@ const std::vector<std::string>& Args::GetAll(const std::string& name) const {
   return it == values_.end() ? kNone : it->second;
 }
 
-absl::StatusOr<int64_t> Args::GetInt(const std::string& name, int64_t fallback,
-                                     int64_t min) const {
+absl::StatusOr<int64_t> Args::GetInt(const std::string& name, int64_t fallback, int64_t min,
+                                     int64_t max) const {
   if (!Has(name)) return fallback;
   int64_t value;
   if (!absl::SimpleAtoi(Get(name), &value)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", name, " expects an integer, got '", Get(name), "'"));
   }
-  if (value < min) {
+  if (value < min || value > max) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " ", value, ": must be ", min, " or more"));
+        max == std::numeric_limits<int64_t>::max()
+            ? absl::StrCat("--", name, " ", value, ": must be ", min, " or more")
+            : absl::StrCat("--", name, " ", value, ": must be in [", min, ", ", max, "]"));
   }
   return value;
 }
@@ -76,6 +78,7 @@ int ExitCodeFor(const absl::Status& status) {
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kOutOfRange:
     case absl::StatusCode::kDataLoss:  // a damaged input file
+    case absl::StatusCode::kPermissionDenied:  // a path the user may not write or read
       return 2;
     default:
       return 1;

@@ -31,9 +31,10 @@ class Args {
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   const std::vector<std::string>& GetAll(const std::string& name) const;
-  // The flag's integer value (at least `min`), or `fallback` when absent.
-  absl::StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback,
-                                 int64_t min = std::numeric_limits<int64_t>::min()) const;
+  // The flag's integer value, in [min, max], or `fallback` when absent.
+  // Every integer flag has a range that a real run can use.
+  absl::StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback, int64_t min,
+                                 int64_t max) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -31,7 +31,7 @@ absl::Status RunExport(const Args& args) {
   RETURN_IF_ERROR(CheckOutsideStore(args.Get("out"), args.Get("store")));
   RETURN_IF_ERROR(CheckOutput(args, args.Get("out"), OutputKind::kHdf5File));
   // An HDF5 file of no rows is of no use to any reader: at least one.
-  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 1));
+  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 1, std::numeric_limits<int64_t>::max()));
   ASSIGN_OR_RETURN(data::InstanceStore store,
                    data::InstanceStore::Open(args.Get("store"), data::StoreChecks::kChecksums));
   const uint64_t n = limit < 0 ? store.size() : std::min<uint64_t>(limit, store.size());

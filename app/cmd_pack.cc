@@ -79,8 +79,16 @@ absl::StatusOr<PackInput> ReadPackInput(const Args& args, const ExperimentConfig
     return input;
   }
   input.name = config.data.store;
-  // Fail before the work, not after it.
-  RETURN_IF_ERROR(CheckOutput(args, RowsPath(args, config), OutputKind::kPackIndex));
+  // Fail before the work, not after it. The run folder is made if missing,
+  // and the pack index in it then too.
+  RETURN_IF_ERROR(CheckOutputDir(config));
+  const std::string rows_path = RowsPath(args, config);
+  const std::filesystem::path rows_folder = std::filesystem::path(rows_path).parent_path();
+  std::error_code error;
+  if (rows_folder != std::filesystem::path(WithoutTrailingSlash(config.run.output_dir)) ||
+      std::filesystem::exists(rows_folder, error)) {
+    RETURN_IF_ERROR(CheckOutput(args, rows_path, OutputKind::kPackIndex));
+  }
   ASSIGN_OR_RETURN(input.store, data::InstanceStore::Open(input.name));
   if (input.store->info().max_len > config.data.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -92,11 +100,15 @@ absl::StatusOr<PackInput> ReadPackInput(const Args& args, const ExperimentConfig
 }
 
 absl::Status RunPack(const Args& args) {
-  ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {{"histogram", "data.histogram"},
-                                                              {"store", "data.store"},
-                                                              {"max-len", "data.max_seq_len"},
-                                                              {"algorithm", "packing.algorithm"},
-                                                              {"max-depth", "packing.max_depth"}}));
+  std::set<std::string> given;
+  ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args,
+                                                       {{"histogram", "data.histogram"},
+                                                        {"store", "data.store"},
+                                                        {"max-len", "data.max_seq_len"},
+                                                        {"algorithm", "packing.algorithm"},
+                                                        {"max-depth", "packing.max_depth"}},
+                                                       "", &given));
+  RETURN_IF_ERROR(TakeStoreLimits(given, &config));
   const std::string format = args.Get("format", "text");
   if (format != "text" && format != "json") {
     return absl::InvalidArgumentError(
@@ -164,7 +176,7 @@ Command PackCommand() {
        "where to write the pack index (with --store; default data.pack_index, else "
        "<run.output_dir>/pack.pbpack)"},
       {"histogram", "FILE", "length histogram to pack instead of a store (data.histogram)"},
-      {"max-len", "S", "tokens per row (data.max_seq_len)"},
+      {"max-len", "S", "tokens per row (data.max_seq_len; for a store, default: its max length)"},
       {"algorithm", "A", "packing algorithm (packing.algorithm)"},
       {"max-depth", "D", "most sequences per row (packing.max_depth)"},
       {"compare", "", "run every algorithm and print one table (--algorithm is the one written)"},

@@ -113,6 +113,8 @@ absl::Status RunPrepare(const Args& args) {
   if (o.vocab.empty()) {
     return absl::InvalidArgumentError("prepare needs a vocabulary: --vocab V.txt (prepare.vocab)");
   }
+  // Its effective config goes to the run folder, after the work.
+  RETURN_IF_ERROR(CheckOutputDir(config));
   StageProgress progress;
   ASSIGN_OR_RETURN(data::PrepareSummary summary,
                    data::Prepare(o, [&](const std::string& stage, uint64_t done,

@@ -23,13 +23,9 @@ absl::Status RunScore(const Args& args) {
   // --max-depth is packing.max_depth: pack and score share its range.
   ASSIGN_OR_RETURN(ExperimentConfig config,
                    LoadConfig(args, {{"max-depth", "packing.max_depth"}}));
-  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 0));
-  ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32, 1));
+  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 1, std::numeric_limits<int64_t>::max()));
+  ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32, 1, 1 << 20));
   const int max_depth = config.packing.options.max_depth;
-  if (batch_rows < 1 || batch_rows > (1 << 20)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch-rows must be in [1, 1048576], got ", batch_rows));
-  }
   ASSIGN_OR_RETURN(const c10::Device device, train::ResolveDevice(config.run.device, 0));
   RETURN_IF_ERROR(train::UseDevice(device));
   ASSIGN_OR_RETURN(model::Precision precision,

@@ -18,9 +18,9 @@ absl::Status RunTokenize(const Args& args) {
     return absl::InvalidArgumentError("tokenize reads one FILE (or standard input)");
   }
   ASSIGN_OR_RETURN(data::Vocabulary vocabulary, data::Vocabulary::Load(args.Get("vocab")));
-  ASSIGN_OR_RETURN(int64_t max_chars,
-                   args.GetInt("max-chars-per-word", data::Tokenizer::kDefaultMaxCharsPerWord, 1));
-  if (max_chars < 1) return absl::InvalidArgumentError("--max-chars-per-word must be >= 1");
+  ASSIGN_OR_RETURN(
+      int64_t max_chars,
+      args.GetInt("max-chars-per-word", data::Tokenizer::kDefaultMaxCharsPerWord, 1, 1 << 20));
   data::Tokenizer tokenizer(std::make_shared<const data::Vocabulary>(std::move(vocabulary)),
                             !args.Has("cased"), static_cast<int>(max_chars));
   std::optional<TextLines> lines;

@@ -173,7 +173,9 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const 
 
 absl::Status RunTrain(const Args& args) {
   Parts parts;
-  ASSIGN_OR_RETURN(parts.config, LoadConfig(args));
+  std::set<std::string> given;
+  ASSIGN_OR_RETURN(parts.config, LoadConfig(args, {}, "", &given));
+  RETURN_IF_ERROR(TakeStoreLimits(given, &parts.config));
   const ExperimentConfig& config = parts.config;
   RETURN_IF_ERROR(config.CheckTrainable());
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());

@@ -12,12 +12,14 @@
 #include "common/logging.h"
 #include "common/platform.h"
 #include "common/status.h"
+#include "data/store.h"
 
 namespace pbert::app {
 
 absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                                             const std::vector<FlagKey>& shorthands,
-                                            const std::string& default_file) {
+                                            const std::string& default_file,
+                                            std::set<std::string>* given) {
   std::vector<config::Override> overrides = config::SetFlags(args.GetAll("set"));
   std::vector<FlagKey> flags = {{"threads", "run.threads"}, {"log-level", "run.log_level"}};
   flags.insert(flags.end(), shorthands.begin(), shorthands.end());
@@ -27,7 +29,7 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                          absl::StrCat("--", f.flag, " ", args.Get(f.flag))});
   }
   ExperimentConfig config;
-  RETURN_IF_ERROR(config::Load(args.Get("config", default_file), overrides, &config));
+  RETURN_IF_ERROR(config::Load(args.Get("config", default_file), overrides, &config, given));
   // Under torchrun only rank 0 logs below warnings.
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
   logging::Init(config.run.log_level, environment.rank);
@@ -51,6 +53,32 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   return config;
 }
 
+absl::Status TakeStoreLimits(const std::set<std::string>& given, ExperimentConfig* config) {
+  const std::string& store = config->data.store;
+  std::error_code error;
+  // Not a store: the command that opens it says so.
+  if (store.empty() || !std::filesystem::exists(store + "/store.json", error)) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const data::StoreInfo info, data::ReadStoreInfo(store));
+  auto log = logging::Get("run");
+  if (given.count("data.max_seq_len") == 0) {
+    config->data.max_seq_len = info.max_len;
+  } else if (config->data.max_seq_len > info.max_len) {
+    log->info(
+        "data.max_seq_len {} is longer than the sequences of {} (at most {} tokens): "
+        "they share rows of {}",
+        config->data.max_seq_len, store, info.max_len, config->data.max_seq_len);
+  }
+  if (given.count("model.vocab_size") == 0) {
+    config->model.bert.vocab_size(info.vocab_size);
+  } else if (config->model.bert.vocab_size() != static_cast<int64_t>(info.vocab_size)) {
+    log->info("model.vocab_size {} differs from the {} tokens of the vocabulary of {}",
+              config->model.bert.vocab_size(), info.vocab_size, store);
+  }
+  return absl::OkStatus();
+}
+
 void WarnIfSlowKernels() {
   if (const BlasKernels& blas = TuneOpenBlasKernels(); blas.slower) {
     logging::Get("run")->warn("{}", blas.note);
@@ -59,6 +87,10 @@ void WarnIfSlowKernels() {
 
 absl::Status CreateOutputDir(const ExperimentConfig& config) {
   return CreateFolder(config.run.output_dir, "run.output_dir");
+}
+
+absl::Status CheckOutputDir(const ExperimentConfig& config) {
+  return CheckFolderTarget(config.run.output_dir, "run.output_dir");
 }
 
 absl::Status WriteEffectiveConfig(const ExperimentConfig& config, const std::string& effective) {

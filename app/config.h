@@ -3,6 +3,7 @@
 // a command's own flags; then the process is set up from the run section.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,18 @@ struct FlagKey {
 
 // Loads --config (or `default_file` without it) and --set (plus --threads,
 // --log-level and `shorthands`), then sets up logging and the intra-op
-// thread count from the result.
+// thread count from the result. `given`, if not null, gets the keys that
+// the file or a flag set ("data.max_seq_len"); the others are defaults.
 absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                                             const std::vector<FlagKey>& shorthands = {},
-                                            const std::string& default_file = "");
+                                            const std::string& default_file = "",
+                                            std::set<std::string>* given = nullptr);
+
+// A command that reads data.store takes what the store says for the keys
+// not given: data.max_seq_len (its longest sequences) and model.vocab_size
+// (its vocabulary's). A given value that differs is said in one line (or
+// refused later, where it cannot fit). Reads store.json only.
+absl::Status TakeStoreLimits(const std::set<std::string>& given, ExperimentConfig* config);
 
 // One warning line when the environment holds OpenBLAS to slower kernels
 // than the CPU runs (common/platform.h); for the commands that compute.
@@ -34,6 +43,10 @@ void WarnIfSlowKernels();
 
 // Creates run.output_dir (and its parents) if missing.
 absl::Status CreateOutputDir(const ExperimentConfig& config);
+
+// Fails, before any work, where CreateOutputDir or writing into the folder
+// would fail (a file at run.output_dir, a folder that cannot be written).
+absl::Status CheckOutputDir(const ExperimentConfig& config);
 
 // Writes the effective config to `<run.output_dir>/config.yaml`.
 // `effective`: values derived from the config for this run (e.g. the

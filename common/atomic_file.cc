@@ -198,20 +198,27 @@ absl::Status AtomicFileWriter::Commit(Existing existing) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> CreateTemporaryFolder(const std::string& prefix) {
+  std::string pattern = prefix + "XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return ErrnoError(absl::StrCat("cannot create a temporary folder ", pattern), errno);
+  }
+  // mkdtemp makes it private (0700); the result gets the usual permissions.
+  // umask can only be read by setting it: set it straight back.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::chmod(pattern.c_str(), 0777 & ~mask) != 0) {
+    const int err = errno;
+    ::rmdir(pattern.c_str());
+    return ErrnoError(absl::StrCat("cannot set the permissions of ", pattern), err);
+  }
+  return pattern;
+}
+
 absl::StatusOr<AtomicFolderWriter> AtomicFolderWriter::Create(const std::string& path) {
   // Temporary folders of killed earlier attempts go; a running one's stay.
   RemoveStaleTemporaries(path, ".tmp-");
-  std::string pattern = path + ".tmp-XXXXXX";
-  std::vector<char> buffer(pattern.begin(), pattern.end());
-  buffer.push_back('\0');
-  if (::mkdtemp(buffer.data()) == nullptr) {
-    return ErrnoError(absl::StrCat("cannot create a temporary folder beside ", path), errno);
-  }
-  const std::string temp(buffer.data());
-  // mkdtemp makes it private (0700); the result gets the usual permissions.
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::chmod(temp.c_str(), 0777 & ~mask);
+  ASSIGN_OR_RETURN(const std::string temp, CreateTemporaryFolder(path + ".tmp-"));
   int fd = LockTemporary(temp);
   if (fd < 0) {
     int err = errno;

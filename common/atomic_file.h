@@ -58,6 +58,12 @@ class AtomicFileWriter {
   uint64_t size_ = 0;
 };
 
+// Creates a new folder named `prefix` + six random characters, with the
+// permissions of any folder the process makes (0777 less the umask), not
+// mkdtemp's private 0700: a run folder readable by its group keeps its
+// checkpoints readable too.
+absl::StatusOr<std::string> CreateTemporaryFolder(const std::string& prefix);
+
 // A folder written whole or not at all: its files are written into a
 // temporary folder beside the target (locked while this writer lives,
 // removed unless committed), which Commit renames to the target.

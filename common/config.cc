@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -201,6 +202,48 @@ absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& fil
   return absl::OkStatus();
 }
 
+// YAML's merge key: `<<: *base` (or a list of maps) in a map adds the keys
+// of the merged maps it does not set itself; yaml-cpp reads `<<` as a plain
+// key. Applied depth first, so merged maps have their own merges applied.
+absl::Status ApplyMergeKeys(YAML::Node node, const std::string& file) {
+  if (node.IsSequence()) {
+    for (YAML::Node item : node) RETURN_IF_ERROR(ApplyMergeKeys(item, file));
+  }
+  if (!node.IsMap()) return absl::OkStatus();
+  std::optional<YAML::Node> merged;
+  for (auto entry : node) {
+    if (entry.first.Scalar() == "<<") {
+      merged = entry.second;
+    } else {
+      RETURN_IF_ERROR(ApplyMergeKeys(entry.second, file));
+    }
+  }
+  if (!merged) return absl::OkStatus();
+  std::vector<YAML::Node> sources;
+  if (merged->IsMap()) sources.push_back(*merged);
+  if (merged->IsSequence()) {
+    for (YAML::Node item : *merged) sources.push_back(item);
+  }
+  if (sources.empty() ||
+      std::any_of(sources.begin(), sources.end(), [](const YAML::Node& n) { return !n.IsMap(); })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ":", merged->Mark().line + 1, ":", merged->Mark().column + 1,
+                     ": '<<' merges maps (<<: *name or <<: [*a, *b]); this is not one"));
+  }
+  node.remove("<<");
+  // The first map listed wins over later ones, the map's own keys over all.
+  for (YAML::Node source : sources) {
+    RETURN_IF_ERROR(ApplyMergeKeys(source, file));
+    for (auto entry : source) {
+      const YAML::Node& present = node;  // (a const look-up adds no key)
+      if (!present[entry.first.Scalar()].IsDefined()) {
+        node.force_insert(entry.first, entry.second);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The one YAML document of `text`. Tabs in indentation (YAML's error for
 // them names no tab) and a second document (which YAML::Load would drop
 // silently) are errors naming their line.
@@ -237,6 +280,7 @@ absl::Status ParseTree(const std::string& text, const std::string& name, YAML::N
     ASSIGN_OR_RETURN(*root, LoadOneDocument(text, name));
     int64_t budget = kMaxValues;
     RETURN_IF_ERROR(CheckNoDuplicateKeys(*root, name, "", &budget));
+    RETURN_IF_ERROR(ApplyMergeKeys(*root, name));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(name, ":", e.mark.line + 1, ":",
                                                    e.mark.column + 1, ": YAML syntax: ", e.msg));
@@ -263,6 +307,7 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
       ASSIGN_OR_RETURN(YAML::Node loaded, LoadOneDocument(text, file));
       int64_t budget = kMaxValues;
       RETURN_IF_ERROR(CheckNoDuplicateKeys(loaded, file, "", &budget));
+      RETURN_IF_ERROR(ApplyMergeKeys(loaded, file));
       if (loaded.IsMap()) {
         *root = loaded;
       } else if (loaded.IsDefined() && !loaded.IsNull()) {

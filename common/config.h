@@ -22,6 +22,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -159,6 +160,10 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
 absl::Status ParseTree(const std::string& text, const std::string& name, YAML::Node* root,
                        Sources* sources);
 
+// Every leaf of a YAML tree as "section.key" -> its value in flow style,
+// e.g. {"run.seed": "1", "prepare.inputs": "[a, b]"}.
+std::map<std::string, std::string> Flatten(const YAML::Node& root);
+
 // Fills a config struct whose Visit() lists top-level sections from `root`.
 template <class C>
 absl::Status Read(const YAML::Node& root, const Sources& sources, C* config) {
@@ -168,12 +173,18 @@ absl::Status Read(const YAML::Node& root, const Sources& sources, C* config) {
 }
 
 // Loads a config struct from `file` ("" for the defaults) and `overrides`.
+// `given`, if not null, gets the keys the file or overrides set (as
+// "section.key"); the others kept their defaults.
 template <class C>
-absl::Status Load(const std::string& file, const std::vector<Override>& overrides, C* config) {
+absl::Status Load(const std::string& file, const std::vector<Override>& overrides, C* config,
+                  std::set<std::string>* given = nullptr) {
   YAML::Node root;
   Sources sources;
   absl::Status status = LoadTree(file, overrides, &root, &sources);
   if (!status.ok()) return status;
+  if (given != nullptr) {
+    for (const auto& [key, value] : Flatten(root)) given->insert(key);
+  }
   return Read(root, sources, config);
 }
 
@@ -198,10 +209,6 @@ std::string Dump(const C& config) {
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
-
-// Every leaf of a YAML tree as "section.key" -> its value in flow style,
-// e.g. {"run.seed": "1", "prepare.inputs": "[a, b]"}.
-std::map<std::string, std::string> Flatten(const YAML::Node& root);
 
 // ---- implementation of the templates ----
 

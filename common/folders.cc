@@ -31,6 +31,25 @@ absl::Status CreateFolder(const std::string& dir, absl::string_view key) {
   return absl::OkStatus();
 }
 
+absl::Status CheckFolderTarget(const std::string& dir, absl::string_view key) {
+  if (dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(key, " is empty; name a folder"));
+  }
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) {
+    if (fs::exists(dir, error)) {
+      return absl::InvalidArgumentError(absl::StrCat(key, " '", dir, "' is a file; name a folder"));
+    }
+    return CheckWritable(dir, key, Writes::kFolder);
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", key, " '", dir,
+                                                   "': ", std::strerror(errno),
+                                                   "; choose a folder you can write"));
+  }
+  return absl::OkStatus();
+}
+
 std::string WithoutTrailingSlash(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   return path;
@@ -45,6 +64,13 @@ absl::Status CheckWritable(const std::string& path, absl::string_view what, Writ
   }
   const fs::path target = WithoutTrailingSlash(path);
   const std::string name = target.filename().string();
+  // The system's limit on a whole path, less the temporary's suffix.
+  if (path.size() + kTemporarySuffixBytes >= PATH_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write ", what, " ", path.substr(0, 60), "...: its path has ", path.size(),
+        " bytes; paths hold at most ", PATH_MAX - 1, ", and ", kTemporarySuffixBytes,
+        " go to the temporary written beside it: choose a shorter path"));
+  }
   std::error_code error;
   // The nearest part of the path that exists must be a folder we can write.
   fs::path existing = target.parent_path();

@@ -15,6 +15,11 @@ namespace pbert {
 // that gave it) and what to do.
 absl::Status CreateFolder(const std::string& dir, absl::string_view key);
 
+// Fails, before any work, where CreateFolder(dir, key) would fail or the
+// folder could then not be written: a file at `dir` or in its path, a folder
+// that cannot be written, a name too long. Creates nothing.
+absl::Status CheckFolderTarget(const std::string& dir, absl::string_view key);
+
 // What a command writes: a file (AtomicFileWriter: its folder must exist) or
 // a folder (a store: made with its missing parents). Both are written as a
 // temporary beside the target, named with this many more bytes

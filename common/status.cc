@@ -13,6 +13,13 @@ absl::Status ErrnoError(absl::string_view what, int errno_value) {
     case EACCES:
     case EPERM:
       return absl::PermissionDeniedError(message);
+    // A path the system cannot take as given: the user's to change.
+    case ENAMETOOLONG:
+    case ELOOP:
+    case ENOTDIR:
+    case EISDIR:
+    case EROFS:
+      return absl::InvalidArgumentError(message);
     case ENOSPC:
       return absl::ResourceExhaustedError(message);
     default:

@@ -20,6 +20,10 @@ struct Instance {
   int length() const { return static_cast<int>(input_ids.size()); }
 };
 
+// The longest sequence any reader, store or pack index holds: lengths are
+// stored as 16-bit counts.
+inline constexpr uint32_t kMaxSequenceLength = 65535;
+
 // What a collection of instances promises about every one of them.
 struct InstanceLimits {
   uint32_t vocab_size = 0;

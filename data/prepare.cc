@@ -177,6 +177,16 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
     return absl::InvalidArgumentError("prepare needs an output folder: --out STORE (data.store)");
   }
   // Fail before the work, not after it.
+  ASSIGN_OR_RETURN(const InputFormat input_format, ResolveInputFormat(o.input_format, o.inputs));
+  // Text is masked here: [CLS] and two [SEP] never are, so more slots than a
+  // sequence has other tokens could never be filled.
+  if (input_format != InputFormat::kHdf5 &&
+      o.instances.max_predictions_per_seq > o.instances.max_seq_len - 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prepare.max_predictions_per_seq ", o.instances.max_predictions_per_seq,
+        " is more than a sequence of data.max_seq_len ", o.instances.max_seq_len, " can mask (",
+        o.instances.max_seq_len - 3, " tokens besides [CLS] and [SEP]); lower it"));
+  }
   std::vector<std::string> read = o.inputs;
   read.push_back(o.vocab);
   RETURN_IF_ERROR(CheckStoreTarget(o.output, read, o.overwrite));
@@ -184,7 +194,6 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   auto vocabulary = std::make_shared<const Vocabulary>(std::move(loaded));
   PrepareSummary summary;
   summary.histogram = LengthHistogram(o.instances.max_seq_len);
-  ASSIGN_OR_RETURN(const InputFormat input_format, ResolveInputFormat(o.input_format, o.inputs));
   if (input_format == InputFormat::kHdf5) {
     RETURN_IF_ERROR(ImportHdf5(o, *vocabulary, progress, &summary));
     return summary;

@@ -1,8 +1,10 @@
 #include "data/source.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/checksum.h"
 #include "common/status.h"
 #include "data/hdf5.h"
 #include "data/store.h"
@@ -54,6 +56,21 @@ absl::StatusOr<std::shared_ptr<MemorySource>> MemorySource::Create(std::string n
   source->name_ = std::move(name);
   source->instances_ = std::move(instances);
   source->limits_ = limits;
+  ChecksumStream checksum;
+  auto add = [&](const void* data, size_t bytes) {
+    checksum.Update({static_cast<const uint8_t*>(data), bytes});
+  };
+  add(&limits, sizeof(limits));
+  for (const Instance& in : source->instances_) {
+    for (const std::vector<int32_t>* field :
+         {&in.input_ids, &in.segment_ids, &in.masked_positions, &in.masked_ids}) {
+      const uint64_t n = field->size();
+      add(&n, sizeof(n));
+      add(field->data(), n * sizeof(int32_t));
+    }
+    add(&in.next_sentence_label, sizeof(in.next_sentence_label));
+  }
+  source->content_checksum_ = checksum.Digest();
   return source;
 }
 
@@ -93,7 +110,16 @@ absl::StatusOr<std::shared_ptr<SequenceSource>> OpenSequences(const std::string&
       if (instances.size() < wanted) instances.push_back(std::move(in));
     }
   }
-  InstanceLimits limits{vocab_size, static_cast<uint32_t>(reader->max_len()),
+  // A fixed-width file's width says nothing of its sequences (a 512-wide
+  // file may hold none longer than 128): its longest sequence is its length.
+  uint32_t longest = 0;
+  for (const Instance& in : instances) longest = std::max<uint32_t>(longest, in.length());
+  if (longest > kMaxSequenceLength) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " holds a sequence of ", longest,
+                                                   " tokens; at most ", kMaxSequenceLength,
+                                                   " are supported"));
+  }
+  InstanceLimits limits{vocab_size, std::max<uint32_t>(longest, 1),
                         static_cast<uint32_t>(reader->max_predictions())};
   ASSIGN_OR_RETURN(auto source, MemorySource::Create(path, std::move(instances), limits));
   return std::shared_ptr<SequenceSource>(std::move(source));

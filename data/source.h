@@ -30,6 +30,9 @@ class SequenceSource {
   // The checksum of the vocabulary the ids come from; 0 where the source
   // does not record it (HDF5 files).
   virtual uint64_t vocab_checksum() const { return 0; }
+  // A checksum of every record, the limits and the vocabulary's checksum:
+  // equal for the same data, whatever its path. 0 where unknown.
+  virtual uint64_t content_checksum() const { return 0; }
 };
 
 // Instances held in memory, each checked against `limits` on construction.
@@ -44,12 +47,14 @@ class MemorySource : public SequenceSource {
   const std::string& name() const override { return name_; }
   uint16_t Length(uint64_t index) const override;
   absl::Status Read(uint64_t index, Instance* out) const override;
+  uint64_t content_checksum() const override { return content_checksum_; }
 
  private:
   MemorySource() = default;
   std::string name_;
   std::vector<Instance> instances_;
   InstanceLimits limits_;
+  uint64_t content_checksum_ = 0;
 };
 
 // Opens `path`: an instance store folder, or an MLPerf HDF5 file whose ids

@@ -178,7 +178,8 @@ absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::stri
                                                                  bool overwrite) {
   const std::string dir = WithoutTrailingSlash(given);  // its temporary lies beside it
   RETURN_IF_ERROR(CheckStoreTarget(dir, {}, overwrite));
-  if (info.max_len == 0 || info.max_len > 65535 || info.vocab_size == 0 || records_per_shard == 0) {
+  if (info.max_len == 0 || info.max_len > kMaxSequenceLength || info.vocab_size == 0 ||
+      records_per_shard == 0) {
     return absl::InvalidArgumentError("store limits must be positive (max_len <= 65535)");
   }
   fs::path parent = fs::path(dir).parent_path();
@@ -327,9 +328,13 @@ absl::Status InstanceStore::AddShard(const std::string& path, uint32_t index, ui
                                 " of its store, store.json lists it as shard ", index,
                                 " (a copied or renamed shard)"));
   }
+  // Every field of the header is store.json's (whose own checksum covers
+  // it) or covered by the payload's checksum and the file's size.
   if (header.records != records || header.vocab_size != info_.vocab_size ||
-      header.max_len != info_.max_len || header.payload_checksum != checksum ||
-      header.id_bytes != static_cast<uint32_t>(id_bytes_)) {
+      header.vocab_checksum != info_.vocab_checksum || header.max_len != info_.max_len ||
+      header.max_predictions != info_.max_predictions || header.payload_checksum != checksum ||
+      header.id_bytes != static_cast<uint32_t>(id_bytes_) || header.reserved != 0 ||
+      header.reserved2 != 0) {
     return corrupt("header does not match store.json");
   }
   const uint64_t n = header.records;
@@ -365,19 +370,33 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir, StoreC
   return store;
 }
 
-absl::StatusOr<InstanceStore> InstanceStore::OpenHeaders(const std::string& dir) {
+namespace {
+
+// store.json, checked against its own checksum and its ranges.
+struct Manifest {
+  StoreInfo info;
+  uint64_t store_id = 0;
+  uint64_t records = 0;
+  struct Shard {
+    std::string file;
+    uint64_t records = 0;
+    uint64_t checksum = 0;
+  };
+  std::vector<Shard> shards;
+};
+
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   std::string manifest_path = dir + "/" + kManifest;
   if (!fs::exists(manifest_path)) {
     return absl::NotFoundError(absl::StrCat(dir, " is not an instance store (no ", kManifest,
                                             "); create one with packed-bert prepare"));
   }
   ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path));
-  InstanceStore store;
-  store.dir_ = dir;
   auto damaged = [&](const std::string& what) {
     return absl::DataLossError(
         absl::StrCat(manifest_path, ": ", what, "; the store is damaged, prepare it again"));
   };
+  Manifest out;
   try {
     auto manifest = nlohmann::ordered_json::parse(text);
     if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
@@ -388,39 +407,67 @@ absl::StatusOr<InstanceStore> InstanceStore::OpenHeaders(const std::string& dir)
     if (manifest.value("manifest_checksum", "") != ManifestChecksum(manifest)) {
       return damaged("its checksum does not match its contents (edited or cut)");
     }
-    uint64_t store_id = 0;
-    if (!absl::SimpleHexAtoi(manifest.at("store_id").get<std::string>(), &store_id) ||
+    if (!absl::SimpleHexAtoi(manifest.at("store_id").get<std::string>(), &out.store_id) ||
         !absl::SimpleHexAtoi(manifest.at("vocab_checksum").get<std::string>(),
-                             &store.info_.vocab_checksum)) {
+                             &out.info.vocab_checksum)) {
       return damaged("store_id or vocab_checksum is not hexadecimal");
     }
-    store.info_.max_len = manifest.at("max_len").get<uint32_t>();
-    store.info_.max_predictions = manifest.at("max_predictions").get<uint32_t>();
-    store.info_.vocab_size = manifest.at("vocab_size").get<uint32_t>();
-    store.info_.source = manifest.value("source", "");
-    if (store.info_.max_len == 0 || store.info_.max_len > 65535 || store.info_.vocab_size == 0) {
+    out.info.max_len = manifest.at("max_len").get<uint32_t>();
+    out.info.max_predictions = manifest.at("max_predictions").get<uint32_t>();
+    out.info.vocab_size = manifest.at("vocab_size").get<uint32_t>();
+    out.info.source = manifest.value("source", "");
+    if (out.info.max_len == 0 || out.info.max_len > kMaxSequenceLength ||
+        out.info.vocab_size == 0) {
       return damaged("max_len or vocab_size out of range");
     }
-    store.id_bytes_ = IdBytes(store.info_.vocab_size);
-    uint32_t index = 0;
+    out.records = manifest.at("records").get<uint64_t>();
     for (const auto& entry : manifest.at("shards")) {
-      const std::string name = entry.at("file").get<std::string>();
-      if (name.empty() || name.find('/') != std::string::npos) {
-        return damaged(absl::StrCat("shard name '", name, "' is not a file in the store folder"));
+      Manifest::Shard shard;
+      shard.file = entry.at("file").get<std::string>();
+      if (shard.file.empty() || shard.file.find('/') != std::string::npos) {
+        return damaged(
+            absl::StrCat("shard name '", shard.file, "' is not a file in the store folder"));
       }
-      uint64_t checksum = 0;
-      if (!absl::SimpleHexAtoi(entry.at("checksum").get<std::string>(), &checksum)) {
-        return damaged(absl::StrCat("the checksum of ", name, " is not hexadecimal"));
+      if (!absl::SimpleHexAtoi(entry.at("checksum").get<std::string>(), &shard.checksum)) {
+        return damaged(absl::StrCat("the checksum of ", shard.file, " is not hexadecimal"));
       }
-      RETURN_IF_ERROR(store.AddShard(dir + "/" + name, index++, entry.at("records").get<uint64_t>(),
-                                     checksum, store_id));
-    }
-    if (store.total_ != manifest.at("records").get<uint64_t>()) {
-      return damaged("shard records do not add up");
+      shard.records = entry.at("records").get<uint64_t>();
+      out.shards.push_back(std::move(shard));
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat(manifest_path, ": malformed (", e.what(), ")"));
   }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<StoreInfo> ReadStoreInfo(const std::string& dir) {
+  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(dir));
+  return manifest.info;
+}
+
+absl::StatusOr<InstanceStore> InstanceStore::OpenHeaders(const std::string& dir) {
+  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(dir));
+  InstanceStore store;
+  store.dir_ = dir;
+  store.info_ = manifest.info;
+  store.id_bytes_ = IdBytes(store.info_.vocab_size);
+  std::string content = absl::StrCat(store.info_.vocab_size, " ", store.info_.vocab_checksum, " ",
+                                     store.info_.max_len, " ", store.info_.max_predictions);
+  uint32_t index = 0;
+  for (const Manifest::Shard& shard : manifest.shards) {
+    RETURN_IF_ERROR(store.AddShard(dir + "/" + shard.file, index++, shard.records, shard.checksum,
+                                   manifest.store_id));
+    absl::StrAppend(&content, " ", shard.records, ":", shard.checksum);
+  }
+  if (store.total_ != manifest.records) {
+    return absl::DataLossError(absl::StrCat(dir, "/", kManifest,
+                                            ": shard records do not add up; the store is "
+                                            "damaged, prepare it again"));
+  }
+  store.content_checksum_ =
+      Checksum64({reinterpret_cast<const uint8_t*>(content.data()), content.size()});
   return store;
 }
 

@@ -28,6 +28,11 @@ struct StoreInfo {
   std::string source;  // free text: how the store was made
 };
 
+// The limits and vocabulary of the store at `dir`, from its store.json
+// alone (checked against its checksum): what a command takes from a store
+// before it opens the shards.
+absl::StatusOr<StoreInfo> ReadStoreInfo(const std::string& dir);
+
 // Whether a store may be written at `dir`: its parents are folders; it does
 // not exist, or (`overwrite`) is a store; no file of `inputs` (what the
 // store is made from) lies inside it. InvalidArgument or AlreadyExists.
@@ -101,6 +106,9 @@ class InstanceStore : public SequenceSource {
   const std::string& name() const override { return dir_; }
   const StoreInfo& info() const { return info_; }
   uint64_t vocab_checksum() const override { return info_.vocab_checksum; }
+  // Of store.json's limits, vocabulary checksum and shard checksums (which
+  // cover every record): not of its path or store id.
+  uint64_t content_checksum() const override { return content_checksum_; }
   const std::string& dir() const { return dir_; }
   int id_bytes() const { return id_bytes_; }
 
@@ -145,6 +153,7 @@ class InstanceStore : public SequenceSource {
   StoreInfo info_;
   int id_bytes_ = 2;
   uint64_t total_ = 0;
+  uint64_t content_checksum_ = 0;
   std::vector<std::shared_ptr<Shard>> shards_;
 };
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <future>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -72,10 +73,10 @@ absl::Status Resolve(const Environment& e) {
 // them: a world size that cannot gather (a wrong WORLD_SIZE, a rank that
 // never started) fails here, naming the count, not in the process group's
 // own rendezvous, which may take much longer than the timeout to give up.
-absl::Status Gather(c10d::Store& store, const Environment& e, std::chrono::milliseconds timeout) {
+absl::Status Gather(c10d::Store& store, const Environment& e, std::chrono::milliseconds timeout,
+                    std::chrono::steady_clock::time_point deadline) {
   const std::string key = "pbert/joined";
   store.add(key, 1);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   int64_t joined = 0;
   while ((joined = store.add(key, 0)) < e.world_size) {
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -100,17 +101,48 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   }
 #ifndef PBERT_WITH_NCCL
   if (backend == Backend::kNccl) {
-    return absl::FailedPreconditionError(
-        "the nccl backend needs a CUDA build of LibTorch; this build has gloo only");
+    return absl::InvalidArgumentError(
+        "dist.backend nccl needs a CUDA build of LibTorch; this build has gloo only: set "
+        "dist.backend to gloo or auto");
   }
 #endif
+  if (!environment.distributed()) {
+    std::unique_ptr<Communicator> communicator(new Communicator(environment));
+    if (backend == Backend::kNccl) communicator->device_ = device;
+    return communicator;
+  }
+  RETURN_IF_ERROR(Resolve(environment));
+  // LibTorch's store client waits without a bound on a host that accepts
+  // the connection and never answers (another service on the port): the
+  // rendezvous runs on a thread of its own, and this one waits for it up to
+  // the timeout, and a little more, so that the rendezvous' own reports
+  // (which name the ranks missing) come first when they apply.
+  constexpr auto kOwnReportsFirst = std::chrono::seconds(2);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::packaged_task<absl::StatusOr<std::unique_ptr<Communicator>>()> join(
+      [=] { return Join(environment, backend, timeout, device, deadline); });
+  auto joined = join.get_future();
+  // What LibTorch writes to stderr meanwhile is kept off the terminal.
+  QuietStderr quiet;
+  std::thread(std::move(join)).detach();
+  if (joined.wait_until(deadline + kOwnReportsFirst) != std::future_status::ready) {
+    // The thread stays blocked; the process ends with the error.
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", environment.rank, " of ", environment.world_size, ": the rendezvous at ",
+        Where(environment), " accepted the connection but did not answer within dist.timeout_s (",
+        std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+        " s); check that it is rank 0's or the launcher's rendezvous, not another service"));
+  }
+  return joined.get();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Join(
+    const Environment& environment, Backend backend, std::chrono::milliseconds timeout,
+    c10::Device device, std::chrono::steady_clock::time_point deadline) {
   std::unique_ptr<Communicator> communicator(new Communicator(environment));
   if (backend == Backend::kNccl) communicator->device_ = device;
-  if (!environment.distributed()) return communicator;
-  RETURN_IF_ERROR(Resolve(environment));
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    QuietStderr quiet;
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(environment.master_port);
     options.timeout = timeout;
@@ -133,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
         " (", FirstLine(e), ")"));
   }
   try {
-    RETURN_IF_ERROR(Gather(*store, environment, timeout));
+    RETURN_IF_ERROR(Gather(*store, environment, timeout, deadline));
     communicator->store_ = store;
     if (backend == Backend::kGloo) {
       auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);

@@ -29,8 +29,9 @@ class Communicator {
  public:
   // `backend`: kGloo or kNccl (resolved, see ResolveBackend). Rank 0 hosts
   // the rendezvous store at MASTER_ADDR:MASTER_PORT; every rank waits up to
-  // `timeout` for the others. `device`: where the sums of Sum run with NCCL
-  // (the process's GPU; NCCL sums device tensors); Gloo's run on the CPU.
+  // `timeout` for the others, and for the store to answer. `device`: where
+  // the sums of Sum run with NCCL (the process's GPU; NCCL sums device
+  // tensors); Gloo's run on the CPU.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       const Environment& environment, Backend backend,
       std::chrono::milliseconds timeout = std::chrono::minutes(5),
@@ -62,6 +63,11 @@ class Communicator {
 
  private:
   explicit Communicator(Environment environment);
+  // Create's rendezvous, on a thread of its own: the store, every rank
+  // checked in by `deadline`, the process group.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Join(
+      const Environment& environment, Backend backend, std::chrono::milliseconds timeout,
+      c10::Device device, std::chrono::steady_clock::time_point deadline);
 
   Environment environment_;
   c10::Device device_ = c10::kCPU;  // of Sum's tensors

@@ -120,11 +120,8 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   RemoveStaleTemporaries(root);
   const std::string name = absl::StrFormat("%s%08d", kPrefix, step);
   const std::string final_dir = root + "/" + name;
-  std::string pattern = absl::StrCat(final_dir, kTempMarker, "XXXXXX");
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return ErrnoError(absl::StrCat("cannot create a temporary folder in ", root), errno);
-  }
-  const std::string temp = pattern;
+  ASSIGN_OR_RETURN(const std::string temp,
+                   CreateTemporaryFolder(absl::StrCat(final_dir, kTempMarker)));
   // Whatever fails below, the temporary folder goes.
   struct Cleanup {
     std::string path;

@@ -21,6 +21,25 @@ using Clock = std::chrono::steady_clock;
 
 std::string ChecksumText(uint64_t checksum) { return absl::StrFormat("%016x", checksum); }
 
+// A source's content checksum as saved in the loop's state; "" unknown.
+std::string DataChecksumText(const data::SequenceSource* source) {
+  if (source == nullptr || source->content_checksum() == 0) return "";
+  return ChecksumText(source->content_checksum());
+}
+
+// Fails if `key`'s data is not the data `checkpoint` was trained with: the
+// same lengths (so the same pack index) prepared again from other text, or
+// with another vocabulary, is other data.
+absl::Status CheckSameData(const std::string& saved, const std::string& now,
+                           const std::string& checkpoint, const char* key,
+                           const std::string& path) {
+  if (saved.empty() || now.empty() || saved == now) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(checkpoint, " was trained with other data at ", key, " ", path,
+                   ": its records or vocabulary differ (data checksum ", saved, ", now ", now,
+                   "; prepared again?); resume with the data it was trained with"));
+}
+
 std::shared_ptr<spdlog::logger> Log() { return logging::Get("train"); }
 
 // The run folder a checkpoint was written in: RUN_DIR/checkpoints/step-N.
@@ -126,6 +145,8 @@ absl::Status Trainer::InitNew() {
   TrainerState state;
   state.evaluation.next_samples = static_cast<uint64_t>(plan_.eval_every_samples);
   state.loop.train_index_checksum = ChecksumText(setup_.data.rows->Checksum());
+  state.loop.train_data_checksum = DataChecksumText(setup_.data.train.get());
+  state.loop.eval_data_checksum = DataChecksumText(setup_.data.eval.get());
   return OpenParts(state);
 }
 
@@ -173,6 +194,14 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
         state.loop.train_index_checksum, ", now ", checksum,
         "); resume with the same data.store, data.pack_index and packing settings"));
   }
+  const std::string train_data = DataChecksumText(setup_.data.train.get());
+  const std::string eval_data = DataChecksumText(setup_.data.eval.get());
+  RETURN_IF_ERROR(CheckSameData(state.loop.train_data_checksum, train_data, checkpoint.dir,
+                                "data.store", config_.data.store));
+  RETURN_IF_ERROR(CheckSameData(state.loop.eval_data_checksum, eval_data, checkpoint.dir,
+                                "data.eval", config_.data.eval));
+  state.loop.train_data_checksum = train_data;
+  state.loop.eval_data_checksum = eval_data;
   if (!state.loop.status.empty()) {  // finished: nothing to load
     finished_ = std::make_unique<TrainerState>(std::move(state));
     return absl::OkStatus();

@@ -46,6 +46,29 @@ absl::StatusOr<T> ReadPart(const nlohmann::json& parts, const char* name,
 
 }  // namespace
 
+void to_json(nlohmann::json& json, const LoopState& s) {
+  json = {{"step", s.step},
+          {"samples", s.samples},
+          {"train_seconds", s.train_seconds},
+          {"status", s.status},
+          {"world_size", s.world_size},
+          {"train_index_checksum", s.train_index_checksum},
+          {"train_data_checksum", s.train_data_checksum},
+          {"eval_data_checksum", s.eval_data_checksum}};
+}
+
+void from_json(const nlohmann::json& json, LoopState& s) {
+  json.at("step").get_to(s.step);
+  json.at("samples").get_to(s.samples);
+  json.at("train_seconds").get_to(s.train_seconds);
+  json.at("status").get_to(s.status);
+  json.at("world_size").get_to(s.world_size);
+  json.at("train_index_checksum").get_to(s.train_index_checksum);
+  // (absent in checkpoints of earlier releases)
+  s.train_data_checksum = json.value("train_data_checksum", std::string());
+  s.eval_data_checksum = json.value("eval_data_checksum", std::string());
+}
+
 nlohmann::json ToJson(const TrainerState& s) {
   return {{"version", kTrainerStateVersion}, {"loop", s.loop},       {"loader", s.loader},
           {"random", s.random},              {"loss_scale", s.loss_scale},
@@ -80,6 +103,18 @@ absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
   ASSIGN_OR_RETURN(s.stop, ReadPart<StopState>(parts, "stop", what));
   ASSIGN_OR_RETURN(s.mllog, ReadPart<MlperfLogState>(parts, "mllog", what));
   ASSIGN_OR_RETURN(s.metrics, ReadPart<MetricsLogState>(parts, "metrics", what));
+  // The parts agree with each other: each step trains at least one row of
+  // at least one sequence, on a world of at least one rank.
+  if (s.loop.world_size < 1 || s.loop.world_size > kMaxWorldSize) {
+    return absl::DataLossError(absl::StrCat("malformed ", what, ": world_size ", s.loop.world_size,
+                                            ", which no run saves"));
+  }
+  if (s.loader.rows < static_cast<uint64_t>(s.loop.step) || s.loader.rows > s.loop.samples) {
+    return absl::DataLossError(
+        absl::StrCat("malformed ", what, ": the loader is at row ", s.loader.rows, " after ",
+                     s.loop.step, " steps of ", s.loop.samples,
+                     " sequences; a run reads at least one row per step and one sequence per row"));
+  }
   return s;
 }
 

@@ -20,6 +20,8 @@
 namespace pbert::train {
 
 inline constexpr int kTrainerStateVersion = 2;
+// The most ranks a saved run may have had.
+inline constexpr int kMaxWorldSize = 1 << 20;
 
 // The loop's own counters.
 struct LoopState {
@@ -29,9 +31,13 @@ struct LoopState {
   std::string status;         // "" while running; "success" or "aborted" once finished
   int world_size = 1;         // of the session that saved it
   std::string train_index_checksum;  // XXH3 of the rows, as 16 hex digits
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(LoopState, step, samples, train_seconds, status, world_size,
-                                 train_index_checksum)
+  // The data's content_checksum (data/source.h) as 16 hex digits: its records
+  // and vocabulary. "" where unknown (checkpoints of earlier releases).
+  std::string train_data_checksum;
+  std::string eval_data_checksum;
 };
+void to_json(nlohmann::json& json, const LoopState& state);
+void from_json(const nlohmann::json& json, LoopState& state);
 
 struct TrainerState {
   LoopState loop;

@@ -137,6 +137,14 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   plan.loader.seed = static_cast<uint64_t>(config.run.seed);
   plan.rows_per_step = config.train.micro_batch_rows * plan.optim.accumulation_steps * world_size;
   plan.sequences_per_step = static_cast<double>(plan.rows_per_step) * p;
+  if (static_cast<uint64_t>(plan.rows_per_step) > data.rows->rows() && rank == 0) {
+    // Allowed (a tiny store to try a config on), but rarely meant.
+    logging::Get("train")->warn(
+        "one step takes {} rows and the training data has {}: each step spans more than an "
+        "epoch, so it sees some sequences twice; use a larger data.store or fewer rows per step "
+        "(train.micro_batch_rows, optim.accumulation_steps)",
+        plan.rows_per_step, data.rows->rows());
+  }
   plan.eval_every_samples = config.train.eval_every_samples > 0
                                 ? config.train.eval_every_samples
                                 : MlperfEvalInterval(plan.sequences_per_step);

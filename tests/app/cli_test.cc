@@ -2,6 +2,8 @@
 // and messages.
 #include "app/cli.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -189,6 +191,22 @@ TEST(CliTest, ScoreOfPackedAndUnpackedDataAgree) {
   EXPECT_NEAR(a["mlm_loss_per_token"].get<double>(), p["mlm_loss_per_token"].get<double>(), 1e-5);
   // Untrained: the loss is near ln(vocab).
   EXPECT_NEAR(a["mlm_loss_per_token"].get<double>(), std::log(500.0), 0.5);
+  // The same sequences in a file 100 wide: a width says nothing of the
+  // sequences, which fit the model's 64 positions; longer ones are named
+  // by their length.
+  ASSERT_TRUE(
+      data::WriteHdf5(data, pbert::testing::RandomInstances(60, 5, 40, 500, 3), 100, 40).ok());
+  Result wide = RunBinary("score" + model + " --weights " + weights + " --data " + data);
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_EQ(nlohmann::json::parse(wide.out)["mlm_accuracy"], a["mlm_accuracy"]);
+  ASSERT_TRUE(
+      data::WriteHdf5(data, pbert::testing::RandomInstances(60, 70, 90, 500, 3), 100, 40).ok());
+  wide = RunBinary("score" + model + " --weights " + weights + " --data " + data);
+  EXPECT_EQ(wide.exit_code, 2);
+  EXPECT_EQ(wide.err.rfind("packed-bert score: error: " + data + " holds sequences of up to ", 0),
+            0u)
+      << wide.err;
+  EXPECT_EQ(wide.err.find("up to 100 tokens"), std::string::npos) << wide.err;
 }
 
 TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
@@ -432,18 +450,69 @@ std::string SharedData(const std::string& name) {
 }
 
 // A fresh folder `dir` with an instance store of `count` random sequences
-// in dir/store, made by prepare from an MLPerf HDF5 file; "" on failure.
-std::string MakeStore(const std::filesystem::path& dir, int count, uint32_t seed) {
+// in dir/store, made by prepare (with `flags`) from an MLPerf HDF5 file; ""
+// on failure.
+std::string MakeStore(const std::filesystem::path& dir, int count, uint32_t seed,
+                      const std::string& flags = "") {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string data = (dir / "d.hdf5").string(), store = (dir / "store").string();
   EXPECT_TRUE(
       data::WriteHdf5(data, pbert::testing::RandomInstances(count, 5, 60, 500, seed), 64, 40).ok());
   pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
-  Result prepared = RunBinary("prepare --input-format hdf5 --vocab " + (dir / "vocab.txt").string() +
-                              " --out " + store + " --log-level warn " + data);
+  Result prepared =
+      RunBinary("prepare --input-format hdf5 --vocab " + (dir / "vocab.txt").string() + " --out " +
+                store + " --log-level warn " + flags + " " + data);
   EXPECT_EQ(prepared.exit_code, 0) << prepared.err;
   return prepared.exit_code == 0 ? store : "";
+}
+
+// A command that reads a store takes its length and vocabulary unless told
+// otherwise: the quick start's pack of a 64-token store makes rows that a
+// train of the same store accepts.
+TEST(CliTest, PackAndTrainTakeTheStoresLimitsUnlessTold) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_store_limits";
+  const std::string store = MakeStore(dir, 200, 6, "--max-len 64");
+  ASSERT_FALSE(store.empty());
+  const std::string run = (dir / "run").string();
+  Result r = RunBinary("pack --store " + store + " --set run.output_dir=" + run +
+                       " --format json --log-level warn");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["max_len"], 64);
+  const std::string config = testing::ReadText(run + "/config.yaml");
+  EXPECT_NE(config.find("  max_seq_len: 64  #"), std::string::npos) << config;
+  EXPECT_NE(config.find("  vocab_size: 500  #"), std::string::npos) << config;
+  const std::string tiny =
+      " --set model.hidden_size=32 --set model.num_layers=1 --set model.num_heads=2 "
+      "--set model.intermediate_size=64 --set train.micro_batch_rows=4 --set optim.total_steps=1 "
+      "--threads 1 --log-level error";
+  r = RunBinary("train --set data.store=" + store + " --set data.pack_index=" + run +
+                "/pack.pbpack --set run.output_dir=" + (dir / "train").string() + tiny);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Told longer rows: packed so, and said in one line.
+  r = RunBinary("pack --store " + store + " --set run.output_dir=" + (dir / "run128").string() +
+                " --max-len 128 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["max_len"], 128);
+  EXPECT_NE(r.err.find("data.max_seq_len 128 is longer than the sequences of " + store +
+                       " (at most 64 tokens): they share rows of 128"),
+            std::string::npos)
+      << r.err;
+  // Told shorter rows, or a smaller vocabulary: refused.
+  r = RunBinary("pack --store " + store + " --set run.output_dir=" + (dir / "run32").string() +
+                " --max-len 32");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert pack: error: " + store +
+                       " holds sequences of up to 64 tokens, longer than rows of data.max_seq_len "
+                       "32 (--max-len): raise it\n");
+  EXPECT_FALSE(fs::exists(dir / "run32"));
+  r = RunBinary("train --set data.store=" + store + " --set run.output_dir=" +
+                (dir / "small").string() + " --set model.vocab_size=400" + tiny);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("uses a vocabulary of 500 tokens; the model has 400"), std::string::npos)
+      << r.err;
+  fs::remove_all(dir);
 }
 
 TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
@@ -460,6 +529,9 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert export: error: --limit 0: must be 1 or more\n");
   EXPECT_FALSE(fs::exists(dir / "e.hdf5"));
+  r = RunBinary("score --weights w.safetensors --data " + store + " --limit 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert score: error: --limit 0: must be 1 or more\n");
   // An output that cannot be written fails before the work.
   const std::string nowhere = (dir / "missing" / "e.hdf5").string();
   r = RunBinary("export --store " + store + " --out " + nowhere);
@@ -534,7 +606,12 @@ TEST(CliTest, LaunchRefusesWhatItCannotStart) {
   r = RunBinary("launch --nproc-per-node 2");
   EXPECT_EQ(r.exit_code, 2);
   r = RunBinary("launch --nproc-per-node 0 -- true");
-  EXPECT_EQ(r.err, "packed-bert launch: error: --nproc-per-node 0: must be 1 or more\n");
+  EXPECT_EQ(r.err, "packed-bert launch: error: --nproc-per-node 0: must be in [1, 1024]\n");
+  // Every count has a range a real launch can use: none wraps when narrowed.
+  r = RunBinary("launch --grace-s 4294967297 -- true");
+  EXPECT_EQ(r.err, "packed-bert launch: error: --grace-s 4294967297: must be in [1, 86400]\n");
+  r = RunBinary("launch --master-port 65536 -- true");
+  EXPECT_EQ(r.err, "packed-bert launch: error: --master-port 65536: must be in [1, 65535]\n");
   r = RunBinary("launch --nnodes 2 --node-rank 2 -- true");
   EXPECT_EQ(r.err, "packed-bert launch: error: --node-rank 2 is not below --nnodes 2\n");
   r = RunBinary("launch --nproc-per-node 2 -- true");
@@ -654,7 +731,7 @@ TEST(CliTest, RendezvousFailuresNameTheirCause) {
     std::string env, err;
     int exit_code;
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {"WORLD_SIZE=1000000 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port,
        "rank 0: 1 of WORLD_SIZE=1000000 ranks reached the rendezvous at 127.0.0.1:" + port +
            " (MASTER_ADDR, MASTER_PORT) within dist.timeout_s (2 s); start every rank, or give "
@@ -670,6 +747,24 @@ TEST(CliTest, RendezvousFailuresNameTheirCause) {
            "port)",
        1},
   };
+  // A port that accepts connections (the kernel completes them into the
+  // listen queue) and never answers, as another service might.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(address);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), size), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  const std::string silent = std::to_string(ntohs(address.sin_port));
+  cases.push_back({"WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + silent,
+                   "rank 1 of 2: the rendezvous at 127.0.0.1:" + silent +
+                       " (MASTER_ADDR, MASTER_PORT) accepted the connection but did not answer "
+                       "within dist.timeout_s (2 s); check that it is rank 0's or the "
+                       "launcher's rendezvous, not another service",
+                   1});
   for (const Case& c : cases) {
     const auto start = std::chrono::steady_clock::now();
     Result r = RunBinary(train, c.env);
@@ -680,6 +775,7 @@ TEST(CliTest, RendezvousFailuresNameTheirCause) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_LT(seconds, 2 + 5) << c.env;
   }
+  ::close(listener);
 }
 
 TEST(CliTest, TokenizeGivesTheStandardIds) {
@@ -732,6 +828,21 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert prepare: error: cannot write the store " + text +
                        "/store: " + text + " is a file, not a folder; choose another\n");
+  // More masked slots than a sequence can fill; a run folder that is a
+  // file: refused before the work.
+  r = RunBinary("prepare --vocab " + full_vocab + " --out " + out +
+                " --max-len 16 --set prepare.max_predictions_per_seq=20 " + text);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "packed-bert prepare: error: prepare.max_predictions_per_seq 20 is more than a "
+            "sequence of data.max_seq_len 16 can mask (13 tokens besides [CLS] and [SEP]); "
+            "lower it\n");
+  r = RunBinary("prepare --vocab " + full_vocab + " --out " + out +
+                " --set run.output_dir=" + text + " " + text);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "packed-bert prepare: error: run.output_dir '" + text + "' is a file; name a folder\n");
+  EXPECT_FALSE(fs::exists(out));
   // Text that is not UTF-8 (Latin-1) is named, not silently dropped.
   std::string latin1 = WriteConfig("pbert_cli_prepare/latin1.txt", "Hello there.\nCaf\xe9 here.\n");
   r = RunBinary("prepare --vocab " + full_vocab + " --out " + out + " " + latin1);

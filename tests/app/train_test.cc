@@ -587,6 +587,12 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
       << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(fs::exists(root_ + "/huge"));
+  // One step of more rows than the data holds: trained, with a warning.
+  r = RunBinary(Args("wide", "--set optim.total_steps=2 --set train.micro_batch_rows=512"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("one step takes 512 rows and the training data has "), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("each step spans more than an epoch"), std::string::npos) << r.err;
   // Learning so fast that the weights overflow: stopped, nothing saved.
   r = RunBinary(Args("diverged", "--set optim.lr=1e30"));
   EXPECT_NE(r.exit_code, 0);
@@ -610,6 +616,29 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
                             "--resume auto"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("was trained on other rows"), std::string::npos) << r.err;
+  // The same paths prepared again: other eval sequences; the same training
+  // sequences (so the same rows) with another vocabulary.
+  fs::remove_all(root_ + "/eval");
+  WriteStore(root_ + "/eval", 60, 9);
+  r = RunBinary(Args("run", "--set optim.total_steps=6 --resume auto"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(absl::StrCat("step-00000006 was trained with other data at data.eval ",
+                                    root_, "/eval: its records or vocabulary differ")),
+            std::string::npos)
+      << r.err;
+  fs::remove_all(root_ + "/eval");
+  WriteStore(root_ + "/eval", 60, 2);
+  fs::remove_all(root_ + "/train");
+  WriteStore(root_ + "/train", 400, 1, 0xcccc);
+  r = RunBinary(Args("run", "--set optim.total_steps=6 --resume auto"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(absl::StrCat("step-00000006 was trained with other data at data.store ",
+                                    root_, "/train: its records or vocabulary differ")),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  fs::remove_all(root_ + "/train");
+  WriteStore(root_ + "/train", 400, 1);
   r = RunBinary(Args("run", "--set optim.total_steps=6 --set optim.lr=0.5 --resume auto"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("optim.lr (0.02 -> 0.5); resume with the same config, or add --force"),

@@ -124,6 +124,20 @@ TEST_F(AtomicFileTest, MissingDirectoryIsAClearError) {
   EXPECT_NE(writer.status().message().find("no_such_dir"), std::string::npos);
 }
 
+// mkdtemp makes folders private (0700); ours get the permissions of any
+// folder the process makes, so a run folder shared with a group keeps its
+// checkpoints shared.
+TEST_F(AtomicFileTest, TemporaryFoldersHaveTheUsualPermissions) {
+  const mode_t old = ::umask(027);
+  auto made = CreateTemporaryFolder((dir_ / "step-1.tmp-").string());
+  ::umask(old);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->rfind((dir_ / "step-1.tmp-").string(), 0), 0u);
+  struct stat st;
+  ASSERT_EQ(::stat(made->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+}
+
 TEST_F(AtomicFileTest, CommitTwiceFails) {
   auto writer = AtomicFileWriter::Create((dir_ / "x").string());
   ASSERT_TRUE(writer.ok());

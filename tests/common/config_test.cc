@@ -272,6 +272,23 @@ TEST_F(ConfigTest, TabsAndSecondDocumentsAreNamed) {
   EXPECT_EQ(config_.train.steps, 5);
 }
 
+// YAML's merge key adds the keys a map does not set itself, first map first.
+TEST_F(ConfigTest, MergeKeysAddWhatTheMapDoesNotSet) {
+  ASSERT_TRUE(LoadText("train:\n  <<: {steps: 7, lr: 0.5}\n  lr: 0.25\n").ok());
+  EXPECT_EQ(config_.train.steps, 7);
+  EXPECT_DOUBLE_EQ(config_.train.lr, 0.25);
+  ASSERT_TRUE(LoadText("run: {threads: &n 3}\ntrain:\n  <<: [{steps: *n}, {steps: 9, shuffle: "
+                       "false}]\n")
+                  .ok());
+  EXPECT_EQ(config_.train.steps, 3);
+  EXPECT_FALSE(config_.train.shuffle);
+  // What a merge adds is checked as if written out.
+  EXPECT_EQ(std::string(LoadText("train:\n  <<: {step: 7}\n").message()),
+            path_ + ":2:8: train.step: unknown key; did you mean 'steps'?");
+  EXPECT_EQ(std::string(LoadText("train:\n  <<: 5\n").message()),
+            path_ + ":2:7: '<<' merges maps (<<: *name or <<: [*a, *b]); this is not one");
+}
+
 // A few hundred bytes of nested aliases stand for billions of values: the
 // file is refused at once instead of being walked for minutes.
 TEST_F(ConfigTest, AnAliasBombIsRefusedAtOnce) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -71,8 +72,35 @@ TEST_F(FoldersTest, CheckWritableFailsBeforeTheWorkNamingWhatToDo) {
                 std::to_string(name_max - 10) + " bytes; names in " + root_.string() +
                 " hold at most " + std::to_string(name_max) +
                 ", and 11 go to the temporary written beside it: choose a shorter name");
+  // A path over the system's limit (PATH_MAX, with the temporary's bytes).
+  std::string deep = At("");
+  while (deep.size() < PATH_MAX) deep += "/dddddddddd";
+  const absl::Status long_path = CheckWritable(deep, "--out", Writes::kFile);
+  EXPECT_EQ(long_path.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(long_path.message().find("bytes; paths hold at most " + std::to_string(PATH_MAX - 1)),
+            std::string::npos)
+      << long_path;
   EXPECT_EQ(WithoutTrailingSlash("a/b//"), "a/b");
   EXPECT_EQ(WithoutTrailingSlash("/"), "/");
+}
+
+// What CreateFolder would refuse, found before anything is made.
+TEST_F(FoldersTest, CheckFolderTargetMakesNothing) {
+  EXPECT_TRUE(CheckFolderTarget(At("store"), "run.output_dir").ok());
+  EXPECT_TRUE(CheckFolderTarget(At("a/b"), "run.output_dir").ok());
+  EXPECT_FALSE(fs::exists(At("a")));
+  EXPECT_EQ(CheckFolderTarget(At("file.txt"), "run.output_dir").message(),
+            "run.output_dir '" + At("file.txt") + "' is a file; name a folder");
+  EXPECT_EQ(CheckFolderTarget(At("file.txt/run"), "run.output_dir").message(),
+            "cannot write run.output_dir " + At("file.txt/run") + ": " + At("file.txt") +
+                " is a file, not a folder; choose another");
+  if (::geteuid() != 0) {  // root writes anywhere
+    fs::permissions(At("store"), fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_EQ(CheckFolderTarget(At("store"), "run.output_dir").message(),
+              "cannot write run.output_dir '" + At("store") +
+                  "': Permission denied; choose a folder you can write");
+    fs::permissions(At("store"), fs::perms::owner_all);
+  }
 }
 
 TEST_F(FoldersTest, CreatedFoldersGoAgainWhileEmptyUnlessKept) {

@@ -203,8 +203,40 @@ TEST_F(StoreTest, ManifestAndShardsMustBelongTogether) {
   EXPECT_NE(InstanceStore::Open(a).status().message().find(
                 "it is shard 0 of its store, store.json lists it as shard 1"),
             std::string::npos);
+  // Every header field store.json also holds must agree with it (the
+  // payload checksum does not cover the header): the vocabulary checksum
+  // (offset 40), the slots per sequence (24), a reserved field (28).
+  for (const size_t offset : {40, 24, 28}) {
+    std::string changed = own;
+    changed[offset] ^= 0x01;
+    ASSERT_TRUE(WriteFileAtomically(shard1, changed).ok());
+    EXPECT_EQ(std::string(InstanceStore::Open(a).status().message()),
+              shard1 +
+                  ": header does not match store.json; the store is damaged, prepare it "
+                  "again")
+        << "offset " << offset;
+  }
   ASSERT_TRUE(WriteFileAtomically(shard1, own).ok());
   EXPECT_TRUE(InstanceStore::Open(a).ok());
+}
+
+// The content checksum names the data, not where it lies: the same records
+// written twice (two store ids) agree; other records or another
+// vocabulary differ.
+TEST_F(StoreTest, TheContentChecksumNamesTheData) {
+  const auto records = testing::RandomInstances(40, 3, 60, 1000, 6);
+  auto checksum = [&](const std::string& dir) {
+    auto store = InstanceStore::Open(dir);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? store->content_checksum() : 0;
+  };
+  const uint64_t a = checksum(Write(records, 1000, 10, "a"));
+  EXPECT_NE(a, 0u);
+  EXPECT_EQ(checksum(Write(records, 1000, 10, "same")), a);
+  EXPECT_NE(checksum(Write(testing::RandomInstances(40, 3, 60, 1000, 7), 1000, 10, "other")), a);
+  auto again = ReadStoreInfo(root_ + "/a");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->max_len, 64u);
 }
 
 TEST_F(StoreTest, StoreToHdf5ToStoreIsIdentical) {

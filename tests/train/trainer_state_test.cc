@@ -11,7 +11,7 @@ namespace {
 TrainerState Example() {
   TrainerState s;
   s.loop = {1234, 56789, 321.5, "", 2, "00112233aabbccdd"};
-  s.loader.rows = 98765;
+  s.loader.rows = 9876;
   s.random.cpu = "0a0b0c";
   s.loss_scale = {1024.0, 17};
   s.evaluation = {60000, 3, 0.61, 0.65, 0};
@@ -61,7 +61,7 @@ TEST(TrainerStateTest, Version1IsRead) {
   const nlohmann::json v1 = {{"version", 1},
                              {"step", 1234},
                              {"samples", 56789},
-                             {"loader_rows", 98765},
+                             {"loader_rows", 9876},
                              {"next_eval_samples", 60000},
                              {"evaluations", 3},
                              {"last_mlm_accuracy", 0.61},
@@ -129,6 +129,30 @@ TEST(TrainerStateTest, NegativeOrAbsurdValuesAreRefused) {
               absl::StrCat("malformed trainer state c/trainer_state.json, part '", part, "': ", key,
                            " is ", value.dump(), ", which no run saves"));
   }
+}
+
+// The parts must agree: a loader past the sequences trained on, or a world
+// of no ranks, is damage too (and refused under --force as well).
+TEST(TrainerStateTest, PartsThatDisagreeAreRefused) {
+  nlohmann::json json = ToJson(Example());
+  json["loop"]["world_size"] = 0;
+  auto read = TrainerStateFromJson(json, "c/trainer_state.json");
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(read.status().message(),
+            "malformed trainer state c/trainer_state.json: world_size 0, which no run saves");
+  json = ToJson(Example());
+  json["loader"]["rows"] = 1000000000000;  // 10^12 rows after 56789 sequences
+  read = TrainerStateFromJson(json, "c/trainer_state.json");
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(read.status().message(),
+            "malformed trainer state c/trainer_state.json: the loader is at row 1000000000000 "
+            "after 1234 steps of 56789 sequences; a run reads at least one row per step and one "
+            "sequence per row");
+  json["loader"]["rows"] = 1233;  // fewer rows than steps
+  EXPECT_EQ(TrainerStateFromJson(json, "c/trainer_state.json").status().code(),
+            absl::StatusCode::kDataLoss);
+  json["loader"]["rows"] = 56789;  // every row one sequence: possible
+  EXPECT_TRUE(TrainerStateFromJson(json, "c/trainer_state.json").ok());
 }
 
 }  // namespace
