@@ -202,7 +202,7 @@ int Main(int argc, char** argv) {
       const double a = Time([&] { Step(baseline); });
       const double b = Time([&] { Step(multi); });
       const auto& params = multi.params;
-      const double t64 = Time([&] { (void)pbert::optim::GlobalGradNorm(params); });
+      const double t64 = Time([&] { (void)pbert::optim::GlobalGradNorm(params).item<double>(); });
       const double t32 = Time([&] {
         std::vector<at::Tensor> norms;
         for (const auto& p : params) norms.push_back(p.grad().norm(2));

@@ -235,6 +235,12 @@ std::vector<double> Communicator::Sum(std::vector<double> values) {
   return values;
 }
 
+void Communicator::SumInPlace(const at::Tensor& values) {
+  if (!group_) return;
+  std::vector<at::Tensor> tensors = {values};
+  group_->allreduce(tensors)->wait();
+}
+
 void Communicator::Broadcast(const std::vector<at::Tensor>& tensors) {
   if (!group_ || tensors.empty()) return;
   at::NoGradGuard no_grad;

@@ -53,6 +53,9 @@ class Communicator {
   void Broadcast(const std::vector<at::Tensor>& tensors);
   // Element-wise sums over the ranks (step totals, metric counts), in double.
   std::vector<double> Sum(std::vector<double> values);
+  // Replaces `values` (on the device of Sum's tensors) by its element-wise
+  // sum over the ranks, without reading it on the host.
+  void SumInPlace(const at::Tensor& values);
   void Barrier();
 
   // After a collective failed: which ranks are gone. Every surviving rank

@@ -62,19 +62,28 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedB
 }
 
 StepTotals TotalsOf(const data::PackedBatch& batch) {
-  const int64_t slots = batch.cls_positions.numel();
-  auto owned = at::zeros({slots}, at::kLong).index_add(0, MlmOwners(batch),
-                                                             at::ones_like(batch.mlm_used));
-  return {static_cast<double>(batch.mlm_used.size(0)), (owned > 0).sum().item<double>(),
-          batch.nsp_valid.sum().item<double>()};
+  return {static_cast<double>(batch.masked_tokens), static_cast<double>(batch.masked_sequences),
+          static_cast<double>(batch.sequences.size())};
+}
+
+at::Tensor TotalsTensor(const StepTotals& totals, const c10::Device& device) {
+  return at::tensor({totals.mlm_tokens, totals.mlm_sequences, totals.nsp_sequences}, at::kDouble)
+      .to(device);
+}
+
+at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode,
+                           const at::Tensor& totals) {
+  // In the loss's dtype, as a scalar divisor would be converted: the same
+  // bits as dividing by the counts known on the host.
+  const at::Tensor counts = totals.clamp_min(1.0).to(sums.nsp_loss.scalar_type());
+  auto mlm = mode == MlmLossMode::kPerToken ? sums.mlm_loss / counts[0]
+                                            : sums.mlm_sequence_loss / counts[1];
+  return mlm + sums.nsp_loss / counts[2];
 }
 
 at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode,
                            const StepTotals& totals) {
-  auto mlm = mode == MlmLossMode::kPerToken
-                 ? sums.mlm_loss / std::max(totals.mlm_tokens, 1.0)
-                 : sums.mlm_sequence_loss / std::max(totals.mlm_sequences, 1.0);
-  return mlm + sums.nsp_loss / std::max(totals.nsp_sequences, 1.0);
+  return PretrainingLoss(sums, mode, TotalsTensor(totals, sums.nsp_loss.device()));
 }
 
 }  // namespace pbert::model

@@ -57,12 +57,20 @@ struct StepTotals {
   }
 };
 
-// The counts of one micro-batch, from its tensors alone: known before any
-// forward pass, so every micro-batch can run forward and backward at once.
+// The counts of one micro-batch, from the host fields the loader computed:
+// known before any forward pass (so every micro-batch can run forward and
+// backward at once), and without reading a device.
 StepTotals TotalsOf(const data::PackedBatch& batch);
 
-// MLM loss (in `mode`) plus NSP loss, each normalised by `totals`. Summed over
-// the micro-batches of a step it is the loss of the whole step.
+// `totals` as a [3] double tensor on `device` (mlm_tokens, mlm_sequences,
+// nsp_sequences): copied there, never read back.
+at::Tensor TotalsTensor(const StepTotals& totals, const c10::Device& device);
+
+// MLM loss (in `mode`) plus NSP loss, each normalised by `totals` (a
+// TotalsTensor on the sums' device, summed over the ranks there). Summed
+// over the micro-batches of a step it is the loss of the whole step.
+at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode, const at::Tensor& totals);
+// The same with totals known on the host.
 at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode, const StepTotals& totals);
 
 }  // namespace pbert::model

@@ -93,7 +93,7 @@ AutocastGuard::~AutocastGuard() {
 
 at::Tensor LossScaler::Scale(const at::Tensor& loss) const { return loss * scale_; }
 
-bool LossScaler::Unscale(const std::vector<at::Tensor>& parameters) const {
+at::Tensor LossScaler::Unscale(const std::vector<at::Tensor>& parameters) const {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> finite;
   for (const auto& p : parameters) {
@@ -101,8 +101,8 @@ bool LossScaler::Unscale(const std::vector<at::Tensor>& parameters) const {
     p.grad().div_(scale_);
     finite.push_back(p.grad().isfinite().all());
   }
-  // One look from the host for all gradients.
-  return finite.empty() || at::stack(finite).all().item<bool>();
+  if (finite.empty()) return at::ones({}, at::kBool);
+  return at::stack(finite).all();
 }
 
 void LossScaler::Update(bool finite) {

@@ -75,9 +75,10 @@ class LossScaler {
 
   double scale() const { return scale_; }
   at::Tensor Scale(const at::Tensor& loss) const;
-  // Divides the gradients by the scale; returns false if any is inf or NaN,
-  // in which case the optimizer step must be skipped.
-  bool Unscale(const std::vector<at::Tensor>& parameters) const;
+  // Divides the gradients by the scale; returns a 0-dim bool tensor on
+  // their device, false if any is inf or NaN (then the optimizer step must
+  // be skipped), without reading it.
+  at::Tensor Unscale(const std::vector<at::Tensor>& parameters) const;
   // Adjusts the scale after a step that was (or was not) finite.
   void Update(bool finite);
   // For checkpoints.

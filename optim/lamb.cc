@@ -177,7 +177,7 @@ std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(
   return groups;
 }
 
-double GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
+torch::Tensor GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
   torch::NoGradGuard no_grad;
   // Each gradient's norm accumulated in double: a float reduction over the
   // millions of entries of the word embedding's gradient drops its small
@@ -186,17 +186,21 @@ double GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
   for (const auto& p : parameters) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  if (grads.empty()) return 0.0;
-  return torch_compat::ForeachNorms(grads).square().sum().sqrt().item<double>();
+  if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  return torch_compat::ForeachNorms(grads).square().sum().sqrt();
 }
 
-double ClipGradNorm(const std::vector<torch::Tensor>& parameters, double max_norm) {
-  const double total = GlobalGradNorm(parameters);
-  if (max_norm > 0 && total > max_norm) {
-    torch::NoGradGuard no_grad;
-    for (const auto& p : parameters) {
-      if (p.grad().defined()) p.grad().mul_(max_norm / total);
-    }
+torch::Tensor ClipGradNorm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  const torch::Tensor total = GlobalGradNorm(parameters);
+  if (max_norm <= 0) return total;
+  torch::NoGradGuard no_grad;
+  // max_norm / total exactly as a division in double (as a host would
+  // compute it), then at most 1; each gradient's multiply rounds it to the
+  // gradient's dtype, as a scalar factor would be.
+  const torch::Tensor coefficient =
+      torch::div(torch::full({}, max_norm, total.options()), total).clamp_max(1.0);
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) p.grad().mul_(coefficient);
   }
   return total;
 }

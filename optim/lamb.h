@@ -101,11 +101,15 @@ std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(
     const LambOptions& options, bool exclude_from_trust_ratio);
 
 // The L2 norm of all gradients together, accumulated in double precision
-// whatever the gradients' dtype.
-double GlobalGradNorm(const std::vector<torch::Tensor>& parameters);
+// whatever the gradients' dtype: a 0-dim double tensor on their device,
+// not read from it.
+torch::Tensor GlobalGradNorm(const std::vector<torch::Tensor>& parameters);
 
 // Scales all gradients so that their global L2 norm (GlobalGradNorm) is at
 // most `max_norm` (no limit if <= 0) and returns the norm before scaling.
-double ClipGradNorm(const std::vector<torch::Tensor>& parameters, double max_norm);
+// The coefficient, min(1, max_norm / norm), is computed on the device, so
+// clipping reads nothing from it: every gradient is multiplied by it, by 1
+// when the norm is within the limit (an exact identity).
+torch::Tensor ClipGradNorm(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 }  // namespace pbert::optim

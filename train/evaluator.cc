@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "model/bert.h"
+#include "train/host_read.h"
 
 namespace pbert::train {
 
@@ -28,8 +29,8 @@ absl::StatusOr<PretrainingMetrics> Evaluator::Run(
   const bool was_training = model->is_training();
   model->eval();
   at::NoGradGuard no_grad;
-  PretrainingMetrics metrics;
-  at::Tensor sums;  // summed on the device, read once
+  PretrainingMetrics host;  // what the host knows of the batches
+  at::Tensor sums;          // summed on the device, read once
   for (uint64_t step = 0, steps = loader->StepsPerPass(); step < steps; ++step) {
     ASSIGN_OR_RETURN(data::StepBatches batches, loader->Next());
     for (const auto& host_batch : batches.batches) {
@@ -39,16 +40,18 @@ absl::StatusOr<PretrainingMetrics> Evaluator::Run(
         model::AutocastGuard autocast(precision_, device_.type());
         logits = model(batch);
       }
-      at::Tensor s = PretrainingMetrics::SumsTensor(model::ComputeSums(logits, batch));
+      at::Tensor s = PretrainingMetrics::DeviceSums(model::ComputeSums(logits, batch), {});
       sums = sums.defined() ? sums + s : s;
       if (progress) progress(static_cast<uint64_t>(batch.rows()));
     }
-    metrics.tokens += static_cast<double>(batches.tokens);
-    metrics.rows += static_cast<double>(batches.rows);
+    host.tokens += static_cast<double>(batches.tokens);
+    host.rows += static_cast<double>(batches.rows);
   }
-  if (sums.defined()) metrics.AddSums(sums.to(at::kCPU));
   if (was_training) model->train();
-  return PretrainingMetrics::FromVector(communicator.Sum(metrics.ToVector()));
+  // Every rank sums and reads, also one that had no batch.
+  const at::Tensor all = host.WithDeviceSums(sums, device_);
+  communicator.SumInPlace(all);
+  return PretrainingMetrics::FromVector(ReadToHost(all));
 }
 
 }  // namespace pbert::train

@@ -4,51 +4,45 @@
 
 namespace pbert::train {
 
-at::Tensor PretrainingMetrics::SumsTensor(const model::PretrainingSums& s) {
+using M = PretrainingMetrics;
+const std::array<double M::*, 12> M::kFields = {
+    &M::loss,          &M::mlm_loss,    &M::mlm_sequence_loss, &M::mlm_tokens,
+    &M::mlm_sequences, &M::mlm_correct, &M::nsp_loss,          &M::nsp_sequences,
+    &M::nsp_correct,   &M::tokens,      &M::rows,              &M::flops};
+
+at::Tensor PretrainingMetrics::DeviceSums(const model::PretrainingSums& s, const at::Tensor& loss) {
   auto d = [](const at::Tensor& t) { return t.detach().to(at::kDouble); };
-  return at::stack({d(s.mlm_loss), d(s.mlm_sequence_loss), d(s.mlm_tokens), d(s.mlm_sequences),
+  // In kFields order: loss, then the sums.
+  return at::stack({loss.defined() ? d(loss) : at::zeros({}, s.nsp_loss.options().dtype(at::kDouble)),
+                    d(s.mlm_loss), d(s.mlm_sequence_loss), d(s.mlm_tokens), d(s.mlm_sequences),
                     d(s.mlm_correct), d(s.nsp_loss), d(s.nsp_sequences), d(s.nsp_correct)});
 }
 
-void PretrainingMetrics::AddSums(const at::Tensor& sums) {
-  // One copy to the host for all eight, not eight.
-  at::Tensor all = sums.to(at::kCPU);
-  auto v = all.accessor<double, 1>();
-  mlm_loss += v[0];
-  mlm_sequence_loss += v[1];
-  mlm_tokens += v[2];
-  mlm_sequences += v[3];
-  mlm_correct += v[4];
-  nsp_loss += v[5];
-  nsp_sequences += v[6];
-  nsp_correct += v[7];
+at::Tensor PretrainingMetrics::WithDeviceSums(const at::Tensor& device_sums,
+                                              const c10::Device& device) const {
+  const std::vector<double> all = ToVector();
+  const std::vector<double> known(all.begin() + kDeviceFields, all.end());
+  at::Tensor host = at::tensor(known, at::kDouble).to(device);
+  at::Tensor computed = device_sums.defined()
+                            ? device_sums
+                            : at::zeros({static_cast<int64_t>(kDeviceFields)},
+                                        at::TensorOptions().dtype(at::kDouble).device(device));
+  return at::cat({computed, host});
 }
 
 void PretrainingMetrics::Add(const PretrainingMetrics& o) {
-  std::vector<double> mine = ToVector(), theirs = o.ToVector();
-  for (size_t i = 0; i < mine.size(); ++i) mine[i] += theirs[i];
-  *this = FromVector(mine);
+  for (double M::*field : kFields) this->*field += o.*field;
 }
 
 std::vector<double> PretrainingMetrics::ToVector() const {
-  return {loss,          mlm_loss, mlm_sequence_loss, mlm_tokens,  mlm_sequences, mlm_correct,
-          nsp_loss,      nsp_sequences, nsp_correct,  tokens,      rows,          flops};
+  std::vector<double> out;
+  for (double M::*field : kFields) out.push_back(this->*field);
+  return out;
 }
 
-PretrainingMetrics PretrainingMetrics::FromVector(const std::vector<double>& v) {
+PretrainingMetrics PretrainingMetrics::FromVector(const std::vector<double>& values) {
   PretrainingMetrics m;
-  m.loss = v[0];
-  m.mlm_loss = v[1];
-  m.mlm_sequence_loss = v[2];
-  m.mlm_tokens = v[3];
-  m.mlm_sequences = v[4];
-  m.mlm_correct = v[5];
-  m.nsp_loss = v[6];
-  m.nsp_sequences = v[7];
-  m.nsp_correct = v[8];
-  m.tokens = v[9];
-  m.rows = v[10];
-  m.flops = v[11];
+  for (size_t i = 0; i < kFields.size() && i < values.size(); ++i) m.*kFields[i] = values[i];
   return m;
 }
 

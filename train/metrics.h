@@ -3,7 +3,10 @@
 // sequences came packed or not, on one rank or many.
 #pragma once
 
+#include <array>
 #include <vector>
+
+#include <c10/core/Device.h>
 
 #include "model/losses.h"
 
@@ -23,14 +26,21 @@ struct PretrainingMetrics {
   double rows = 0;    // rows of max_len tokens (real + padding)
   double flops = 0;   // the model's training FLOPs (model/flops.h; train only)
 
-  // Adds one micro-batch's sums (detached, as doubles).
-  void Add(const model::PretrainingSums& sums) { AddSums(SumsTensor(sums)); }
-  // The eight sums of a micro-batch as one [8] double tensor on its device,
-  // without a host sync; tensors of several micro-batches can be added up
-  // there and read once with AddSums.
-  static at::Tensor SumsTensor(const model::PretrainingSums& sums);
-  void AddSums(const at::Tensor& sums);
-  // Adds a whole other set (e.g. another rank's, or the next micro-batch's).
+  // The fields in their one order (ToVector, FromVector, the device vector
+  // of a step or an evaluation): first the kDeviceFields the device
+  // computes, then those the host knows.
+  static const std::array<double PretrainingMetrics::*, 12> kFields;
+  static constexpr size_t kDeviceFields = 9;  // loss .. nsp_correct
+
+  // The device's fields of one micro-batch, [kDeviceFields] double on its
+  // device (`loss`: the micro-batch's loss; undefined in evaluation, 0).
+  // Several micro-batches' are added up there.
+  static at::Tensor DeviceSums(const model::PretrainingSums& sums, const at::Tensor& loss);
+  // All fields on `device` in kFields order, for one sum over the ranks
+  // and one read: `device_sums` (DeviceSums added up; undefined: none),
+  // then this object's host fields.
+  at::Tensor WithDeviceSums(const at::Tensor& device_sums, const c10::Device& device) const;
+  // Adds a whole other set (the next interval's step).
   void Add(const PretrainingMetrics& other);
 
   double MlmAccuracy() const { return mlm_tokens > 0 ? mlm_correct / mlm_tokens : 0.0; }
@@ -45,7 +55,7 @@ struct PretrainingMetrics {
     return rows > 0 ? 1.0 - tokens / (rows * max_len) : 0.0;
   }
 
-  // For one all-reduce: the fields in a fixed order, and back.
+  // The fields in kFields order, and back (`values` holds kFields.size()).
   std::vector<double> ToVector() const;
   static PretrainingMetrics FromVector(const std::vector<double>& values);
 };

@@ -6,39 +6,50 @@
 
 #include "model/bert.h"
 #include "optim/lamb.h"
+#include "train/host_read.h"
 
 namespace pbert::train {
 namespace {
 
 // The step's totals (masked tokens, sequences) over all micro-batches and
-// ranks, from the host tensors alone: no graph is kept waiting for them.
-model::StepTotals SumTotals(const std::vector<data::PackedBatch>& batches,
-                            distributed::Communicator& communicator) {
+// ranks, from the counts the loader computed on the host: summed over the
+// ranks on the device, never read back.
+at::Tensor SumTotals(const std::vector<data::PackedBatch>& batches,
+                     distributed::Communicator& communicator, const c10::Device& device) {
   model::StepTotals local;
   for (const auto& batch : batches) local += model::TotalsOf(batch);
-  std::vector<double> summed =
-      communicator.Sum({local.mlm_tokens, local.mlm_sequences, local.nsp_sequences});
-  return {summed[0], summed[1], summed[2]};
+  at::Tensor totals = model::TotalsTensor(local, device);
+  communicator.SumInPlace(totals);
+  return totals;
 }
 
 // Waits for the gradients' sums over the ranks, sums the metrics, unscales
-// (fp16), clips, and steps the optimizer unless the loss or a gradient is
-// not finite.
+// (fp16) and clips on the device, reads the metrics, the norm and the
+// finite checks in the step's one read, and steps the optimizer unless the
+// loss or a gradient is not finite. `sums`: the metrics in ToVector's
+// order, on the device.
 StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communicator,
-                          const PretrainingMetrics& local, double lr, const StepOptions& options) {
+                          const at::Tensor& sums, double lr, const StepOptions& options) {
   trainee.reducer().Finish();
+  communicator.SumInPlace(sums);
   std::vector<at::Tensor> parameters = trainee.model()->parameters();
+  model::LossScaler* scaler = trainee.scaler();
+  const at::Tensor unscaled = scaler != nullptr ? scaler->Unscale(parameters)
+                                                : at::ones({}, sums.options().dtype(at::kBool));
+  const at::Tensor norm = optim::ClipGradNorm(parameters, options.max_grad_norm);
+  const std::vector<double> read = ReadToHost(at::cat(
+      {sums, norm.to(sums.device(), at::kDouble).reshape({1}),
+       unscaled.to(sums.device(), at::kDouble).reshape({1})}));
+  const size_t n = read.size() - 2;
   StepResult result;
-  result.metrics = PretrainingMetrics::FromVector(communicator.Sum(local.ToVector()));
-  bool finite = std::isfinite(result.metrics.loss);
-  if (model::LossScaler* scaler = trainee.scaler()) {
-    const bool unscaled = scaler->Unscale(parameters);
-    scaler->Update(unscaled);
-    finite = finite && unscaled;
+  result.metrics = PretrainingMetrics::FromVector({read.begin(), read.begin() + n});
+  result.grad_norm = read[n];
+  const bool finite_gradients = read[n + 1] != 0;
+  if (scaler != nullptr) scaler->Update(finite_gradients);
+  if (!(std::isfinite(result.metrics.loss) && finite_gradients &&
+        std::isfinite(result.grad_norm))) {
+    return result;
   }
-  result.grad_norm = optim::ClipGradNorm(parameters, options.max_grad_norm);
-  finite = finite && std::isfinite(result.grad_norm);
-  if (!finite) return result;
   for (auto& group : trainee.optimizer().param_groups()) group.options().set_lr(lr);
   trainee.optimizer().step();
   result.applied = true;
@@ -63,10 +74,11 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
                                      const StepOptions& options) {
   model::BertForPreTraining& model = trainee.model();
   model->train();
-  const model::StepTotals totals = SumTotals(batches, communicator);
+  const at::Tensor totals = SumTotals(batches, communicator, trainee.device());
   trainee.reducer().ZeroGrad();
-  PretrainingMetrics metrics;
-  // The step's sums stay on the device until the end: one host copy a step.
+  // What the host knows of the micro-batches; the sums stay on the device
+  // until the step's one read.
+  PretrainingMetrics host;
   at::Tensor sums_total;
   model::Randomness::Step random(trainee.randomness());
   const uint64_t first_micro = static_cast<uint64_t>(communicator.rank()) * batches.size();
@@ -82,19 +94,14 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
     at::Tensor loss = model::PretrainingLoss(sums, options.mlm_loss, totals);
     trainee.reducer().ReduceNextBackward(k + 1 == batches.size());
     (trainee.scaler() != nullptr ? trainee.scaler()->Scale(loss) : loss).backward();
-    at::Tensor stats = at::cat({PretrainingMetrics::SumsTensor(sums),
-                                loss.detach().to(at::kDouble).reshape({1})});
+    at::Tensor stats = PretrainingMetrics::DeviceSums(sums, loss);
     sums_total = sums_total.defined() ? sums_total + stats : stats;
-    metrics.rows += static_cast<double>(batch.rows());
-    metrics.tokens += static_cast<double>(batch.tokens);
-    metrics.flops += model::TrainingFlops(model->options, WorkOf(batches[k]));
+    host.rows += static_cast<double>(batch.rows());
+    host.tokens += static_cast<double>(batch.tokens);
+    host.flops += model::TrainingFlops(model->options, WorkOf(batches[k]));
   }
-  if (sums_total.defined()) {
-    at::Tensor host = sums_total.to(at::kCPU);
-    metrics.AddSums(host.slice(0, 0, 8));
-    metrics.loss = host[8].item<double>();
-  }
-  return ApplyGradients(trainee, communicator, metrics, lr, options);
+  return ApplyGradients(trainee, communicator, host.WithDeviceSums(sums_total, trainee.device()),
+                        lr, options);
 }
 
 }  // namespace pbert::train

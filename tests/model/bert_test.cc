@@ -290,6 +290,19 @@ TEST(BatchTest, PositionIdsRestartInEverySequence) {
   EXPECT_TRUE(torch::equal(batch->mlm_positions[0], torch::tensor({3}, torch::kLong)));
   EXPECT_TRUE(torch::equal(batch->mlm_sequence[0], torch::tensor({2}, torch::kLong)));
   EXPECT_TRUE(torch::equal(batch->nsp_valid[0], torch::tensor({1, 1}, torch::kLong)));
+  // The counts a loss divides by, made on the host, agree with the tensors.
+  auto random = testing::RandomInstances(30, 4, 20, 97, 8);
+  std::vector<std::vector<const data::Instance*>> rows(6);
+  for (size_t i = 0; i < random.size(); ++i) rows[i % 6].push_back(&random[i]);
+  auto many = data::MakeBatch(rows, {128, 5, 0});
+  ASSERT_TRUE(many.ok());
+  const StepTotals totals = TotalsOf(*many);
+  EXPECT_EQ(totals.mlm_tokens, many->mlm_used.numel());
+  EXPECT_EQ(totals.nsp_sequences, many->nsp_valid.sum().item<double>());
+  const at::Tensor owners = many->mlm_used.div(many->mlm_positions.size(1), "floor") * 5 +
+                            many->mlm_sequence.reshape({-1}).index_select(0, many->mlm_used) - 1;
+  EXPECT_EQ(totals.mlm_sequences, std::get<0>(at::_unique(owners)).numel());
+  EXPECT_GT(totals.mlm_tokens, 0);
   EXPECT_FALSE(data::MakeBatch({{&a, &b}}, {4, 2, 0}).ok());  // 5 tokens > 4
   EXPECT_FALSE(data::MakeBatch({{&a, &b}}, {8, 1, 0}).ok());  // 2 sequences > 1
 }

@@ -62,7 +62,7 @@ TEST(LossScalerTest, SkipsAndBacksOffOnOverflowGrowsAfterGoodSteps) {
   LossScaler scaler(1024.0, 3);
   auto w = torch::zeros({2}).set_requires_grad(true);
   w.mutable_grad() = torch::tensor({2048.0f, -1024.0f});
-  EXPECT_TRUE(scaler.Unscale({w}));
+  EXPECT_TRUE(scaler.Unscale({w}).item<bool>());
   EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({2.0f, -1.0f})));
   scaler.Update(true);
   scaler.Update(true);
@@ -70,7 +70,7 @@ TEST(LossScalerTest, SkipsAndBacksOffOnOverflowGrowsAfterGoodSteps) {
   scaler.Update(true);
   EXPECT_EQ(scaler.scale(), 2048.0);  // three good steps in a row
   w.mutable_grad() = torch::tensor({std::numeric_limits<float>::infinity(), 1.0f});
-  EXPECT_FALSE(scaler.Unscale({w}));
+  EXPECT_FALSE(scaler.Unscale({w}).item<bool>());
   scaler.Update(false);
   EXPECT_EQ(scaler.scale(), 1024.0);
   EXPECT_EQ(scaler.Scale(torch::tensor(1.5f)).item<float>(), 1536.0f);

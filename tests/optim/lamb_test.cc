@@ -180,10 +180,10 @@ TEST(ClipGradNormTest, ScalesToTheLimitAndReportsTheNorm) {
   auto b = torch::zeros({1}).set_requires_grad(true);
   a.mutable_grad() = torch::tensor({3.0f, 0.0f});
   b.mutable_grad() = torch::tensor({4.0f});
-  EXPECT_DOUBLE_EQ(ClipGradNorm({a, b}, 1.0), 5.0);
+  EXPECT_DOUBLE_EQ(ClipGradNorm({a, b}, 1.0).item<double>(), 5.0);
   EXPECT_NEAR(a.grad()[0].item<float>(), 0.6f, 1e-7);
   EXPECT_NEAR(b.grad()[0].item<float>(), 0.8f, 1e-7);
-  EXPECT_NEAR(ClipGradNorm({a, b}, 10.0), 1.0, 1e-6);  // under the limit: unchanged
+  EXPECT_NEAR(ClipGradNorm({a, b}, 10.0).item<double>(), 1.0, 1e-6);  // under the limit: unchanged
   EXPECT_NEAR(a.grad()[0].item<float>(), 0.6f, 1e-7);
 }
 
@@ -215,14 +215,14 @@ TEST(ClipGradNormTest, EqualsADoublePrecisionSumOverMixedMagnitudes) {
   auto none = torch::zeros({4}).set_requires_grad(true);  // no gradient: left out
   const long double squares = ReferenceSquares(big.grad()) + ReferenceSquares(bias.grad());
   const double reference = static_cast<double>(std::sqrt(squares));
-  const double norm = GlobalGradNorm({big, bias, none});
+  const double norm = GlobalGradNorm({big, bias, none}).item<double>();
   const double terms = static_cast<double>(big.numel() + bias.numel());
   EXPECT_NEAR(norm, reference, terms * std::numeric_limits<double>::epsilon() * reference);
   // Clipping to half of it scales every gradient by exactly that ratio.
   const torch::Tensor before = big.grad().clone();
-  EXPECT_DOUBLE_EQ(ClipGradNorm({big, bias, none}, 0.5 * norm), norm);
+  EXPECT_DOUBLE_EQ(ClipGradNorm({big, bias, none}, 0.5 * norm).item<double>(), norm);
   EXPECT_TRUE(torch::allclose(big.grad(), before * (0.5 * norm / norm), 0, 0));
-  EXPECT_NEAR(GlobalGradNorm({big, bias}), 0.5 * norm, 1e-6 * norm);  // float rounding of the scaled values
+  EXPECT_NEAR(GlobalGradNorm({big, bias}).item<double>(), 0.5 * norm, 1e-6 * norm);  // float rounding of the scaled values
 }
 
 TEST(BertParamGroupsTest, BiasAndLayerNormAreExcluded) {

@@ -23,6 +23,9 @@
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
+#include "train/host_read.h"
+#include "train/evaluator.h"
+#include "data/packing/pack.h"
 #include "tests/model/fixtures.h"
 
 namespace pbert::train {
@@ -245,6 +248,85 @@ TEST(StepTest, FlopsAreCountedFromTheModelsOwnMatrices) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_DOUBLE_EQ(result->metrics.flops, 3 * forward);
   EXPECT_GT(result->metrics.flops, 0);
+}
+
+}  // namespace
+}  // namespace pbert::train
+
+namespace pbert::train {
+namespace {
+
+// On a GPU every read from the device waits for its queue: a step reads
+// once, at its end (the metrics, the gradient norm and the finite checks
+// together), whatever its micro-batches, packing, clipping and precision;
+// a skipped step too; an evaluation once.
+TEST(StepTest, OneHostReadPerStep) {
+  auto instances = model::testing::RandomInstances(18, 6, 21, 97, 9);  // 3 fit a row of 64
+  Rows unpacked, packed(6);
+  for (const auto& in : instances) unpacked.push_back({&in});
+  for (size_t i = 0; i < instances.size(); ++i) packed[i % 6].push_back(&instances[i]);
+  for (const model::Precision precision : {model::Precision::kFp32, model::Precision::kBf16}) {
+    for (const int micro_batches : {1, 3}) {
+      for (const bool pack : {false, true}) {
+        for (const double clip : {0.0, 1.0}) {
+          auto communicator = distributed::Communicator::Single();
+          TraineeOptions options;
+          options.bert = model::testing::TinyOptions();
+          options.lamb = optim::LambOptions(kLr);
+          options.precision = precision;
+          options.seed = 3;
+          auto trainee = Trainee::Make(options, *communicator);
+          ASSERT_TRUE(trainee.ok()) << trainee.status();
+          const std::vector<Rows> micro(micro_batches, pack ? packed : unpacked);
+          StepOptions step;
+          step.max_grad_norm = clip;
+          for (int n = 0; n < 2; ++n) {
+            const uint64_t before = HostReads();
+            auto result = TrainStep(**trainee, *communicator, Batches(micro, pack ? 3 : 1), kLr, step);
+            ASSERT_TRUE(result.ok()) << result.status();
+            EXPECT_TRUE(result->applied);
+            EXPECT_EQ(HostReads() - before, 1u)
+                << NameOf(precision) << ", " << micro_batches << " micro-batches, "
+                << (pack ? "packed" : "unpacked") << ", max_grad_norm " << clip;
+          }
+        }
+      }
+    }
+  }
+  // A step skipped for a non-finite loss reads once as well.
+  Alone run = Make();
+  {
+    torch::NoGradGuard no_grad;
+    run.model()->cls->predictions->bias[7] = std::numeric_limits<double>::quiet_NaN();
+  }
+  const uint64_t before = HostReads();
+  auto skipped =
+      TrainStep(*run.trainee, *run.communicator, Batches({unpacked}, 1), kLr, StepOptions());
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_FALSE(skipped->applied);
+  EXPECT_EQ(HostReads() - before, 1u);
+}
+
+// An evaluation sums on the device and reads once, however many batches.
+TEST(StepTest, OneHostReadPerEvaluation) {
+  auto made = data::MemorySource::Create(
+      "eval", model::testing::RandomInstances(40, 6, 30, 97, 10), {97, 64, 64});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<const data::SequenceSource> source = *made;
+  auto packed = data::PackLengths("lpfhp", source->Lengths(), {64, 3, 1});
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  auto index = std::make_shared<const data::PackIndex>(std::move(packed->index));
+  data::LoaderOptions options;
+  options.rows_per_batch = 4;
+  options.shape = {64, 3, 0};
+  Evaluator evaluator(source, index, options, model::Precision::kFp32, c10::kCPU);
+  Alone run = Make();
+  const uint64_t before = HostReads();
+  auto metrics = evaluator.Run(run.model(), *run.communicator);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(HostReads() - before, 1u);
+  EXPECT_EQ(metrics->nsp_sequences, 40);
+  EXPECT_GT(index->rows(), 4u);  // several batches
 }
 
 }  // namespace

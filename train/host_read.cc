@@ -1,0 +1,23 @@
+#include "train/host_read.h"
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+
+namespace pbert::train {
+namespace {
+
+std::atomic<uint64_t> reads{0};
+
+}  // namespace
+
+std::vector<double> ReadToHost(const at::Tensor& values) {
+  reads.fetch_add(1, std::memory_order_relaxed);
+  const at::Tensor host = values.detach().to(at::kCPU, at::kDouble).contiguous();
+  const double* data = host.data_ptr<double>();
+  return std::vector<double>(data, data + host.numel());
+}
+
+uint64_t HostReads() { return reads.load(std::memory_order_relaxed); }
+
+}  // namespace pbert::train
