@@ -6,16 +6,17 @@ namespace pbert::train {
 
 using M = PretrainingMetrics;
 const std::array<double M::*, 12> M::kFields = {
-    &M::loss,          &M::mlm_loss,    &M::mlm_sequence_loss, &M::mlm_tokens,
-    &M::mlm_sequences, &M::mlm_correct, &M::nsp_loss,          &M::nsp_sequences,
-    &M::nsp_correct,   &M::tokens,      &M::rows,              &M::flops};
+    &M::loss,        &M::mlm_loss, &M::mlm_sequence_loss, &M::mlm_tokens,  &M::mlm_sequences,
+    &M::mlm_correct, &M::nsp_loss, &M::nsp_sequences,     &M::nsp_correct, &M::tokens,
+    &M::rows,        &M::flops};
 
 at::Tensor PretrainingMetrics::DeviceSums(const model::PretrainingSums& s, const at::Tensor& loss) {
   auto d = [](const at::Tensor& t) { return t.detach().to(at::kDouble); };
   // In kFields order: loss, then the sums.
-  return at::stack({loss.defined() ? d(loss) : at::zeros({}, s.nsp_loss.options().dtype(at::kDouble)),
-                    d(s.mlm_loss), d(s.mlm_sequence_loss), d(s.mlm_tokens), d(s.mlm_sequences),
-                    d(s.mlm_correct), d(s.nsp_loss), d(s.nsp_sequences), d(s.nsp_correct)});
+  return at::stack(
+      {loss.defined() ? d(loss) : at::zeros({}, s.nsp_loss.options().dtype(at::kDouble)),
+       d(s.mlm_loss), d(s.mlm_sequence_loss), d(s.mlm_tokens), d(s.mlm_sequences), d(s.mlm_correct),
+       d(s.nsp_loss), d(s.nsp_sequences), d(s.nsp_correct)});
 }
 
 at::Tensor PretrainingMetrics::WithDeviceSums(const at::Tensor& device_sums,

@@ -3,10 +3,10 @@
 // sequences came packed or not, on one rank or many.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <array>
 #include <vector>
-
-#include <c10/core/Device.h>
 
 #include "model/losses.h"
 

@@ -37,9 +37,9 @@ StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communica
   const at::Tensor unscaled = scaler != nullptr ? scaler->Unscale(parameters)
                                                 : at::ones({}, sums.options().dtype(at::kBool));
   const at::Tensor norm = optim::ClipGradNorm(parameters, options.max_grad_norm);
-  const std::vector<double> read = ReadToHost(at::cat(
-      {sums, norm.to(sums.device(), at::kDouble).reshape({1}),
-       unscaled.to(sums.device(), at::kDouble).reshape({1})}));
+  const std::vector<double> read =
+      ReadToHost(at::cat({sums, norm.to(sums.device(), at::kDouble).reshape({1}),
+                          unscaled.to(sums.device(), at::kDouble).reshape({1})}));
   const size_t n = read.size() - 2;
   StepResult result;
   result.metrics = PretrainingMetrics::FromVector({read.begin(), read.begin() + n});

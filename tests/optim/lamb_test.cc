@@ -222,7 +222,8 @@ TEST(ClipGradNormTest, EqualsADoublePrecisionSumOverMixedMagnitudes) {
   const torch::Tensor before = big.grad().clone();
   EXPECT_DOUBLE_EQ(ClipGradNorm({big, bias, none}, 0.5 * norm).item<double>(), norm);
   EXPECT_TRUE(torch::allclose(big.grad(), before * (0.5 * norm / norm), 0, 0));
-  EXPECT_NEAR(GlobalGradNorm({big, bias}).item<double>(), 0.5 * norm, 1e-6 * norm);  // float rounding of the scaled values
+  // Float rounding of the scaled values.
+  EXPECT_NEAR(GlobalGradNorm({big, bias}).item<double>(), 0.5 * norm, 1e-6 * norm);
 }
 
 TEST(BertParamGroupsTest, BiasAndLayerNormAreExcluded) {

@@ -20,13 +20,13 @@
 #include <algorithm>
 #include <limits>
 
+#include "data/packing/pack.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
-#include "train/host_read.h"
-#include "train/evaluator.h"
-#include "data/packing/pack.h"
 #include "tests/model/fixtures.h"
+#include "train/evaluator.h"
+#include "train/host_read.h"
 
 namespace pbert::train {
 namespace {
@@ -282,7 +282,8 @@ TEST(StepTest, OneHostReadPerStep) {
           step.max_grad_norm = clip;
           for (int n = 0; n < 2; ++n) {
             const uint64_t before = HostReads();
-            auto result = TrainStep(**trainee, *communicator, Batches(micro, pack ? 3 : 1), kLr, step);
+            auto result =
+                TrainStep(**trainee, *communicator, Batches(micro, pack ? 3 : 1), kLr, step);
             ASSERT_TRUE(result.ok()) << result.status();
             EXPECT_TRUE(result->applied);
             EXPECT_EQ(HostReads() - before, 1u)
@@ -309,8 +310,8 @@ TEST(StepTest, OneHostReadPerStep) {
 
 // An evaluation sums on the device and reads once, however many batches.
 TEST(StepTest, OneHostReadPerEvaluation) {
-  auto made = data::MemorySource::Create(
-      "eval", model::testing::RandomInstances(40, 6, 30, 97, 10), {97, 64, 64});
+  auto made = data::MemorySource::Create("eval", model::testing::RandomInstances(40, 6, 30, 97, 10),
+                                         {97, 64, 64});
   ASSERT_TRUE(made.ok()) << made.status();
   std::shared_ptr<const data::SequenceSource> source = *made;
   auto packed = data::PackLengths("lpfhp", source->Lengths(), {64, 3, 1});
