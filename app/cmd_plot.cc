@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
 #include "common/atomic_file.h"
+#include "common/folders.h"
 #include "common/status.h"
 #include "common/svg_chart.h"
 #include "common/text_lines.h"
@@ -148,8 +149,7 @@ absl::Status RunPlot(const Args& args) {
                 "sequences/s"),
   };
   const std::string out = args.Get("out", dirs[0]);
-  std::error_code error;
-  std::filesystem::create_directories(out, error);
+  RETURN_IF_ERROR(CreateFolder(out, "--out"));
   const std::string curves_path = out + "/learning_curves.svg";
   const std::string throughput_path = out + "/throughput.svg";
   RETURN_IF_ERROR(WriteFileAtomically(curves_path, ChartsSvg("learning curves", curves, 2)));

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/model_sizes.h"
 #include "common/platform.h"
 #include "data/batch.h"
 #include "distributed/communicator.h"
@@ -33,10 +34,7 @@
 
 namespace {
 
-struct Shape {
-  const char* name;
-  int64_t hidden, layers, heads, ffn;
-};
+using Shape = pbert::bench::ModelSize;
 
 // Sequences of 20-126 random tokens, [CLS] A [SEP] B [SEP], 15% masked.
 std::vector<pbert::data::Instance> Sequences(int count, uint32_t seed) {
@@ -88,7 +86,8 @@ int Worker(int rounds) {
     std::printf("%-6s %12s %9s %8s %14s %10s %14s %18s\n", "model", "parameters", "grad MB",
                 "buckets", "all-reduce s", "plain s", "overlapped s", "overlapped/plain");
   }
-  const std::vector<Shape> shapes = {{"tiny", 128, 2, 2, 512}, {"base", 768, 12, 12, 3072}};
+  const std::vector<Shape> shapes = {*pbert::bench::FindModelSize("tiny"),
+                                     *pbert::bench::FindModelSize("base")};
   // One micro-batch of 2 rows of 128 per rank, as in a 2-rank run.
   auto instances = Sequences(2, 7 + env->rank);
   std::vector<std::vector<const pbert::data::Instance*>> rows = {{&instances[0]},
@@ -130,10 +129,10 @@ int Worker(int rounds) {
       }
     }
     if (rank0) {
-      std::printf("%-6s %12lld %9.0f %8d %14.3f %10.3f %14.3f %18.2f\n", s.name,
+      std::printf("%-6s %12lld %9.0f %8d %14.3f %10.3f %14.3f %18.2f\n", s.name.c_str(),
                   static_cast<long long>(count), count * 4.0 / (1 << 20),
-                  sides[0]->reducer().buckets(), Median(reduce), Median(plain),
-                  Median(overlapped), Median(overlapped) / Median(plain));
+                  sides[0]->reducer().buckets(), Median(reduce), Median(plain), Median(overlapped),
+                  Median(overlapped) / Median(plain));
       std::fflush(stdout);
     }
   }

@@ -14,6 +14,8 @@
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
 //
 // On a machine without a GPU it says so in one line (exit 2).
+#include "gpu/gpu.h"
+
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -30,11 +32,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/model_sizes.h"
 #include "data/batch.h"
 #include "data/histogram.h"
 #include "data/packing/pack.h"
 #include "distributed/communicator.h"
-#include "gpu/gpu.h"
 #include "model/bert.h"
 #include "model/flops.h"
 #include "nlohmann/json.hpp"
@@ -49,10 +51,7 @@ using json = nlohmann::json;
 
 constexpr int kMaxLen = 512;
 
-struct Shape {
-  std::string name;
-  int64_t hidden, layers, heads, ffn;
-};
+using Shape = pbert::bench::ModelSize;
 
 int Usage(const std::string& why) {
   std::fprintf(stderr,
@@ -142,8 +141,6 @@ int Main(int argc, char** argv) {
                  pbert::gpu::Built() ? "none visible" : "this build has no CUDA");
     return 2;
   }
-  const std::map<std::string, Shape> shapes = {{"base", {"base", 768, 12, 12, 3072}},
-                                               {"large", {"large", 1024, 24, 16, 4096}}};
   std::vector<uint64_t> histogram;
   if (!histogram_path.empty()) {
     auto read = pbert::data::ReadHistogramFile(histogram_path, kMaxLen);
@@ -165,9 +162,10 @@ int Main(int argc, char** argv) {
   auto communicator = pbert::distributed::Communicator::Single();
   std::vector<std::string> ratios;
   for (const std::string& name : models) {
-    auto found = shapes.find(name);
-    if (found == shapes.end()) return Usage("unknown model " + name + " (base or large)");
-    const Shape& s = found->second;
+    const Shape* found = pbert::bench::FindModelSize(name);
+    if (found == nullptr)
+      return Usage("unknown model " + name + " (tiny, mini, medium, base, large)");
+    const Shape& s = *found;
     // Enough sequences for every step's rows, packed by lp at depth 8.
     const int total_steps = warmup + steps;
     std::vector<int> lengths = DrawLengths(histogram, static_cast<size_t>(rows) * 4 * total_steps, 7);

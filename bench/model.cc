@@ -23,6 +23,7 @@
 #include "model/bert.h"
 #include "model/losses.h"
 #include "model/precision.h"
+#include "tests/source_paths.h"
 
 namespace {
 
@@ -35,7 +36,7 @@ constexpr int kDepth = 8;
 // Lengths like BERT's Wikipedia data, scaled from 512 to kMaxLen tokens.
 std::vector<int> SampleLengths(int count, std::mt19937& rng) {
   auto h = pbert::data::ReadHistogramFile(
-      std::string(PBERT_SHARED_DATA_DIR) + "/histogram_wikipedia_512.txt", 512);
+      std::string(pbert::testing::SharedDataDir()) + "/histogram_wikipedia_512.txt", 512);
   std::vector<double> weights(kMaxLen + 1, 0.0);
   if (h.ok()) {
     for (int l = 1; l <= 512; ++l) weights[(l * kMaxLen + 511) / 512] += h->counts[l];

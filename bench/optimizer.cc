@@ -16,17 +16,18 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/model_sizes.h"
 #include "common/platform.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
@@ -36,10 +37,7 @@ namespace {
 using pbert::optim::Lamb;
 using pbert::optim::LambOptions;
 
-struct Shape {
-  std::string name;
-  int64_t hidden, layers, heads, ffn;
-};
+using Shape = pbert::bench::ModelSize;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -170,23 +168,22 @@ int Main(int argc, char** argv) {
   pbert::TuneMalloc();
   pbert::IgnoreOpenBlasCoretype();
   pbert::TuneOpenBlasKernels();
-  at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
-  const std::map<std::string, Shape> shapes = {{"tiny", {"tiny", 128, 2, 2, 512}},
-                                               {"base", {"base", 768, 12, 12, 3072}},
-                                               {"large", {"large", 1024, 24, 16, 4096}}};
+  at::set_num_threads(threads > 0 ? threads
+                                  : static_cast<int>(std::thread::hardware_concurrency()));
   std::printf("# one LAMB step, CPU, %d threads, medians of %d rounds (one warm-up round first)\n",
               at::get_num_threads(), rounds);
   std::printf("%-6s %11s %8s %16s %15s %7s %11s %12s %12s\n", "model", "parameters", "tensors",
               "per-parameter s", "multi-tensor s", "ratio", "max |dw|", "norm f64 s",
               "norm f32 s");
   for (const std::string& name : models) {
-    auto found = shapes.find(name);
-    if (found == shapes.end()) {
-      std::fprintf(stderr, "bench/optimizer: unknown model '%s' (tiny, base or large)\n",
+    const Shape* found = pbert::bench::FindModelSize(name);
+    if (found == nullptr) {
+      std::fprintf(stderr,
+                   "bench/optimizer: unknown model '%s' (tiny, mini, medium, base or large)\n",
                    name.c_str());
       return 2;
     }
-    const Shape& s = found->second;
+    const Shape& s = *found;
     torch::manual_seed(1);
     pbert::model::BertForPreTraining model(pbert::model::BertOptions()
                                                .hidden_size(s.hidden)

@@ -14,6 +14,7 @@
 #include "data/packing/algorithms.h"
 #include "data/packing/pack_index.h"
 #include "data/packing/report.h"
+#include "tests/source_paths.h"
 
 namespace {
 
@@ -96,7 +97,7 @@ int AssignBench(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = argc > 1 ? argv[1] : PBERT_SHARED_DATA_DIR;
+  std::string dir = argc > 1 ? argv[1] : pbert::testing::SharedDataDir();
   std::printf("# packing benchmark\n");
   int status = PackTable(dir + "/histogram_wikipedia_512.txt", 512);
   status |= PackTable(dir + "/histogram_squad_384.txt", 384);

@@ -8,15 +8,15 @@
 //   build/bench/prepare [SHARED_DATA_DIR]
 #include "data/prepare.h"
 
-#include <cstdlib>
-
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
 
 #include "data/store.h"
+#include "tests/source_paths.h"
 
 namespace {
 
@@ -67,7 +67,7 @@ void MeasureChecks(const std::string& dir, double prepare_seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = argc > 1 ? argv[1] : PBERT_SHARED_DATA_DIR;
+  std::string dir = argc > 1 ? argv[1] : pbert::testing::SharedDataDir();
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::printf("# prepare benchmark: wiki_00 + wiki_01, max length 128, dupe factor 10\n\n");
   std::printf("%-8s %10s %12s %10s %10s\n", "threads", "text MB", "instances", "seconds", "MB/s");

@@ -27,6 +27,7 @@
 
 #include "data/histogram.h"
 #include "data/packing/report.h"
+#include "tests/source_paths.h"
 
 namespace {
 
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!path.empty()) return Simulate(path, S > 0 ? S : 512, per_worker, steps);
-  const std::string shared = PBERT_SHARED_DATA_DIR;
+  const std::string shared = pbert::testing::SharedDataDir();
   int status = Simulate(shared + "/histogram_wikipedia_512.txt", 512, per_worker, steps);
   if (status != 0) return status;
   return Simulate(shared + "/histogram_squad_384.txt", 384, per_worker, steps);

@@ -4,7 +4,7 @@
 // cases taking turns over rounds. Prints per case the median and min step
 // time, real tokens per second, minor page faults per step, and the ratios.
 //
-//   build/bench/step [--rounds 5] [--steps 3] [--threads 2] [--models tiny,mid]
+//   build/bench/step [--rounds 5] [--steps 3] [--threads 2] [--models tiny,mini]
 //
 //   build/bench/step [--precision fp32|bf16|auto] [--peers all|eager|none]
 //   build/bench/step --load 1     # beside one busy process (CPU contention)
@@ -17,27 +17,29 @@
 // PyTorch 2.x "peer-compile" runs the model under torch.compile (with
 // packed-bert's kernels), compiling in the uncounted warm-up round.
 //
-// Cases: for each model (tiny: 128 wide, 2 layers; mid: 256 wide, 4 layers,
-// 4 heads, FFN 1024) and shape (16x128, 4x512): the padded batch (one
-// sequence per row) on both sides, and packed-bert on packed rows of
+// Cases: for each model (bench/model_sizes.h; by default tiny: 128 wide, 2
+// layers; mini: 256 wide, 4 layers, 4 heads, FFN 1024) and shape (16x128,
+// 4x512): the padded batch (one sequence per row) on both sides, and packed-bert on packed rows of
 // sequences of the same lengths (Wikipedia's, from the published histogram
 // when ../shared/data is there), attending with the dense block-diagonal
 // mask and with blocked attention (the config's default). Each side keeps one
 // model and optimizer per model size, so peak RSS compares like with like.
+#include "train/step.h"
+
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <unistd.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -48,6 +50,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/model_sizes.h"
 #include "common/platform.h"
 #include "common/torch_compat.h"
 #include "data/batch.h"
@@ -57,17 +60,14 @@
 #include "model/bert.h"
 #include "nlohmann/json.hpp"
 #include "optim/lamb.h"
-#include "train/step.h"
+#include "tests/source_paths.h"
 
 namespace {
 
 using pbert::data::Instance;
 using json = nlohmann::json;
 
-struct ModelShape {
-  std::string name;
-  int64_t hidden, layers, heads, ffn;
-};
+using ModelShape = pbert::bench::ModelSize;
 
 struct Case {
   std::string name;
@@ -85,7 +85,7 @@ struct Case {
 std::vector<int> Lengths(int count, int max_len, std::mt19937& rng) {
   std::vector<int> out;
   auto histogram = pbert::data::ReadHistogramFile(
-      std::string(PBERT_SHARED_DATA_DIR) + "/histogram_wikipedia_512.txt", 512);
+      std::string(pbert::testing::SharedDataDir()) + "/histogram_wikipedia_512.txt", 512);
   if (histogram.ok()) {
     std::discrete_distribution<int> pick(histogram->counts.begin(), histogram->counts.end());
     for (int i = 0; i < count; ++i) out.push_back(std::clamp(pick(rng), 8, max_len));
@@ -245,9 +245,9 @@ int Main(int argc, char** argv) {
   std::string peer_set = "all";
   int load = 0;
   bool tune_malloc = true;
-  std::vector<std::string> models = {"tiny", "mid"};
+  std::vector<std::string> models = {"tiny", "mini"};
   const char* usage =
-      "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mid] "
+      "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mini] "
       "[--precision fp32|bf16|auto] [--profile CASE] [--peers all|eager|none] "
       "[--malloc tuned|glibc] [--load N]\n";
   // A whole number in [low, high], or the usage line and exit 2.
@@ -328,7 +328,7 @@ int Main(int argc, char** argv) {
               blas.chosen != blas.loaded ? absl::StrCat(" (OpenBLAS chose ", blas.loaded, ")").c_str()
                                          : "");
   at::set_num_threads(threads);
-  const std::vector<ModelShape> all_models = {{"tiny", 128, 2, 2, 512}, {"mid", 256, 4, 4, 1024}};
+  const std::vector<ModelShape>& all_models = pbert::bench::ModelSizes();
   const std::string dir = std::filesystem::temp_directory_path() / "pbert_bench_step";
   std::filesystem::create_directories(dir);
 
@@ -412,7 +412,7 @@ int Main(int argc, char** argv) {
     }
   };
   std::vector<std::unique_ptr<Peer>> peers;
-  const std::string peer_script = std::string(PBERT_SOURCE_DIR) + "/bench/peer_step.py";
+  const std::string peer_script = std::string(pbert::testing::SourceDir()) + "/bench/peer_step.py";
   auto add_peer = [&](const char* name, std::string env, const char* mode) {
     peers.push_back(std::make_unique<Peer>());
     peers.back()->name = name;

@@ -43,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/model_sizes.h"
 #include "common/platform.h"
 #include "data/loader.h"
 #include "data/packing/report.h"
@@ -51,6 +52,7 @@
 #include "distributed/communicator.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
+#include "tests/source_paths.h"
 #include "train/step.h"
 
 namespace {
@@ -58,10 +60,7 @@ namespace {
 namespace fs = std::filesystem;
 using pbert::data::PackIndex;
 
-struct ModelShape {
-  std::string name;
-  int64_t hidden, layers, heads, ffn;
-};
+using ModelShape = pbert::bench::ModelSize;
 
 struct Case {
   std::string name;
@@ -88,7 +87,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models = {"tiny", "medium"}, corpus;
   std::vector<int> lengths = {128, 512};
   std::string vocab, attention = "dense", case_names = "padded,dynamic,smart,spfhp,lpfhp,nnlshp,lp";
-  const std::string shared = PBERT_SHARED_DATA_DIR;
+  const std::string shared = pbert::testing::SharedDataDir();
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     const std::string value = i + 1 < argc ? argv[i + 1] : "";
@@ -143,8 +142,7 @@ int main(int argc, char** argv) {
   // Google's BERT miniature sizes: the cost of the MLM head (which runs on
   // the masked tokens only, so grows with the real tokens of a row) against
   // that of the encoder (which grows with the row) shrinks with the size.
-  const std::vector<ModelShape> all_models = {
-      {"tiny", 128, 2, 2, 512}, {"mini", 256, 4, 4, 1024}, {"medium", 512, 8, 8, 2048}};
+  const std::vector<ModelShape>& all_models = pbert::bench::ModelSizes();
   const std::string cache = fs::path(argv[0]).parent_path() / "throughput-data";
   for (int S : lengths) {
     // The corpus prepared as MLPerf does at this length (20 or 76 masks).

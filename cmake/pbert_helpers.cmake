@@ -28,10 +28,8 @@ endfunction()
 function(pbert_cc_test)
   cmake_parse_arguments(ARG "TORCH" "NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
-  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
-  target_compile_definitions(${ARG_NAME} PRIVATE
-    PBERT_SHARED_DATA_DIR="${PROJECT_SOURCE_DIR}/../shared/data"
-    PBERT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} pbert_source_paths GTest::gtest
+                        GTest::gtest_main)
   # Test files name their helpers freely (Fixture, Temp): only the suites
   # whose files parse LibTorch, where it pays, are compiled in groups.
   pbert_group_sources(${ARG_NAME} "${ARG_TORCH}" GROUP "${ARG_TORCH}")

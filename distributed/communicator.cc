@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <future>
 #include <thread>
@@ -69,6 +71,35 @@ absl::Status Resolve(const Environment& e) {
                    "; name a host every node can resolve"));
 }
 
+// Whether something at the rendezvous address accepts a TCP connection
+// within `wait`: told apart, when the rendezvous did not answer in time, a
+// host where nobody listens from one where something else does.
+bool AcceptsConnections(const Environment& e, std::chrono::milliseconds wait) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(e.master_port);
+  if (::getaddrinfo(e.master_addr.c_str(), port.c_str(), &hints, &found) != 0) return false;
+  bool accepted = false;
+  for (addrinfo* a = found; a != nullptr && !accepted; a = a->ai_next) {
+    const int fd =
+        ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      accepted = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int error = 0;
+      socklen_t size = sizeof(error);
+      accepted = ::poll(&p, 1, static_cast<int>(wait.count())) == 1 &&
+                 ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 && error == 0;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return accepted;
+}
+
 // Every rank checks in and waits, up to `timeout`, for all WORLD_SIZE of
 // them: a world size that cannot gather (a wrong WORLD_SIZE, a rank that
 // never started) fails here, naming the count, not in the process group's
@@ -127,10 +158,18 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   std::thread(std::move(join)).detach();
   if (joined.wait_until(deadline + kOwnReportsFirst) != std::future_status::ready) {
     // The thread stays blocked; the process ends with the error.
+    const int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
+    if (!AcceptsConnections(environment, std::chrono::seconds(1))) {
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", environment.rank, " cannot reach the rendezvous at ", Where(environment),
+          ": nobody listens there (rank 0 not started, or another port) (no answer within "
+          "dist.timeout_s, ",
+          seconds, " s)"));
+    }
     return absl::UnavailableError(absl::StrCat(
         "rank ", environment.rank, " of ", environment.world_size, ": the rendezvous at ",
         Where(environment), " accepted the connection but did not answer within dist.timeout_s (",
-        std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+        seconds,
         " s); check that it is rank 0's or the launcher's rendezvous, not another service"));
   }
   return joined.get();

@@ -22,6 +22,13 @@ struct TrainConfig {
   int64_t max_bad_steps = 10;
   std::string init_checkpoint;
 
+  // Rows per optimizer step over all ranks (the global batch, in rows):
+  // micro_batch_rows x `accumulation_steps` (optim's, before or after the
+  // packing adjustment) x `world_size`.
+  int64_t RowsPerStep(int64_t accumulation_steps, int world_size) const {
+    return micro_batch_rows * accumulation_steps * world_size;
+  }
+
   template <class V>
   void Visit(V& v) {
     using config::InRange;
@@ -54,9 +61,5 @@ struct TrainConfig {
             "empty: random");
   }
 };
-
-// MLPerf's evaluation interval for a global batch of `gbs` sequences:
-// floor(0.05 * (230.23 * gbs + 3e6) / 25000) * 25000.
-int64_t MlperfEvalInterval(double gbs);
 
 }  // namespace pbert::train

@@ -45,7 +45,7 @@ absl::Status CheckSameBatch(const CheckpointInfo& checkpoint, const ExperimentCo
     return absl::OkStatus();  // finished: trains nothing
   const int saved_world = loop.value("world_size", 1);
   auto rows = [](const ExperimentConfig& c, int ranks) {
-    return c.train.micro_batch_rows * c.optim.accumulation_steps * ranks;
+    return c.train.RowsPerStep(c.optim.accumulation_steps, ranks);
   };
   const int64_t before = rows(saved, saved_world), now = rows(config, world_size);
   if (before == now) return absl::OkStatus();

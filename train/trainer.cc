@@ -107,7 +107,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerSetup& set
   try {
     RETURN_IF_ERROR(setup.resume ? trainer->InitResume(*setup.resume) : trainer->InitNew());
   } catch (const std::exception& e) {
-    return trainer->LostContact(e);
+    return trainer->Failed(e);
   }
   return trainer;
 }
@@ -239,25 +239,34 @@ absl::StatusOr<TrainResult> Trainer::Train() {
     RETURN_IF_ERROR(OpenLogs());
     return Loop();
   } catch (const std::exception& e) {
-    return LostContact(e);
+    return Failed(e);
   }
 }
 
-// A collective failed: another rank died, stopped or hung past
-// dist.timeout_s (c10d reports it by exception). Nothing more can be computed
-// together; the MLLOG and one line say so. With one process the exception
-// is no collective's and goes on up.
-absl::Status Trainer::LostContact(const std::exception& e) {
+// Training stopped by an exception: the MLLOG says the run was aborted,
+// and one line says why (out of memory, or a lost rank).
+absl::Status Trainer::Failed(const std::exception& e) {
   if (mllog_) {
     (void)mllog_->RunStop("aborted", loop_.samples);
     (void)mllog_->Sync();
   }
-  if (IsOutOfMemory(e)) {  // the config asks for more than the machine has
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
-        "); lower train.micro_batch_rows (now ", config_.train.micro_batch_rows,
-        ") and raise optim.accumulation_steps to keep the batch"));
-  }
+  if (IsOutOfMemory(e)) return OutOfMemory(e);
+  return LostContact(e);
+}
+
+// The config asks for more memory than the machine has.
+absl::Status Trainer::OutOfMemory(const std::exception& e) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat("step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
+                   "); lower train.micro_batch_rows (now ", config_.train.micro_batch_rows,
+                   ") and raise optim.accumulation_steps to keep the batch"));
+}
+
+// A collective failed: another rank died, stopped or hung past
+// dist.timeout_s (c10d reports it by exception). Nothing more can be computed
+// together; one line says so. With one process the exception is no
+// collective's and goes on up.
+absl::Status Trainer::LostContact(const std::exception& e) {
   if (comm_.world_size() <= 1) throw;
   const std::string what = FirstLine(e);
   const std::string& last = checkpointer_.last();

@@ -27,6 +27,7 @@
 #include "train/trainee.h"
 #include "train/trainer_state.h"
 #include "train/training_data.h"
+#include "train/training_plan.h"
 
 namespace pbert::train {
 
@@ -91,6 +92,8 @@ class Trainer {
   absl::Status Save(SaveReason reason);
   absl::StatusOr<TrainResult> Finish();
   absl::Status Abort(const absl::Status& why);
+  absl::Status Failed(const std::exception& e);
+  absl::Status OutOfMemory(const std::exception& e) const;
   absl::Status LostContact(const std::exception& e);
 
   TrainerState State();

@@ -1,16 +1,13 @@
 #include "train/training_data.h"
 
-#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
-#include "common/platform.h"
 #include "common/status.h"
 #include "data/packing/pack.h"
 #include "data/store.h"
-#include "train/device.h"
 
 namespace pbert::train {
 namespace {
@@ -104,62 +101,6 @@ absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config) 
                                      data.eval->Lengths(), config.PackingOptions()));
   data.eval_rows = std::make_shared<const data::PackIndex>(std::move(packed.index));
   return data;
-}
-
-absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
-                                                const TrainingData& data, int rank,
-                                                int world_size, const c10::Device& device) {
-  TrainingPlan plan;
-  plan.device = device;
-  const double p = data.packing_factor();
-  ASSIGN_OR_RETURN(plan.optim, config.optim.AdjustedFor(p));
-  ASSIGN_OR_RETURN(plan.precision, model::ResolvePrecision(config.model.precision, device));
-  plan.trainee.bert = config.model.bert;
-  plan.trainee.lamb = plan.optim.lamb;
-  plan.trainee.exclude_from_trust_ratio = plan.optim.exclude_from_trust_ratio;
-  plan.trainee.precision = plan.precision;
-  plan.trainee.device = device;
-  plan.trainee.seed = static_cast<uint64_t>(config.run.seed);
-  plan.trainee.bucket_bytes = config.dist.bucket_bytes();
-  plan.trainee.overlap = config.dist.overlap;
-  plan.step.mlm_loss = config.model.mlm_loss;
-  plan.step.max_grad_norm = config.optim.max_grad_norm;
-  plan.loader = config.data.loader;  // its threads and prefetch
-  plan.loader.pin_memory = device.is_cuda();
-  plan.loader.rows_per_batch = config.train.micro_batch_rows;
-  plan.loader.batches_per_step = plan.optim.accumulation_steps;
-  plan.loader.shape = {static_cast<int>(config.data.max_seq_len),
-                       config.packing.options.max_depth, 0};
-  RETURN_IF_ERROR(config.model.CheckMicroBatchFits(config.train.micro_batch_rows,
-                                                   config.data.max_seq_len));
-  plan.loader.rank = rank;
-  plan.loader.world_size = world_size;
-  plan.loader.seed = static_cast<uint64_t>(config.run.seed);
-  plan.rows_per_step = config.train.micro_batch_rows * plan.optim.accumulation_steps * world_size;
-  plan.sequences_per_step = static_cast<double>(plan.rows_per_step) * p;
-  if (static_cast<uint64_t>(plan.rows_per_step) > data.rows->rows() && rank == 0) {
-    // Allowed (a tiny store to try a config on), but rarely meant.
-    logging::Get("train")->warn(
-        "one step takes {} rows and the training data has {}: each step spans more than an "
-        "epoch, so it sees some sequences twice; use a larger data.store or fewer rows per step "
-        "(train.micro_batch_rows, optim.accumulation_steps)",
-        plan.rows_per_step, data.rows->rows());
-  }
-  plan.eval_every_samples = config.train.eval_every_samples > 0
-                                ? config.train.eval_every_samples
-                                : MlperfEvalInterval(plan.sequences_per_step);
-  const std::string& kernels = TuneOpenBlasKernels().chosen;
-  plan.description = absl::StrFormat(
-      "%s; %.1f sequences per step; evaluation every %d sequences; device %s; precision %s; "
-      "OpenBLAS kernels %s",
-      config.optim.DescribeAdjustment(plan.optim, p), plan.sequences_per_step,
-      plan.eval_every_samples, DescribeDevice(device), NameOf(plan.precision),
-      kernels.empty() ? "(not OpenBLAS)" : kernels);
-  return plan;
-}
-
-int64_t MlperfEvalInterval(double gbs) {
-  return static_cast<int64_t>(std::floor(0.05 * (230.23 * gbs + 3'000'000) / 25'000)) * 25'000;
 }
 
 }  // namespace pbert::train

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/source_paths.h"
 
 namespace pbert::app::testing {
 
@@ -44,7 +45,7 @@ inline Result RunShell(const std::string& shell_command) {
 // gives exit code -1.
 inline Result RunBinary(const std::string& arguments, const std::string& prefix = "") {
   // exec: the shell's status is the binary's, signals included.
-  return RunShell(prefix + " exec " + std::string(PBERT_BINARY) + " " + arguments);
+  return RunShell(prefix + " exec " + std::string(pbert::testing::BinaryPath()) + " " + arguments);
 }
 
 inline std::string WriteFile(const std::string& path, const std::string& text) {

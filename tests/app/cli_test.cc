@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
+#include "tests/source_paths.h"
 #include "tests/spawn_ranks.h"
 
 namespace pbert::app {
@@ -170,7 +171,7 @@ TEST(CliTest, ScoreOfPackedAndUnpackedDataAgree) {
   std::string weights = std::filesystem::temp_directory_path() / "pbert_cli_score.safetensors";
   ASSERT_TRUE(
       data::WriteHdf5(data, pbert::testing::RandomInstances(60, 5, 40, 500, 3), 64, 40).ok());
-  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+  const std::string model = std::string(" --config ") + pbert::testing::SourceDir() +
                             "/configs/bert-tiny.yaml --set model.vocab_size=500"
                             " --set model.max_position_embeddings=64 --log-level warn";
   Result init = RunBinary("model init" + model + " --seed 5 --overwrite --out " + weights);
@@ -215,7 +216,7 @@ TEST(CliTest, ScoreRejectsWeightsOfAnotherShape) {
   ASSERT_TRUE(
       data::WriteHdf5(data, pbert::testing::RandomInstances(4, 5, 20, 500, 4), 32, 20).ok());
   const std::string config =
-      std::string(" --config ") + PBERT_SOURCE_DIR + "/configs/bert-tiny.yaml";
+      std::string(" --config ") + pbert::testing::SourceDir() + "/configs/bert-tiny.yaml";
   ASSERT_EQ(
       RunBinary("model init" + config + " --set model.vocab_size=500 --overwrite --out " + weights)
           .exit_code,
@@ -253,7 +254,7 @@ TEST(CliTest, ExportHfWritesWhatTransformersLoads) {
   fs::remove_all(dir);
   fs::create_directories(dir / "step-00000010");
   const std::string vocab = pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
-  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+  const std::string model = std::string(" --config ") + pbert::testing::SourceDir() +
                             "/configs/bert-tiny.yaml --set model.vocab_size=500 --log-level warn";
   // A checkpoint folder as train writes one: its weights and config.yaml.
   const std::string checkpoint = (dir / "step-00000010").string();
@@ -267,7 +268,7 @@ TEST(CliTest, ExportHfWritesWhatTransformersLoads) {
   Result r = RunBinary("model export-hf " + checkpoint + " " + out + " --vocab " + vocab);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, out + "\n");
-  const std::string check = absl::StrCat("/usr/bin/python3 ", PBERT_SOURCE_DIR,
+  const std::string check = absl::StrCat("/usr/bin/python3 ", pbert::testing::SourceDir(),
                                          "/tests/model/check_hf_export.py ");
   Result checked = testing::RunShell(check + out + " " + vocab);
   EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
@@ -339,7 +340,7 @@ TEST(CliTest, OverwriteNeverReplacesWhatTheCommandDidNotMake) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string vocab = pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 500);
-  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+  const std::string model = std::string(" --config ") + pbert::testing::SourceDir() +
                             "/configs/bert-tiny.yaml --set model.vocab_size=500 --log-level warn";
   // A run folder as train leaves it, with a checkpoint, and a store.
   const std::string run = (dir / "run").string();
@@ -446,7 +447,7 @@ TEST(CliTest, AResultThatCannotBeWrittenFails) {
 }
 
 std::string SharedData(const std::string& name) {
-  return std::string(PBERT_SHARED_DATA_DIR) + "/" + name;
+  return std::string(pbert::testing::SharedDataDir()) + "/" + name;
 }
 
 // A fresh folder `dir` with an instance store of `count` random sequences
@@ -557,8 +558,9 @@ TEST(CliTest, ExportFailuresAreOneLineAndLeaveNothing) {
   ASSERT_FALSE(store.empty());
   fs::create_directories(dir / "out");
   const std::string out = (dir / "out" / "e.hdf5").string();
-  Result r = testing::RunShell(absl::StrCat("trap '' XFSZ; ulimit -f 16; exec ", PBERT_BINARY,
-                                            " export --store ", store, " --out ", out));
+  Result r = testing::RunShell(absl::StrCat("trap '' XFSZ; ulimit -f 16; exec ",
+                                            pbert::testing::BinaryPath(), " export --store ", store,
+                                            " --out ", out));
   EXPECT_EQ(r.exit_code, 1);
   // The progress bar's line, then the error's.
   const std::vector<std::string> lines = absl::StrSplit(r.err, '\n', absl::SkipEmpty());
@@ -677,6 +679,12 @@ TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(testing::ReadText((dir / "run" / "learning_curves.svg").string()).find("<svg"),
             std::string::npos);
+  // An --out that cannot be a folder: one line naming it, exit 2.
+  const std::string file = (dir / "run" / "metrics.jsonl").string();
+  r = RunBinary("plot " + (dir / "run").string() + " --out " + file + "/charts");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert plot: error: cannot create --out '" + file +
+                       "/charts': Not a directory; choose a folder you can write\n");
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"\"loss\":\"x\"", "loss is \"x\""},
       {"\"samples\":1e300", "samples is 1e+300"},
@@ -724,7 +732,7 @@ TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {
 // address, the port and the likely cause: a world size no launch filled, a
 // host that does not resolve, nobody listening.
 TEST(CliTest, RendezvousFailuresNameTheirCause) {
-  const std::string train = std::string("train --config ") + PBERT_SOURCE_DIR +
+  const std::string train = std::string("train --config ") + pbert::testing::SourceDir() +
                             "/configs/bert-tiny.yaml --set dist.timeout_s=2 --log-level warn";
   const std::string port = std::to_string(pbert::testing::FreePort());
   struct Case {
@@ -1002,7 +1010,7 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
   EXPECT_EQ(r.exit_code, 2);  // a damaged input: the user must prepare it again
   EXPECT_NE(r.err.find(shard + ": checksum mismatch"), std::string::npos) << r.err;
   // train, score and export refuse it as verify does, before any work.
-  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+  const std::string model = std::string(" --config ") + pbert::testing::SourceDir() +
                             "/configs/bert-tiny.yaml --set model.max_position_embeddings=64 "
                             "--set data.max_seq_len=64 --log-level warn";
   const std::string weights = (root / "w.safetensors").string();
@@ -1041,7 +1049,7 @@ TEST(CliTest, MlperfPathOnFilesOtherToolsWrote) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "pbert_cli_mlperf";
   fs::remove_all(dir);
-  const std::string tests = std::string(PBERT_SOURCE_DIR) + "/tests/";
+  const std::string tests = std::string(pbert::testing::SourceDir()) + "/tests/";
   const std::string h5 = (dir / "h5").string(), ckpt = (dir / "phase1" / "model.ckpt-28252");
   fs::create_directories(dir / "phase1");
   ASSERT_EQ(std::system(("/usr/bin/python3 " + tests + "data/write_mlperf_hdf5.py " + h5).c_str()),
@@ -1052,7 +1060,7 @@ TEST(CliTest, MlperfPathOnFilesOtherToolsWrote) {
             0);
   const auto expected = nlohmann::json::parse(testing::ReadText(h5 + "/expected.json"));
   const std::string vocab = pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 30522);
-  const std::string model = std::string(" --config ") + PBERT_SOURCE_DIR +
+  const std::string model = std::string(" --config ") + pbert::testing::SourceDir() +
                             "/configs/bert-tiny.yaml --set model.hidden_size=32"
                             " --set model.intermediate_size=64 --set data.max_seq_len=64"
                             " --set model.max_position_embeddings=64 --log-level warn";
@@ -1102,7 +1110,7 @@ TEST(CliTest, MlperfPathOnFilesOtherToolsWrote) {
 TEST(CliTest, OpenMpWaitIsPassiveUnlessSet) {
   auto help_with = [](const std::string& environment) {
     return testing::RunShell("env " + environment + " OMP_DISPLAY_ENV=verbose " +
-                             std::string(PBERT_BINARY) + " train --help");
+                             std::string(pbert::testing::BinaryPath()) + " train --help");
   };
   Result r = help_with("-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT");
   ASSERT_EQ(r.exit_code, 0) << r.err;

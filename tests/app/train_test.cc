@@ -25,6 +25,7 @@
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
 #include "tests/scratch_folder.h"
+#include "tests/source_paths.h"
 #include "tests/tensorboard_reader.h"
 
 namespace pbert::app {
@@ -124,7 +125,9 @@ train:
             "v['value'] < 1.0",
             "ERROR - FAILED"};
   }
-  static std::string Tools() { return std::string(PBERT_SOURCE_DIR) + "/../shared/tools"; }
+  static std::string Tools() {
+    return std::string(pbert::testing::SourceDir()) + "/../shared/tools";
+  }
   static bool HaveChecker() {
     return fs::exists(Tools() + "/mlperf_logging") && fs::exists("/usr/bin/python3");
   }
@@ -461,7 +464,7 @@ TEST_F(TrainTest, LaunchAndTorchrunRunsGiveCompliantMllogs) {
   Result torchrun = testing::RunShell(absl::StrCat(
       "/usr/bin/python3 -m torch.distributed.run --no_python --nproc_per_node 2 --redirects 1 "
       "--tee 1 --master_port 29736 ",
-      PBERT_BINARY, " ", Args("torchrun", extra)));
+      pbert::testing::BinaryPath(), " ", Args("torchrun", extra)));
   ASSERT_EQ(torchrun.exit_code, 0) << torchrun.err;
   EXPECT_NE(torchrun.out.find("status            success"), std::string::npos) << torchrun.out;
   EXPECT_EQ(CheckerProblems(root_ + "/torchrun/mllog.txt"), OnlyTheUnreachableTarget());
@@ -742,7 +745,7 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
     }
   };
   auto launch = [&](int node, int port, const std::string& run, const std::string& extra) {
-    return absl::StrCat(PBERT_BINARY, " launch --nnodes 2 --node-rank ", node,
+    return absl::StrCat(pbert::testing::BinaryPath(), " launch --nnodes 2 --node-rank ", node,
                         " --nproc-per-node 1 --master-addr 10.231.0.1 --master-port ", port,
                         " --grace-s 5 -- packed-bert ", Args(run, rows + extra));
   };
@@ -848,7 +851,7 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
         "/usr/bin/python3 -m torch.distributed.run --nnodes 2 --node_rank ", n,
         " --nproc_per_node 1 --master_addr 10.231.0.1 --master_port 29742 --no_python "
         "--redirects 1 --tee 1 ",
-        PBERT_BINARY, " ", Args("torchrun", rows));
+        pbert::testing::BinaryPath(), " ", Args("torchrun", rows));
   };
   r = OnBothHosts(hosts, root_, {node(0), node(1)});
   ASSERT_EQ(r[0].exit_code, 0) << r[0].err;
@@ -921,9 +924,9 @@ TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
 TEST_F(TrainTest, ARunFolderHoldsOneRunAtATime) {
   const std::string run = root_ + "/run";
   // The first run stops itself (SIGSTOP) after step 2, holding the folder.
-  Result started = testing::RunShell(absl::StrCat(
-      "PBERT_FAULT=after-step:2:0:STOP ", PBERT_BINARY, " ", Args("run"),
-      " >/dev/null 2>", root_, "/first.err & echo $!"));
+  Result started = testing::RunShell(absl::StrCat("PBERT_FAULT=after-step:2:0:STOP ",
+                                                  pbert::testing::BinaryPath(), " ", Args("run"),
+                                                  " >/dev/null 2>", root_, "/first.err & echo $!"));
   const int pid = std::stoi(started.out);
   auto stopped = [&] {
     const std::string stat = testing::ReadText(absl::StrCat("/proc/", pid, "/stat"));

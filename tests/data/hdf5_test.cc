@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/data/random_instances.h"
+#include "tests/source_paths.h"
 
 namespace pbert::data {
 namespace {
@@ -67,7 +68,7 @@ class H5pyFilesTest : public ::testing::Test {
     // ctest runs each test in its own process, side by side: one folder each.
     dir_ = new std::string(Temp("h5py_" + std::to_string(::getpid())));
     std::filesystem::remove_all(*dir_);
-    const std::string command = std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
+    const std::string command = std::string("/usr/bin/python3 ") + pbert::testing::SourceDir() +
                                 "/tests/data/write_mlperf_hdf5.py " + *dir_ + " 2>&1";
     available_ = std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") == 0;
     if (available_) ok_ = std::system(command.c_str()) == 0;

@@ -5,11 +5,12 @@
 #include <fstream>
 #include <memory>
 
-#include "data/corpus.h"
 #include "absl/strings/str_cat.h"
+#include "data/corpus.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/data/shared_data.h"
+#include "tests/source_paths.h"
 
 namespace pbert::data {
 namespace {
@@ -136,7 +137,7 @@ void CompareWithReference(const std::vector<TokenizedDocument>& documents,
   const auto& special = tokenizer.vocabulary().special();
   std::string stats_path = docs + ".json";
   std::string command =
-      std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
+      std::string("/usr/bin/python3 ") + pbert::testing::SourceDir() +
       "/tests/data/pretraining_reference.py " + docs + " " + std::to_string(o.max_seq_len) + " " +
       std::to_string(o.dupe_factor) + " " + std::to_string(o.short_seq_prob) + " " +
       std::to_string(o.masked_lm_prob) + " " + std::to_string(o.max_predictions_per_seq) + " " +

@@ -6,11 +6,12 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/source_paths.h"
 
 namespace pbert::testing {
 
 inline std::string SharedData(const std::string& name) {
-  return std::string(PBERT_SHARED_DATA_DIR) + "/" + name;
+  return std::string(pbert::testing::SharedDataDir()) + "/" + name;
 }
 
 #define PBERT_REQUIRE_SHARED(name)                                      \

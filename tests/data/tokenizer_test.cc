@@ -8,6 +8,7 @@
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "tests/data/shared_data.h"
+#include "tests/source_paths.h"
 
 namespace pbert::data {
 namespace {
@@ -95,7 +96,7 @@ void ExpectParity(const Tokenizer& tokenizer, const std::string& text_path, bool
   std::string expected_path =
       Temp(std::filesystem::path(text_path).filename().string() + (cased ? ".cased" : "") +
            ".expected");
-  std::string command = std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
+  std::string command = std::string("/usr/bin/python3 ") + pbert::testing::SourceDir() +
                         "/tests/data/bert_tokenizer_reference.py " +
                         testing::SharedData(kVocabName) + (cased ? " --cased" : "") + " < " +
                         text_path + " > " + expected_path;

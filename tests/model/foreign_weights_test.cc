@@ -4,7 +4,6 @@
 // the values those scripts say they wrote; and every damaged file refused
 // with one line naming the file and the tensor.
 #include <torch/torch.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,13 +13,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
-#include "formats/safetensors.h"
-#include "model/weights.h"
 #include "model/weight_names.h"
+#include "model/weights.h"
 #include "nlohmann/json.hpp"
 #include "tests/model/fixtures.h"
+#include "tests/source_paths.h"
 
 namespace pbert::model {
 namespace {
@@ -35,7 +35,7 @@ std::string SizeArgs() {
 }
 
 std::string Script(const std::string& name) {
-  return absl::StrCat(PBERT_SOURCE_DIR, "/tests/model/", name);
+  return absl::StrCat(pbert::testing::SourceDir(), "/tests/model/", name);
 }
 
 bool HasPython(const std::string& module) {

@@ -11,6 +11,7 @@
 #include "model/bert.h"
 #include "nlohmann/json.hpp"
 #include "tests/model/fixtures.h"
+#include "tests/source_paths.h"
 
 namespace pbert::model {
 namespace {
@@ -85,7 +86,7 @@ TEST(WeightsTest, AnIndependentReaderAgrees) {
                             {"first", t.reshape(-1)[0].item<double>()}};
   }
   std::ofstream(expected_path) << expected.dump();
-  std::string command = std::string("/usr/bin/python3 ") + PBERT_SOURCE_DIR +
+  std::string command = std::string("/usr/bin/python3 ") + pbert::testing::SourceDir() +
                         "/tests/model/read_safetensors.py " + path + " " + expected_path;
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "tests/scratch_folder.h"
+#include "tests/source_paths.h"
 
 namespace pbert::train {
 namespace {
@@ -86,7 +87,7 @@ TEST_F(MlperfResultTest, ReadsTimeSamplesAndStatus) {
 
 // MLPerf's _compute_olympic_average on the converged runs' minutes.
 std::optional<double> Reference(const std::vector<double>& minutes, int dropped) {
-  const std::string tools = std::string(PBERT_SOURCE_DIR) + "/../shared/tools";
+  const std::string tools = std::string(pbert::testing::SourceDir()) + "/../shared/tools";
   // The function's own source, taken out of the module (whose imports need
   // pandas) with ast.
   const std::string command = absl::StrCat(
@@ -105,7 +106,7 @@ std::optional<double> Reference(const std::vector<double>& minutes, int dropped)
 }
 
 TEST_F(MlperfResultTest, OlympicScoreIsTheSummarizers) {
-  if (!fs::exists(std::string(PBERT_SOURCE_DIR) + "/../shared/tools/mlperf_logging")) {
+  if (!fs::exists(std::string(pbert::testing::SourceDir()) + "/../shared/tools/mlperf_logging")) {
     GTEST_SKIP() << "needs ../shared/tools/mlperf_logging (MLPerf's result summarizer)";
   }
   std::mt19937 rng(3);
