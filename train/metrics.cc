@@ -5,14 +5,10 @@
 namespace pbert::train {
 
 using M = PretrainingMetrics;
-const std::array<double M::*, 12> M::kFields = {
-    &M::loss,        &M::mlm_loss, &M::mlm_sequence_loss, &M::mlm_tokens,  &M::mlm_sequences,
-    &M::mlm_correct, &M::nsp_loss, &M::nsp_sequences,     &M::nsp_correct, &M::tokens,
-    &M::rows,        &M::flops};
 
 at::Tensor PretrainingMetrics::DeviceSums(const model::PretrainingSums& s, const at::Tensor& loss) {
   auto d = [](const at::Tensor& t) { return t.detach().to(at::kDouble); };
-  // In kFields order: loss, then the sums.
+  // In kMetricFields order: loss, then the sums.
   return at::stack(
       {loss.defined() ? d(loss) : at::zeros({}, s.nsp_loss.options().dtype(at::kDouble)),
        d(s.mlm_loss), d(s.mlm_sequence_loss), d(s.mlm_tokens), d(s.mlm_sequences), d(s.mlm_correct),
@@ -32,18 +28,20 @@ at::Tensor PretrainingMetrics::WithDeviceSums(const at::Tensor& device_sums,
 }
 
 void PretrainingMetrics::Add(const PretrainingMetrics& o) {
-  for (double M::*field : kFields) this->*field += o.*field;
+  for (double M::*field : kMetricFields) this->*field += o.*field;
 }
 
 std::vector<double> PretrainingMetrics::ToVector() const {
   std::vector<double> out;
-  for (double M::*field : kFields) out.push_back(this->*field);
+  for (double M::*field : kMetricFields) out.push_back(this->*field);
   return out;
 }
 
 PretrainingMetrics PretrainingMetrics::FromVector(const std::vector<double>& values) {
   PretrainingMetrics m;
-  for (size_t i = 0; i < kFields.size() && i < values.size(); ++i) m.*kFields[i] = values[i];
+  for (size_t i = 0; i < kMetricFields.size() && i < values.size(); ++i) {
+    m.*kMetricFields[i] = values[i];
+  }
   return m;
 }
 
