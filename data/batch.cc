@@ -126,7 +126,6 @@ absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instan
         mlab[b][slot] = in.masked_ids[m];
         mseq[b][slot] = sequence;
       }
-      batch.masked_tokens += static_cast<int64_t>(in.masked_positions.size());
       batch.masked_sequences += in.masked_positions.empty() ? 0 : 1;
       cls[b][k] = offset;
       cls_token[b][k] = first;

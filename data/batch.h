@@ -41,12 +41,12 @@ struct PackedBatch {
   at::Tensor mlm_token;    // [K] the token (index into the T) of each used MLM slot, in order
   at::Tensor cls_token;    // [B,D] the token of each sequence slot's [CLS]; 0 for unused slots
   // Computed on the host as the batch was laid out, and kept there (To()
-  // copies them): the real tokens (T), the longest sequence, the masked
-  // tokens (K) and the sequences with at least one, each sequence. What a
-  // loss is divided by is known without reading a device.
+  // copies them): the real tokens (T), the longest sequence, the sequences
+  // with at least one masked token, each sequence. With mlm_used's length
+  // (K, the masked tokens), what a loss is divided by is known without
+  // reading a device.
   int64_t tokens = 0;
   int64_t max_seqlen = 0;
-  int64_t masked_tokens = 0;
   int64_t masked_sequences = 0;
   std::vector<SequenceSpan> sequences;
 

@@ -62,7 +62,7 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedB
 }
 
 StepTotals TotalsOf(const data::PackedBatch& batch) {
-  return {static_cast<double>(batch.masked_tokens), static_cast<double>(batch.masked_sequences),
+  return {static_cast<double>(batch.mlm_used.numel()), static_cast<double>(batch.masked_sequences),
           static_cast<double>(batch.sequences.size())};
 }
 

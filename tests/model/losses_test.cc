@@ -28,7 +28,6 @@ Example MakeExample() {
   e.batch.nsp_valid = torch::tensor({{1, 1, 0}}, torch::kLong);
   // The counts the loader computes on the host: sequences of 5 and 3 tokens.
   e.batch.sequences = {{0, 0, 5}, {5, 5, 3}};
-  e.batch.masked_tokens = 3;
   e.batch.masked_sequences = 2;
   // The three used slots' logits. CE: ln 3 (wrong: argmax 0, label 2),
   // ln 2 (right), ln 5/3 (right).
