@@ -1,8 +1,10 @@
 // bench/gpu: training steps on a GPU, bf16: packed-bert on packed rows (the
 // varlen layout: the model on the real tokens only, FlashAttention) against
 // what users run otherwise, Hugging Face's BertForPreTraining with SDPA on
-// the same sequences each padded to a row of 512 (bench/hf_peer.py, started
-// by --peer), for BERT-base and BERT-large. Both sides train on the same
+// the same sequences each padded to a row of 512, in micro-batches of as
+// many rows as packed-bert's, gradients accumulated (bench/hf_peer.py,
+// started by --peer, after this process has returned its cached GPU
+// memory), for BERT-base and BERT-large. Both sides train on the same
 // sequences per step (lengths from Wikipedia's published histogram, or
 // uniform when none is given), in bf16 autocast with fp32 weights, and are
 // timed over the same steps after warm-up steps. Prints per model and side
@@ -150,11 +152,12 @@ int Main(int argc, char** argv) {
   auto facts = pbert::gpu::Describe(0);
   if (!facts.ok()) return Usage(std::string(facts.status().message()));
   const double peak = pbert::train::GpuPeakFlops(facts->name, pbert::model::Precision::kBf16);
-  std::printf("# %s, %d SMs; LibTorch %s; bf16 autocast, fp32 weights; rows of %d tokens, "
-              "%d packed rows per step (the peer: the same sequences, one per row); %d warm-up "
-              "and %d timed steps; lengths %s\n\n",
-              facts->name.c_str(), facts->multiprocessors, TORCH_VERSION, kMaxLen, rows, warmup,
-              steps, histogram.empty() ? "uniform in [32, 512]" : histogram_path.c_str());
+  std::printf(
+      "# %s, %d SMs; LibTorch %s; bf16 autocast, fp32 weights; rows of %d tokens, "
+      "%d packed rows per step (the peer: the same sequences, one per row, %d rows per "
+      "micro-batch); %d warm-up and %d timed steps; lengths %s\n\n",
+      facts->name.c_str(), facts->multiprocessors, TORCH_VERSION, kMaxLen, rows, rows, warmup,
+      steps, histogram.empty() ? "uniform in [32, 512]" : histogram_path.c_str());
   std::printf("| model | side | real tokens/s | sequences/s | model TFLOP/s | MFU (bf16 peak %.0f "
               "TFLOP/s) | peak GiB |\n|---|---|---|---|---|---|---|\n",
               peak / 1e12);
@@ -228,10 +231,15 @@ int Main(int argc, char** argv) {
     }
     Print(s.name, "packed-bert, packed rows (varlen)", ours, peak);
     if (peer.empty()) continue;
-    // The peer: the same steps' sequences, one per row, from a file.
+    // The peer gets the GPU's whole memory: this process's cached blocks go
+    // back to the driver first.
+    (void)pbert::gpu::ReleaseCachedMemory(0);
+    // The peer: the same steps' sequences, one per row, from a file, in
+    // micro-batches of as many rows as packed-bert's.
     std::ofstream(lengths_out) << json{{"hidden", s.hidden}, {"layers", s.layers},
-                                       {"heads", s.heads}, {"ffn", s.ffn}, {"max_len", kMaxLen},
-                                       {"warmup", warmup}, {"steps", plan}}
+                                       {"heads", s.heads},   {"ffn", s.ffn},
+                                       {"max_len", kMaxLen}, {"warmup", warmup},
+                                       {"micro_rows", rows}, {"steps", plan}}
                                       .dump();
     const std::string command = peer + " " + lengths_out;
     FILE* pipe = popen(command.c_str(), "r");

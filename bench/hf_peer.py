@@ -7,7 +7,10 @@ transformers' BertForPreTraining with SDPA attention, fp32 weights under
 bf16 autocast, on a CUDA GPU; each step trains on the sequences of one step
 of bench/gpu's plan (their lengths), each padded to a row of max_len with an
 attention mask, 15% of each sequence's tokens masked (at most 76), random
-NSP labels; torch's fused AdamW. The first `warmup` steps are not timed.
+NSP labels, in micro-batches of at most `micro_rows` rows whose gradients
+are accumulated (as packed-bert's rows per micro-batch: the padded rows of
+a step do not fit a GPU at once for BERT-large); torch's fused AdamW. The
+first `warmup` steps are not timed.
 Prints one JSON object: seconds, real tokens and sequences of the timed
 steps, peak GPU memory, torch's version.
 """
@@ -49,17 +52,22 @@ def main(path):
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     generator = torch.Generator().manual_seed(3)
-    batches = [step_tensors(lengths, plan["max_len"], generator, device) for lengths in plan["steps"]]
+    micro = plan.get("micro_rows", max(len(lengths) for lengths in plan["steps"]))
+    # Per step: its micro-batches, each with its share of the step's sequences.
+    batches = [[(step_tensors(lengths[i:i + micro], plan["max_len"], generator, device),
+                 len(lengths[i:i + micro]) / len(lengths))
+                for i in range(0, len(lengths), micro)] for lengths in plan["steps"]]
     torch.cuda.reset_peak_memory_stats()
     tokens = sequences = 0
-    for step, (ids, types, mask, labels, nsp) in enumerate(batches):
+    for step, micro_batches in enumerate(batches):
         if step == plan["warmup"]:
             torch.cuda.synchronize()
             start = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels,
-                        next_sentence_label=nsp)
-        out.loss.backward()
+        for (ids, types, mask, labels, nsp), share in micro_batches:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = model(input_ids=ids, token_type_ids=types, attention_mask=mask,
+                            labels=labels, next_sentence_label=nsp)
+            (out.loss * share).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if step >= plan["warmup"]:

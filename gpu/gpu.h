@@ -32,6 +32,9 @@ struct MemoryStats {
 };
 absl::StatusOr<MemoryStats> Memory(int index);
 absl::Status ResetPeakMemory(int index);
+// Returns the caching allocator's unused blocks on device `index` to the
+// driver, so that another process can have them.
+absl::Status ReleaseCachedMemory(int index);
 
 // Waits until device `index` has finished all work queued so far.
 absl::Status Synchronize(int index);

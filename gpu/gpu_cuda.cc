@@ -84,6 +84,14 @@ absl::Status ResetPeakMemory(int index) {
   });
 }
 
+absl::Status ReleaseCachedMemory(int index) {
+  return Guarded("cannot release the GPU's cached memory", [&] {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    return absl::OkStatus();
+  });
+}
+
 absl::Status Synchronize(int index) {
   return Guarded("the GPU failed", [&] {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));

@@ -16,6 +16,7 @@ bool Built() { return false; }
 absl::StatusOr<DeviceFacts> Describe(int) { return NoCuda(); }
 absl::StatusOr<MemoryStats> Memory(int) { return NoCuda(); }
 absl::Status ResetPeakMemory(int) { return NoCuda(); }
+absl::Status ReleaseCachedMemory(int) { return NoCuda(); }
 absl::Status Synchronize(int) { return NoCuda(); }
 absl::StatusOr<std::unique_ptr<EventTimer>> EventTimer::Create(int) { return NoCuda(); }
 

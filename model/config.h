@@ -23,7 +23,7 @@ struct ModelConfig {
             "per_token: canonical BERT; per_sequence: mean over sequences, the paper's 3.2.3");
     v.Field("precision", &precision,
             "autocast over fp32 weights; fp16 on CUDA only; auto: bf16 where the CPU computes "
-            "bf16 in hardware, fp16 on CUDA, else fp32");
+            "bf16 in hardware or the GPU has it (sm_80 and later), fp16 on older GPUs, else fp32");
   }
   // The shape's own checks, and whether its weights, gradients and LAMB's
   // two moments fit this machine's memory.

@@ -39,7 +39,7 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedB
   at::Tensor labels = batch.mlm_labels.reshape({-1}).index_select(0, batch.mlm_used);  // [K]
   at::Tensor ce = CrossEntropyEach(mlm_logits, labels);
   s.mlm_loss = ce.sum();
-  s.mlm_tokens = at::scalar_tensor(static_cast<double>(labels.size(0)), at::kDouble);
+  s.mlm_tokens = at::full({}, static_cast<double>(labels.size(0)), ce.options().dtype(at::kDouble));
   s.mlm_correct = (mlm_logits.argmax(-1) == labels).sum().to(at::kDouble);
   // Token losses summed per sequence slot, without a loop over sequences.
   at::Tensor owners = MlmOwners(batch);

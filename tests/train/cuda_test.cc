@@ -90,7 +90,19 @@ TEST(CudaTest, VarlenThroughFlashAttentionEqualsDenseFp32) {
       loss.backward();
       return std::make_pair(logits, loss.item<double>());
     };
+    auto gradients = [](model::BertForPreTraining& m) {
+      std::vector<at::Tensor> out;
+      for (const auto& p : m->parameters()) out.push_back(p.grad().detach().clone());
+      return out;
+    };
     auto [reference, reference_loss] = run(dense, model::Precision::kFp32);
+    const std::vector<at::Tensor> reference_gradients = gradients(dense);
+    // The dense layout in bf16 too: how far bf16's rounding alone moves each
+    // gradient. The NSP head's gradients are sums over the sequences of
+    // terms of both signs, so their rounding is relative to the terms, not
+    // to the sum, and can be far above 5% of the sum's largest entry.
+    run(dense, model::Precision::kBf16);
+    const std::vector<at::Tensor> rounded_gradients = gradients(dense);
     auto [flash, flash_loss] = run(varlen, model::Precision::kBf16);
     const double scale = reference.mlm.abs().max().item<double>();
     EXPECT_LE(MaxAbsDiff(flash.mlm, reference.mlm), scale / 32) << "depth " << depth;
@@ -99,11 +111,16 @@ TEST(CudaTest, VarlenThroughFlashAttentionEqualsDenseFp32) {
               scale / 32)
         << "depth " << depth;
     EXPECT_NEAR(flash_loss, reference_loss, 0.01 * reference_loss) << "depth " << depth;
-    auto a = dense->named_parameters(), b = varlen->named_parameters();
-    for (size_t k = 0; k < a.size(); ++k) {
-      const double g = a[k].value().grad().abs().max().item<double>();
-      EXPECT_LE(MaxAbsDiff(b[k].value().grad(), a[k].value().grad()), 0.05 * g + 1e-6)
-          << "gradient of " << a[k].key() << " at depth " << depth;
+    // FlashAttention rounds in other places than the dense bf16 path, by
+    // the same unit: within twice that path's own distance from fp32.
+    auto b = varlen->named_parameters();
+    for (size_t k = 0; k < b.size(); ++k) {
+      const at::Tensor& reference_gradient = reference_gradients[k];
+      const double g = reference_gradient.abs().max().item<double>();
+      const double rounding = MaxAbsDiff(rounded_gradients[k], reference_gradient);
+      EXPECT_LE(MaxAbsDiff(b[k].value().grad(), reference_gradient), 0.05 * g + 2 * rounding + 1e-6)
+          << "gradient of " << b[k].key() << " at depth " << depth << " (dense bf16: " << rounding
+          << ")";
     }
   }
 }
@@ -175,6 +192,8 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
     Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
     return std::vector<data::PackedBatch>{*data::MakeBatch(part, {64, 2, 0})};
   };
+  // The generators are the process's: the uninterrupted run takes all its
+  // steps before the resumed one restores them, as a new process would.
   auto whole = std::move(*Trainee::Make(o, *communicator));
   for (int step = 0; step < 2; ++step) ASSERT_TRUE(TrainStep(*whole, *communicator, batches(step), 1e-3, {}).ok());
   // What a checkpoint holds: weights, the optimizer's state, the generators.
@@ -188,6 +207,12 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
   }
   std::vector<at::Tensor> weights;
   for (const auto& p : whole->model()->parameters()) weights.push_back(p.detach().clone());
+  std::vector<double> losses;
+  for (int step = 2; step < 5; ++step) {
+    auto a = TrainStep(*whole, *communicator, batches(step), 1e-3, {});
+    ASSERT_TRUE(a.ok());
+    losses.push_back(a->metrics.loss);
+  }
   auto resumed = std::move(*Trainee::Make(o, *communicator));
   {
     torch::NoGradGuard no_grad;
@@ -199,10 +224,10 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
   }
   ASSERT_TRUE(resumed->randomness().Restore(random).ok());
   for (int step = 2; step < 5; ++step) {
-    auto a = TrainStep(*whole, *communicator, batches(step), 1e-3, {});
     auto b = TrainStep(*resumed, *communicator, batches(step), 1e-3, {});
-    ASSERT_TRUE(a.ok() && b.ok());
-    EXPECT_NEAR(a->metrics.loss, b->metrics.loss, 1e-12 * a->metrics.loss) << "step " << step;
+    ASSERT_TRUE(b.ok());
+    const double a = losses[step - 2];
+    EXPECT_NEAR(a, b->metrics.loss, 1e-12 * a) << "step " << step;
   }
   constexpr double kTerms = 1 << 16;
   auto pa = whole->model()->named_parameters(), pb = resumed->model()->named_parameters();
