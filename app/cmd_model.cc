@@ -7,13 +7,13 @@
 #include "absl/strings/str_join.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/hf_export.h"
 #include "common/config.h"
-#include "common/logging.h"
 #include "common/folders.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "formats/safetensors.h"
 #include "model/bert.h"
-#include "model/hf_export.h"
 #include "model/weights.h"
 #include "train/checkpointer.h"
 
@@ -67,7 +67,7 @@ absl::Status ExportHf(const Args& args) {
             "with --config FILE"));
   }
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}, has_saved ? saved : ""));
-  model::HfExportOptions options;
+  HfExportOptions options;
   options.vocab = args.Get("vocab", config.prepare.vocab);
   options.lower_case = config.prepare.lower_case;
   options.existing = ExistingOutput(args);
@@ -79,7 +79,7 @@ absl::Status ExportHf(const Args& args) {
   RETURN_IF_ERROR(CheckOutput(args, out, OutputKind::kHfFolder));
   model::BertForPreTraining bert(config.model.bert);
   RETURN_IF_ERROR(train::LoadVerifiedWeights(in, *bert));
-  RETURN_IF_ERROR(model::ExportHuggingFace(*bert, config.model.bert, options, out));
+  RETURN_IF_ERROR(ExportHuggingFace(*bert, config.model.bert, options, out));
   logging::Get("model")->info(
       "{}: config.json, model.safetensors, vocab.txt and tokenizer_config.json for "
       "transformers' BertForPreTraining.from_pretrained and BertTokenizerFast.from_pretrained",

@@ -42,7 +42,8 @@ absl::Status RunScore(const Args& args) {
   ASSIGN_OR_RETURN(std::shared_ptr<data::SequenceSource> source,
                    data::OpenSequences(path, static_cast<uint32_t>(config.model.bert.vocab_size()),
                                        limit));
-  RETURN_IF_ERROR(model::CheckDataFits(config.model.bert, source->limits(), path));
+  RETURN_IF_ERROR(model::CheckDataFits(config.model.bert, source->limits().vocab_size,
+                                       source->limits().max_len, path));
   const int max_len = static_cast<int>(source->limits().max_len);
   const std::string algorithm = args.Get("pack", "none");
   const int depth = algorithm == "none" ? 1 : max_depth;

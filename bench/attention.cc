@@ -16,6 +16,8 @@
 // and the largest difference of each output from the hand-written one.
 //
 //   build/bench/attention [--rounds 7] [--threads 2] [--len 512] [--rows 4]
+#include "model/attention.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -23,10 +25,11 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "data/batch.h"
-#include "model/attention.h"
+#include "train/inputs.h"
 
 namespace {
 
@@ -67,13 +70,16 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", std::string(batch.status().message()).c_str());
       return 1;
     }
+    // Each layout as the loader makes it (train/inputs.h), on the CPU in fp32.
     auto layout = [&](pbert::model::AttentionKind kind) {
-      return pbert::model::MakeLayout(*batch, kind, torch::kFloat, d);
+      pbert::model::InputPlan plan;
+      plan.attention = kind;
+      return pbert::train::MakeInputs(*batch, plan).attention;
     };
     const AttentionLayout dense = layout(pbert::model::AttentionKind::kDense);
     const AttentionLayout blocked = layout(pbert::model::AttentionKind::kBlocked);
     const AttentionLayout varlen = layout(pbert::model::AttentionKind::kVarlen);
-    at::Tensor allowed = dense.mask.eq(0);              // [B,1,S,S]
+    at::Tensor allowed = std::get<pbert::model::DenseMask>(dense).mask.eq(0);  // [B,1,S,S]
     at::Tensor disallowed = allowed.logical_not().expand({B, heads, S, S}).contiguous();
     auto q = torch::randn({B, S, hidden}, torch::requires_grad());
     auto k = torch::randn({B, S, hidden}, torch::requires_grad());
@@ -83,7 +89,8 @@ int Main(int argc, char** argv) {
     std::vector<std::pair<std::string, std::function<at::Tensor()>>> variants = {
         {"hand-written",
          [&] {
-           auto scores = at::matmul(split(q), split(k).transpose(-1, -2)) * scale + dense.mask;
+           auto scores = at::matmul(split(q), split(k).transpose(-1, -2)) * scale +
+                         std::get<pbert::model::DenseMask>(dense).mask;
            return at::matmul(at::softmax(scores, -1), split(v))
                .transpose(1, 2)
                .reshape({B, S, hidden});

@@ -24,6 +24,7 @@
 #include "model/losses.h"
 #include "model/precision.h"
 #include "tests/source_paths.h"
+#include "train/inputs.h"
 
 namespace {
 
@@ -68,10 +69,20 @@ Instance MakeInstance(int length, std::mt19937& rng) {
 struct Case {
   const char* name;
   const pbert::data::PackedBatch* batch;
-  at::Tensor mask;
+  at::Tensor mask;  // defined: the dense layout with this mask
   pbert::model::Precision precision;
   std::vector<double> seconds;  // per step, one entry per round
+  pbert::model::Inputs inputs;  // made once, as the loader makes them ahead of the step
 };
+
+// The case's inputs in the model's layout, or the dense one with its own mask.
+void MakeInputs(const pbert::model::BertForPreTraining& model, Case& c) {
+  pbert::model::BertOptions options = model->options;
+  if (c.mask.defined()) options.attention(pbert::model::AttentionKind::kDense);
+  c.inputs = pbert::train::MakeInputs(
+      *c.batch, pbert::model::InputPlan::For(options, c10::kCPU, c.precision, torch::kFloat));
+  if (c.mask.defined()) c.inputs.attention = pbert::model::DenseMask{c.mask};
+}
 
 // One training step: forward (under autocast if asked), losses, backward.
 void Step(pbert::model::BertForPreTraining& model, const Case& c) {
@@ -79,11 +90,11 @@ void Step(pbert::model::BertForPreTraining& model, const Case& c) {
   pbert::model::PretrainingLogits logits;
   {
     pbert::model::AutocastGuard autocast(c.precision, c10::DeviceType::CPU);
-    logits = model(*c.batch, c.mask);
+    logits = model(c.inputs);
   }
-  auto sums = pbert::model::ComputeSums(logits, *c.batch);
+  auto sums = pbert::model::ComputeSums(logits, c.inputs);
   pbert::model::PretrainingLoss(sums, pbert::model::MlmLossMode::kPerToken,
-                                pbert::model::TotalsOf(*c.batch))
+                                pbert::train::TotalsOf(*c.batch))
       .backward();
 }
 
@@ -159,6 +170,7 @@ int main(int argc, char** argv) {
       {"packed, block mask", &packed, {}, pbert::model::Precision::kFp32, {}},
       {"packed, block, bf16 amp", &packed, {}, pbert::model::Precision::kBf16, {}},
   };
+  for (Case& c : cases) MakeInputs(model, c);
   for (Case& c : cases) Step(model, c);  // warm-up
   const int rounds = std::max(3, steps / 2);
   for (int round = 0; round < rounds; ++round) {

@@ -239,7 +239,12 @@ int main(int argc, char** argv) {
           o.seed = 1;
           o.threads = 1;
           o.prefetch = 2;
-          (*trainee)->model()->options.attention(c.attention);
+          // The loader's threads make the inputs in the case's layout, as
+          // in a run (train/inputs.h).
+          pbert::model::BertOptions bert = (*trainee)->bert_options();
+          bert.attention(c.attention);
+          o.prepare = pbert::train::Preparer(pbert::model::InputPlan::For(
+              bert, (*trainee)->device(), (*trainee)->precision(), torch::kFloat));
           auto start = std::chrono::steady_clock::now();
           auto loader = pbert::data::Loader::Create(store, c.index, o, c.position);
           if (!loader.ok()) return Fail(loader.status());
@@ -247,11 +252,11 @@ int main(int argc, char** argv) {
           for (int s = 0; s < steps; ++s) {
             auto batches = (*loader)->Next();
             if (!batches.ok()) return Fail(batches.status());
-            for (const auto& b : batches->batches) slots += b.input_ids.numel();
+            const std::vector<pbert::train::MicroBatch> micro = pbert::train::Prepared(*batches);
+            for (const auto& b : micro) slots += static_cast<double>(b.rows * b.width);
             tokens += batches->tokens;
             sequences += batches->sequences;
-            auto result =
-                pbert::train::TrainStep(**trainee, *communicator, batches->batches, 1e-4, {});
+            auto result = pbert::train::TrainStep(**trainee, *communicator, micro, 1e-4, {});
             if (!result.ok()) return Fail(result.status());
           }
           const double seconds =

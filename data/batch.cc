@@ -9,36 +9,6 @@
 
 namespace pbert::data {
 
-namespace {
-
-// Every tensor of `batch`, for moving them all alike.
-template <class Batch, class F>
-void ForEachTensor(Batch& batch, F f) {
-  for (auto* t : {&batch.input_ids, &batch.position_ids, &batch.token_type_ids,
-                  &batch.sequence_ids, &batch.mlm_positions, &batch.mlm_labels,
-                  &batch.mlm_sequence, &batch.cls_positions, &batch.nsp_labels, &batch.nsp_valid,
-                  &batch.mlm_used, &batch.token_index, &batch.cu_seqlens, &batch.mlm_token,
-                  &batch.cls_token}) {
-    f(*t);
-  }
-}
-
-}  // namespace
-
-PackedBatch PackedBatch::To(const c10::Device& device, bool non_blocking) const {
-  PackedBatch moved = *this;
-  ForEachTensor(moved, [&](at::Tensor& t) {
-    if (t.defined()) t = t.to(device, t.scalar_type(), non_blocking);
-  });
-  return moved;
-}
-
-void PackedBatch::PinMemory() {
-  ForEachTensor(*this, [](at::Tensor& t) {
-    if (t.defined()) t = t.pin_memory();
-  });
-}
-
 absl::StatusOr<PackedBatch> MakeBatch(const std::vector<std::vector<const Instance*>>& rows,
                                       const BatchShape& shape) {
   const int64_t B = static_cast<int64_t>(rows.size());

@@ -40,26 +40,15 @@ struct PackedBatch {
   at::Tensor cu_seqlens;   // [N+1] int32: where each of the N sequences starts among the T, then T
   at::Tensor mlm_token;    // [K] the token (index into the T) of each used MLM slot, in order
   at::Tensor cls_token;    // [B,D] the token of each sequence slot's [CLS]; 0 for unused slots
-  // Computed on the host as the batch was laid out, and kept there (To()
-  // copies them): the real tokens (T), the longest sequence, the sequences
-  // with at least one masked token, each sequence. With mlm_used's length
-  // (K, the masked tokens), what a loss is divided by is known without
-  // reading a device.
+  // Computed on the host as the batch was laid out: the real tokens (T), the longest sequence, the
+  // sequences with at least one masked token, each sequence. With mlm_used's length (K, the masked
+  // tokens), what a loss is divided by is known without reading a device.
   int64_t tokens = 0;
   int64_t max_seqlen = 0;
   int64_t masked_sequences = 0;
   std::vector<SequenceSpan> sequences;
 
   int64_t rows() const { return input_ids.size(0); }
-
-  // This batch with every tensor on `device` (the host fields copied): the
-  // one call that moves a batch. `non_blocking` copies from pinned host
-  // memory (PinMemory) without waiting. On the device it is already on,
-  // the tensors are shared, not copied.
-  PackedBatch To(const c10::Device& device, bool non_blocking = false) const;
-  // Moves the tensors into page-locked host memory, from which a GPU copies
-  // asynchronously (a CUDA LibTorch only; the loader does it for GPU runs).
-  void PinMemory();
 };
 
 struct BatchShape {

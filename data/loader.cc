@@ -140,8 +140,12 @@ absl::StatusOr<StepBatches> Loader::Build(uint64_t step) {
       }
     }
     ASSIGN_OR_RETURN(PackedBatch batch, MakeBatch(layout, options_.shape));
-    if (options_.pin_memory) batch.PinMemory();
-    out.batches.push_back(std::move(batch));
+    if (options_.prepare) {
+      ASSIGN_OR_RETURN(std::any prepared, options_.prepare(batch));
+      out.prepared.push_back(std::move(prepared));
+    } else {
+      out.batches.push_back(std::move(batch));
+    }
     out.sequences += sequences;
     out.rows += rows.size();
   }

@@ -12,8 +12,10 @@
 // continues at the exact next row.
 #pragma once
 
+#include <any>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,9 +49,11 @@ struct LoaderOptions {
   bool single_pass = false;
   int threads = 1;       // background threads building batches
   int prefetch = 4;      // steps built ahead of use, at most
-  // Built batches go to page-locked memory (PackedBatch::PinMemory), from
-  // which a GPU copies them asynchronously: for runs on a GPU.
-  bool pin_memory = false;
+  // What each built micro-batch becomes on the loader's threads, instead of
+  // being handed out as it is: the training step's inputs on its device
+  // (train/inputs.h makes them; the loader knows them only as std::any).
+  using PrepareFunction = std::function<absl::StatusOr<std::any>(const PackedBatch&)>;
+  PrepareFunction prepare;
 
   // The config's data keys of the loader (the rest comes from the train,
   // packing and dist sections and the communicator).
@@ -71,7 +75,8 @@ struct LoaderPosition {
 
 // The micro-batches of one rank for one optimizer step, with what they hold.
 struct StepBatches {
-  std::vector<PackedBatch> batches;
+  std::vector<PackedBatch> batches;  // without options.prepare
+  std::vector<std::any> prepared;    // with it, what it made of each
   uint64_t sequences = 0;  // in this rank's batches
   uint64_t tokens = 0;     // real tokens in this rank's batches
   uint64_t rows = 0;       // rows in this rank's batches

@@ -1,7 +1,6 @@
-// How self-attention sees a batch: its layout, made once per forward pass
-// from the batch's sequence boundaries (computed on the host when the batch
-// was laid out: data/batch.h) and shared by every layer. Three layouts give
-// the same result for every real token (docs/model.md):
+// How self-attention sees a batch: its layout (model/inputs.h), made with
+// the batch's other inputs before the step and shared by every layer.
+// Three layouts give the same result for every real token (docs/model.md):
 //
 // dense:   the model runs on the padded rows [B,S,H]; scores over the whole
 //          row [B,heads,S,S] plus the block-diagonal mask (-inf between
@@ -20,33 +19,11 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
 
-#include <vector>
-
-#include "data/batch.h"
 #include "model/bert_options.h"
+#include "model/inputs.h"
 
 namespace pbert::model {
-
-struct AttentionLayout {
-  AttentionKind kind = AttentionKind::kDense;  // never kAuto
-  // dense: the additive mask, broadcastable to [B,heads,S,S].
-  at::Tensor mask;
-  // blocked, and varlen without FlashAttention: one entry per bucket of
-  // sequences, indexing the flattened [B*S] rows (blocked) or the T tokens
-  // (varlen).
-  struct Bucket {
-    int64_t length = 0;  // L
-    at::Tensor tokens;   // [n*L] indices into the flattened tokens; padding slots -> their count
-    at::Tensor key_mask;  // [n,1,1,L] additive: 0 for a sequence's keys, -inf for padding slots
-  };
-  std::vector<Bucket> buckets;
-  // varlen through FlashAttention: the sequences' boundaries among the T.
-  bool flash = false;
-  at::Tensor cu_seqlens;  // [N+1] int32
-  int64_t max_seqlen = 0;
-};
 
 // What `kind` means: kAuto is varlen on either device. On a GPU it runs
 // FlashAttention's varlen kernel; on the CPU it trained 1.8-2.0x faster
@@ -59,17 +36,10 @@ AttentionKind ResolveAttention(AttentionKind kind);
 // Padding tokens (id 0) attend only padding, so no row is all -inf.
 at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype);
 
-// The layout of `batch` (on any device; only its host fields and
-// sequence_ids are read) for attention `kind` (not kAuto), with the scores'
-// dtype and the width of a head. `whole_rows`: a row's real tokens attend
-// to each other as one sequence (the no_block_mask ablation).
-AttentionLayout MakeLayout(const data::PackedBatch& batch, AttentionKind kind,
-                           at::ScalarType dtype, int64_t head_dim, bool whole_rows = false);
-
 // Scaled dot-product attention of q, k, v ([B,S,hidden] in the dense and
-// blocked layouts, [T,hidden] in varlen) split into `heads`, in `layout`,
-// with dropout of probability `dropout_p` on the attention probabilities
-// (0 in evaluation).
+// blocked layouts, [T,hidden] in the varlen ones) split into `heads`, in
+// `layout` (model/inputs.h), with dropout of probability `dropout_p` on the
+// attention probabilities (0 in evaluation). Device work only.
 at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads,
                   const AttentionLayout& layout, double dropout_p);
 

@@ -146,21 +146,9 @@ void BertModelImpl::reset() {
                                                     BertDenseActivationImpl::Activation::kTanh));
 }
 
-at::Tensor BertModelImpl::forward(const data::PackedBatch& batch, const AttentionLayout& layout) {
-  const bool reset = options.ablation() != Ablation::kNoPositionReset;
-  if (layout.kind == AttentionKind::kVarlen) {
-    // The T real tokens only, end to end.
-    auto real = [&](const at::Tensor& t) { return t.reshape({-1}).index_select(0, batch.token_index); };
-    const at::Tensor positions =
-        reset ? real(batch.position_ids) : batch.token_index.remainder(batch.input_ids.size(1));
-    return encoder(embeddings(real(batch.input_ids), positions, real(batch.token_type_ids)),
-                   layout);
-  }
-  at::Tensor positions = batch.position_ids;
-  if (!reset) {
-    positions = at::arange(batch.input_ids.size(1), positions.options()).expand_as(positions);
-  }
-  return encoder(embeddings(batch.input_ids, positions, batch.token_type_ids), layout);
+at::Tensor BertModelImpl::forward(const Inputs& inputs) {
+  return encoder(embeddings(inputs.input_ids, inputs.position_ids, inputs.token_type_ids),
+                 inputs.attention);
 }
 
 BertPredictionTransformImpl::BertPredictionTransformImpl(const BertOptions& options)
@@ -228,41 +216,18 @@ void BertForPreTrainingImpl::InitWeights() {
   cls->predictions->bias.zero_();
 }
 
-PretrainingLogits BertForPreTrainingImpl::forward(const data::PackedBatch& batch,
-                                                  const at::Tensor& attention_mask) {
-  const at::ScalarType dtype = bert->embeddings->word_embeddings->weight.scalar_type();
-  AttentionLayout layout;
-  if (attention_mask.defined()) {
-    layout.mask = attention_mask;  // kind dense
-  } else {
-    layout = MakeLayout(batch, ResolveAttention(options.attention()), dtype,
-                        options.hidden_size() / options.num_heads(),
-                        options.ablation() == Ablation::kNoBlockMask);
-  }
+PretrainingLogits BertForPreTrainingImpl::forward(const Inputs& inputs) {
   const int64_t H = options.hidden_size();
   // [B*S,H] over the padded rows, or [T,H] over the real tokens (varlen).
-  const at::Tensor hidden = bert(batch, layout).reshape({-1, H});
-  const bool varlen = layout.kind == AttentionKind::kVarlen;
+  const at::Tensor hidden = bert(inputs).reshape({-1, H});
   // The heads run only where they are needed: the masked tokens (not the
   // unused MLM slots: the decoder over the vocabulary is the costliest
   // matmul of a small model), and the [CLS] of every sequence slot.
-  at::Tensor mlm_token, cls_token;
-  if (varlen) {
-    mlm_token = batch.mlm_token;
-    cls_token = batch.cls_token;
-  } else {
-    const int64_t S = batch.input_ids.size(1), M = batch.mlm_positions.size(1);
-    mlm_token = batch.mlm_used.div(M, "floor") * S +
-                batch.mlm_positions.reshape({-1}).index_select(0, batch.mlm_used);
-    cls_token = batch.cls_positions + at::arange(batch.rows(), batch.cls_positions.options())
-                                              .mul(S)
-                                              .unsqueeze(1);
-  }
   PretrainingLogits logits;
-  logits.mlm = cls->predictions(hidden.index_select(0, mlm_token),
+  logits.mlm = cls->predictions(hidden.index_select(0, inputs.mlm_token),
                                 bert->embeddings->word_embeddings->weight);
-  const at::Tensor cls_hidden =
-      hidden.index_select(0, cls_token.reshape({-1})).view({batch.rows(), -1, H});  // [B,D,H]
+  const at::Tensor cls_hidden = hidden.index_select(0, inputs.cls_token.reshape({-1}))
+                                    .view({inputs.rows(), -1, H});  // [B,D,H]
   logits.nsp = cls->seq_relationship(bert->pooler(cls_hidden));
   return logits;
 }

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "data/batch.h"
 #include "model/attention.h"
 #include "model/bert_options.h"
+#include "model/inputs.h"
 #include "model/losses.h"
 
 namespace pbert::model {
@@ -124,8 +124,8 @@ class BertModelImpl : public torch::nn::Cloneable<BertModelImpl> {
   explicit BertModelImpl(const BertOptions& options);
   void reset() override;
   // The final hidden states: [B,S,H] over the padded rows, or [T,H] over
-  // the real tokens in the varlen layout.
-  at::Tensor forward(const data::PackedBatch& batch, const AttentionLayout& layout);
+  // the real tokens in the varlen layouts.
+  at::Tensor forward(const Inputs& inputs);
 
   BertOptions options;
   BertEmbeddings embeddings{nullptr};
@@ -180,10 +180,9 @@ class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImp
   // normal(0, initializer_range), biases 0, LayerNorm 1 and 0.
   void InitWeights();
 
-  // `attention_mask` (additive, broadcastable to [B,heads,S,S]) replaces the
-  // batch's own layout (benchmarks, ablations); by default attention follows
-  // options.attention on the batch's device (model/attention.h).
-  PretrainingLogits forward(const data::PackedBatch& batch, const at::Tensor& attention_mask = {});
+  // The heads' logits for `inputs` (model/inputs.h), on the model's
+  // device, in the layout they were made for: device work only.
+  PretrainingLogits forward(const Inputs& inputs);
 
   BertOptions options;
   BertModel bert{nullptr};

@@ -19,16 +19,16 @@ absl::Status BertOptions::Validate() const {
   return absl::OkStatus();
 }
 
-absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimits& limits,
+absl::Status CheckDataFits(const BertOptions& options, uint64_t vocab_size, uint64_t max_len,
                            const std::string& what) {
-  if (limits.vocab_size > static_cast<uint64_t>(options.vocab_size())) {
+  if (vocab_size > static_cast<uint64_t>(options.vocab_size())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, " uses a vocabulary of ", limits.vocab_size, " tokens; the model has ",
-        options.vocab_size(), " (model.vocab_size): use the vocabulary the model was made for"));
+        what, " uses a vocabulary of ", vocab_size, " tokens; the model has ", options.vocab_size(),
+        " (model.vocab_size): use the vocabulary the model was made for"));
   }
-  if (limits.max_len > static_cast<uint64_t>(options.max_position_embeddings())) {
+  if (max_len > static_cast<uint64_t>(options.max_position_embeddings())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, " holds sequences of up to ", limits.max_len, " tokens; the model has ",
+        what, " holds sequences of up to ", max_len, " tokens; the model has ",
         options.max_position_embeddings(), " positions (model.max_position_embeddings)"));
   }
   return absl::OkStatus();

@@ -11,7 +11,6 @@
 #include "absl/status/status.h"
 #include "common/choices.h"
 #include "common/config_field.h"
-#include "data/instance.h"
 
 namespace pbert::model {
 
@@ -106,10 +105,10 @@ struct BertOptions {
   absl::Status Validate() const;
 };
 
-// OK iff data within `limits` fits a model of `options`: token ids below
-// vocab_size, sequences no longer than max_position_embeddings. `what` names
-// the data in the error.
-absl::Status CheckDataFits(const BertOptions& options, const data::InstanceLimits& limits,
+// OK iff data of `vocab_size` tokens and sequences of at most `max_len`
+// fits a model of `options`: token ids below vocab_size, sequences no
+// longer than max_position_embeddings. `what` names the data in the error.
+absl::Status CheckDataFits(const BertOptions& options, uint64_t vocab_size, uint64_t max_len,
                            const std::string& what);
 
 }  // namespace pbert::model

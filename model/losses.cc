@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 
-
 namespace pbert::model {
 
 namespace {
@@ -12,37 +11,26 @@ at::Tensor AtLeastFloat(const at::Tensor& t) {
   return t.to(at::promote_types(t.scalar_type(), at::kFloat));
 }
 
-}  // namespace
-
-namespace {
-
 // Cross-entropy of each row of `logits` against its label, unreduced.
 at::Tensor CrossEntropyEach(const at::Tensor& logits, const at::Tensor& labels) {
   return at::cross_entropy_loss(logits, labels, /*weight=*/{}, at::Reduction::None);
 }
 
-// The sequence slot (row * D + sequence - 1) of each used MLM slot: [K].
-at::Tensor MlmOwners(const data::PackedBatch& batch) {
-  const int64_t D = batch.cls_positions.size(1), M = batch.mlm_positions.size(1);
-  at::Tensor sequence = batch.mlm_sequence.reshape({-1}).index_select(0, batch.mlm_used);
-  return batch.mlm_used.div(M, "floor") * D + sequence - 1;
-}
-
 }  // namespace
 
-PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedBatch& batch) {
-  const int64_t slots = batch.cls_positions.numel();  // B * D
+PretrainingSums ComputeSums(const PretrainingLogits& logits, const Inputs& inputs) {
+  const int64_t slots = inputs.nsp_labels.numel();    // B * D
   auto mlm_logits = AtLeastFloat(logits.mlm);         // [K,V]
   auto real = mlm_logits.scalar_type();
   PretrainingSums s;
 
-  at::Tensor labels = batch.mlm_labels.reshape({-1}).index_select(0, batch.mlm_used);  // [K]
+  const at::Tensor& labels = inputs.mlm_labels;  // [K]
   at::Tensor ce = CrossEntropyEach(mlm_logits, labels);
   s.mlm_loss = ce.sum();
   s.mlm_tokens = at::full({}, static_cast<double>(labels.size(0)), ce.options().dtype(at::kDouble));
   s.mlm_correct = (mlm_logits.argmax(-1) == labels).sum().to(at::kDouble);
   // Token losses summed per sequence slot, without a loop over sequences.
-  at::Tensor owners = MlmOwners(batch);
+  const at::Tensor& owners = inputs.mlm_owner;
   auto sequence_ce = at::zeros({slots}, ce.options()).index_add(0, owners, ce);
   auto sequence_tokens =
       at::zeros({slots}, ce.options()).index_add(0, owners, at::ones_like(ce));
@@ -51,19 +39,15 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedB
   s.mlm_sequences = has_tokens.sum().to(at::kDouble);
 
   // NSP at every sequence slot, counted where the slot holds a sequence.
-  auto valid = batch.nsp_valid.to(real);  // [B,D]
+  auto valid = inputs.nsp_valid.to(real);  // [B,D]
   auto nsp_logits = AtLeastFloat(logits.nsp);
-  auto nsp_ce = CrossEntropyEach(nsp_logits.reshape({slots, 2}), batch.nsp_labels.reshape({slots}))
+  auto nsp_ce = CrossEntropyEach(nsp_logits.reshape({slots, 2}), inputs.nsp_labels.reshape({slots}))
                     .reshape_as(valid);
   s.nsp_loss = (nsp_ce * valid).sum();
   s.nsp_sequences = valid.sum().to(at::kDouble);
-  s.nsp_correct = ((nsp_logits.argmax(-1) == batch.nsp_labels).to(real) * valid).sum().to(at::kDouble);
+  s.nsp_correct =
+      ((nsp_logits.argmax(-1) == inputs.nsp_labels).to(real) * valid).sum().to(at::kDouble);
   return s;
-}
-
-StepTotals TotalsOf(const data::PackedBatch& batch) {
-  return {static_cast<double>(batch.mlm_used.numel()), static_cast<double>(batch.masked_sequences),
-          static_cast<double>(batch.sequences.size())};
 }
 
 at::Tensor TotalsTensor(const StepTotals& totals, const c10::Device& device) {

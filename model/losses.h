@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/choices.h"
-#include "data/batch.h"
+#include "model/inputs.h"
 
 namespace pbert::model {
 
@@ -22,7 +22,7 @@ constexpr ChoiceList<MlmLossMode> ChoicesOf(MlmLossMode) { return kMlmLossModes;
 
 // What the model's heads give for a packed batch.
 struct PretrainingLogits {
-  at::Tensor mlm;  // [K,V] at the batch's used MLM slots (batch.mlm_used), in order
+  at::Tensor mlm;  // [K,V] at the batch's masked tokens (Inputs::mlm_token), in order
   at::Tensor nsp;  // [B,D,2] for each sequence slot
 };
 
@@ -40,7 +40,7 @@ struct PretrainingSums {
   at::Tensor nsp_correct;        // NSP labels predicted right
 };
 
-PretrainingSums ComputeSums(const PretrainingLogits& logits, const data::PackedBatch& batch);
+PretrainingSums ComputeSums(const PretrainingLogits& logits, const Inputs& inputs);
 
 // The counts a loss is divided by: those of the whole optimizer step, over
 // all its micro-batches and ranks.
@@ -56,11 +56,6 @@ struct StepTotals {
     return *this;
   }
 };
-
-// The counts of one micro-batch, from the host fields the loader computed:
-// known before any forward pass (so every micro-batch can run forward and
-// backward at once), and without reading a device.
-StepTotals TotalsOf(const data::PackedBatch& batch);
 
 // `totals` as a [3] double tensor on `device` (mlm_tokens, mlm_sequences,
 // nsp_sequences): copied there, never read back.

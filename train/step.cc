@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "common/status.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
 #include "train/host_read.h"
@@ -14,10 +15,10 @@ namespace {
 // The step's totals (masked tokens, sequences) over all micro-batches and
 // ranks, from the counts the loader computed on the host: summed over the
 // ranks on the device, never read back.
-at::Tensor SumTotals(const std::vector<data::PackedBatch>& batches,
+at::Tensor SumTotals(const std::vector<MicroBatch>& batches,
                      distributed::Communicator& communicator, const c10::Device& device) {
   model::StepTotals local;
-  for (const auto& batch : batches) local += model::TotalsOf(batch);
+  for (const auto& batch : batches) local += batch.totals;
   at::Tensor totals = model::TotalsTensor(local, device);
   communicator.SumInPlace(totals);
   return totals;
@@ -58,19 +59,8 @@ StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communica
 
 }  // namespace
 
-model::BatchWork WorkOf(const data::PackedBatch& batch) {
-  model::BatchWork work;
-  work.tokens = static_cast<double>(batch.tokens);
-  work.sequences = static_cast<double>(batch.sequences.size());
-  for (const data::SequenceSpan& s : batch.sequences) {
-    work.squared_lengths += static_cast<double>(s.length) * static_cast<double>(s.length);
-  }
-  work.masked_tokens = static_cast<double>(batch.mlm_used.numel());
-  return work;
-}
-
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
-                                     const std::vector<data::PackedBatch>& batches, double lr,
+                                     const std::vector<MicroBatch>& batches, double lr,
                                      const StepOptions& options) {
   model::BertForPreTraining& model = trainee.model();
   model->train();
@@ -83,25 +73,32 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
   model::Randomness::Step random(trainee.randomness());
   const uint64_t first_micro = static_cast<uint64_t>(communicator.rank()) * batches.size();
   for (size_t k = 0; k < batches.size(); ++k) {
-    const data::PackedBatch batch = batches[k].To(trainee.device(), /*non_blocking=*/true);
+    const MicroBatch& batch = batches[k];
     random.MicroBatch(first_micro + k);
     model::PretrainingLogits logits;
     {
       model::AutocastGuard autocast(trainee.precision(), trainee.device().type());
-      logits = model(batch);
+      logits = model(batch.inputs);
     }
-    model::PretrainingSums sums = model::ComputeSums(logits, batch);
+    model::PretrainingSums sums = model::ComputeSums(logits, batch.inputs);
     at::Tensor loss = model::PretrainingLoss(sums, options.mlm_loss, totals);
     trainee.reducer().ReduceNextBackward(k + 1 == batches.size());
     (trainee.scaler() != nullptr ? trainee.scaler()->Scale(loss) : loss).backward();
     at::Tensor stats = PretrainingMetrics::DeviceSums(sums, loss);
     sums_total = sums_total.defined() ? sums_total + stats : stats;
-    host.rows += static_cast<double>(batch.rows());
+    host.rows += static_cast<double>(batch.rows);
     host.tokens += static_cast<double>(batch.tokens);
-    host.flops += model::TrainingFlops(model->options, WorkOf(batches[k]));
+    host.flops += model::TrainingFlops(model->options, batch.work);
   }
   return ApplyGradients(trainee, communicator, host.WithDeviceSums(sums_total, trainee.device()),
                         lr, options);
+}
+
+absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
+                                     const std::vector<data::PackedBatch>& batches, double lr,
+                                     const StepOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<MicroBatch> prepared, Prepare(batches, trainee.input_plan()));
+  return TrainStep(trainee, communicator, prepared, lr, options);
 }
 
 }  // namespace pbert::train

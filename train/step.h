@@ -13,6 +13,7 @@
 #include "distributed/communicator.h"
 #include "model/flops.h"
 #include "model/losses.h"
+#include "train/inputs.h"
 #include "train/metrics.h"
 #include "train/trainee.h"
 
@@ -29,11 +30,15 @@ struct StepResult {
   bool applied = false;        // false: skipped, the loss or a gradient was not finite
 };
 
-// What the model computes on `batch`, for its FLOPs (host fields only).
-model::BatchWork WorkOf(const data::PackedBatch& batch);
-
-// Runs one step over this rank's `batches` (host tensors, any number, also
-// none) at rate `lr`. Every rank must call it the same number of times.
+// Runs one step over this rank's `batches` (prepared for the trainee's
+// input plan: train/inputs.h; any number, also none) at rate `lr`. Every
+// rank must call it the same number of times. The step's one read of the
+// device is at its end (train/host_read.h).
+absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
+                                     const std::vector<MicroBatch>& batches, double lr,
+                                     const StepOptions& options);
+// The same for host batches, prepared first on this thread (tests,
+// benchmarks).
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
                                      const std::vector<data::PackedBatch>& batches, double lr,
                                      const StepOptions& options);

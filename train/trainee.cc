@@ -15,6 +15,8 @@ absl::StatusOr<std::unique_ptr<Trainee>> Trainee::Make(const TraineeOptions& opt
                                                        distributed::Communicator& communicator) {
   std::unique_ptr<Trainee> t(new Trainee(options));
   try {
+    t->input_plan_ =
+        model::InputPlan::For(options.bert, options.device, options.precision, options.dtype);
     model::Randomness::Seed(options.seed);
     t->model_ = std::make_unique<model::BertForPreTraining>(options.bert);
     (*t->model_)->to(options.device, options.dtype);

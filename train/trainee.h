@@ -14,6 +14,7 @@
 #include "distributed/communicator.h"
 #include "distributed/gradient_reducer.h"
 #include "model/bert_options.h"
+#include "model/inputs.h"
 #include "model/precision.h"
 #include "model/random_state.h"
 #include "optim/lamb.h"
@@ -49,11 +50,16 @@ class Trainee {
   const model::Randomness& randomness() const { return randomness_; }
   const c10::Device& device() const { return options_.device; }
   model::Precision precision() const { return options_.precision; }
+  const model::BertOptions& bert_options() const { return options_.bert; }
+  // How micro-batches become the model's inputs (FlashAttention or not):
+  // decided once, when the trainee is made.
+  const model::InputPlan& input_plan() const { return input_plan_; }
 
  private:
   explicit Trainee(const TraineeOptions& options);
 
   TraineeOptions options_;
+  model::InputPlan input_plan_;
   model::Randomness randomness_;
   std::unique_ptr<model::BertForPreTraining> model_;
   std::unique_ptr<optim::Lamb> optimizer_;

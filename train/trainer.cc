@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "model/weights.h"
 #include "train/fault.h"
+#include "train/inputs.h"
 #include "train/peak_flops.h"
 
 namespace pbert::train {
@@ -122,9 +123,12 @@ absl::Status Trainer::BuildModel() {
 // created writes nothing.
 absl::Status Trainer::OpenParts(const TrainerState& state) {
   log_state_ = {state.mllog, state.metrics};
+  // The loader's threads make each micro-batch the model's inputs on the
+  // device (train/inputs.h).
+  data::LoaderOptions loader = plan_.loader;
+  loader.prepare = Preparer(trainee_->input_plan());
   ASSIGN_OR_RETURN(loader_,
-                   data::Loader::Create(setup_.data.train, setup_.data.rows, plan_.loader,
-                                        state.loader));
+                   data::Loader::Create(setup_.data.train, setup_.data.rows, loader, state.loader));
   evaluation_.Restore(state.evaluation);
   stop_.Restore(state.stop);
   if (model::LossScaler* scaler = trainee_->scaler()) scaler->Restore(state.loss_scale);
@@ -291,7 +295,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
     ASSIGN_OR_RETURN(data::StepBatches batches, loader_->Next());
     const double lr = optim::LearningRate(plan_.optim.schedule, loop_.step);
     ASSIGN_OR_RETURN(StepResult step,
-                     TrainStep(*trainee_, comm_, batches.batches, lr, plan_.step));
+                     TrainStep(*trainee_, comm_, Prepared(batches), lr, plan_.step));
     loop_.step += 1;
     loop_.samples += static_cast<uint64_t>(step.metrics.nsp_sequences);
     loss_finite_ = std::isfinite(step.metrics.loss);

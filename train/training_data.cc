@@ -15,7 +15,8 @@ namespace {
 // `source`'s sequences fit the model and the rows of data.max_seq_len.
 absl::Status CheckFits(const data::SequenceSource& source, const ExperimentConfig& config,
                        const std::string& what) {
-  RETURN_IF_ERROR(model::CheckDataFits(config.model.bert, source.limits(), what));
+  RETURN_IF_ERROR(model::CheckDataFits(config.model.bert, source.limits().vocab_size,
+                                       source.limits().max_len, what));
   if (source.limits().max_len > config.data.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat(what, " holds sequences of up to ",
                                                    source.limits().max_len,

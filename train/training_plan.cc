@@ -29,7 +29,6 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   plan.step.mlm_loss = config.model.mlm_loss;
   plan.step.max_grad_norm = config.optim.max_grad_norm;
   plan.loader = config.data.loader;  // its threads and prefetch
-  plan.loader.pin_memory = device.is_cuda();
   plan.loader.rows_per_batch = config.train.micro_batch_rows;
   plan.loader.batches_per_step = plan.optim.accumulation_steps;
   plan.loader.shape = {static_cast<int>(config.data.max_seq_len), config.packing.options.max_depth,

@@ -15,8 +15,12 @@ namespace pbert::model {
 namespace {
 
 using pbert::testing::RandomInstances;
+using testing::Forward;
+using testing::InputsFor;
 using testing::PackInOrder;
+using testing::SumsOf;
 using testing::TinyOptions;
+using testing::TotalsOf;
 
 constexpr int kMaxLen = 64;
 
@@ -72,14 +76,16 @@ TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
   auto packed = Batch(packed_rows, depth);
   if (depth > 1) ASSERT_LT(packed.rows(), alone.rows());
 
-  auto alone_logits = model(alone);
+  auto alone_logits = Forward(model, alone);
   // At depth 1 the packed batch is the unpacked one: it runs with the
   // key-padding mask [B,1,1,S] of an ordinary BERT (as Hugging Face builds
   // it) instead, so that even this case compares two different computations.
   const bool ordinary_bert = depth == 1 && attention == AttentionKind::kDense;
   auto padding_mask = packed.input_ids.ne(0).to(torch::kFloat).sub(1).mul(1e4).view(
       {packed.rows(), 1, 1, kMaxLen});
-  auto packed_logits = ordinary_bert ? twin(packed, padding_mask) : twin(packed);
+  Inputs packed_inputs = InputsFor(twin, packed);
+  if (ordinary_bert) packed_inputs.attention = DenseMask{padding_mask};
+  auto packed_logits = twin(packed_inputs);
   PerSequence a = Split(alone_logits, alone_rows), p = Split(packed_logits, packed_rows);
   ASSERT_EQ(a.mlm.size(), instances.size());
   for (size_t i = 0; i < instances.size(); ++i) {
@@ -87,8 +93,8 @@ TEST_P(EquivalenceTest, PackedEqualsAloneInLogitsLossesAndGradients) {
     EXPECT_LE(MaxAbsDiff(a.nsp[i], p.nsp[i]), 1e-5) << "NSP logits of sequence " << i;
   }
 
-  auto alone_sums = ComputeSums(alone_logits, alone);
-  auto packed_sums = ComputeSums(packed_logits, packed);
+  auto alone_sums = SumsOf(alone_logits, alone);
+  auto packed_sums = SumsOf(packed_logits, packed);
   EXPECT_EQ(alone_sums.mlm_tokens.item<double>(), packed_sums.mlm_tokens.item<double>());
   EXPECT_EQ(alone_sums.mlm_sequences.item<double>(), packed_sums.mlm_sequences.item<double>());
   EXPECT_EQ(alone_sums.nsp_sequences.item<double>(), instances.size());
@@ -157,9 +163,8 @@ TEST_P(VarlenTest, EqualsDenseInFp32) {
   // sequence), then every gradient.
   auto outputs = [&](BertForPreTraining& model) {
     model->zero_grad();
-    PretrainingLogits logits = model(packed);
-    PretrainingLoss(ComputeSums(logits, packed), MlmLossMode::kPerToken, TotalsOf(packed))
-        .backward();
+    PretrainingLogits logits = Forward(model, packed);
+    PretrainingLoss(SumsOf(logits, packed), MlmLossMode::kPerToken, TotalsOf(packed)).backward();
     std::vector<at::Tensor> out = {
         logits.mlm.detach().to(torch::kDouble),
         logits.nsp.detach().to(torch::kDouble) * packed.nsp_valid.unsqueeze(-1)};
@@ -212,8 +217,8 @@ TEST_P(Bf16EquivalenceTest, PackedEqualsAloneWithinBf16Rounding) {
     at::Tensor loss;
     {
       AutocastGuard autocast(Precision::kBf16, c10::DeviceType::CPU);
-      *logits = model(batch);
-      loss = PretrainingLoss(ComputeSums(*logits, batch), MlmLossMode::kPerToken, TotalsOf(batch));
+      *logits = Forward(model, batch, Precision::kBf16);
+      loss = PretrainingLoss(SumsOf(*logits, batch), MlmLossMode::kPerToken, TotalsOf(batch));
     }
     loss.backward();
     std::vector<at::Tensor> grads;
@@ -263,9 +268,9 @@ TEST(AblationTest, EachAblationBreaksTheEquivalence) {
     auto instances = RandomInstances(12, 6, 30, 97, 300);
     auto alone_rows = PackInOrder(instances, 1, kMaxLen);
     auto packed_rows = PackInOrder(instances, 4, kMaxLen);
-    PerSequence a = Split(model(Batch(alone_rows, 1)), alone_rows);
-    PerSequence same = Split(ablated(Batch(alone_rows, 1)), alone_rows);
-    PerSequence p = Split(ablated(Batch(packed_rows, 4)), packed_rows);
+    PerSequence a = Split(Forward(model, Batch(alone_rows, 1)), alone_rows);
+    PerSequence same = Split(Forward(ablated, Batch(alone_rows, 1)), alone_rows);
+    PerSequence p = Split(Forward(ablated, Batch(packed_rows, 4)), packed_rows);
     double worst = 0;
     for (size_t i = 0; i < instances.size(); ++i) {
       // A sequence alone in its row, or the first of a packed row, is not
@@ -323,10 +328,10 @@ TEST(CrossContaminationTest, ChangingOneSequenceLeavesTheOthersExactlyAlone) {
   instances[2].masked_ids = {10, 11};
   std::vector<std::vector<const data::Instance*>> rows = {
       {&instances[0], &instances[1], &instances[2]}};
-  auto before = model(Batch(rows, 3));
+  auto before = Forward(model, Batch(rows, 3));
   instances[1].input_ids[3] = (instances[1].input_ids[3] + 17) % 97;
   instances[1].segment_ids[4] = 1 - instances[1].segment_ids[4];
-  auto after = model(Batch(rows, 3));
+  auto after = Forward(model, Batch(rows, 3));
   PerSequence b = Split(before, rows), a = Split(after, rows);
   EXPECT_TRUE(torch::equal(b.nsp[0], a.nsp[0]));
   EXPECT_TRUE(torch::equal(b.nsp[2], a.nsp[2]));
@@ -350,7 +355,7 @@ TEST(GradientCheckTest, CentralDifferencesInDoubleMatchAutograd) {
   instances[0].masked_ids = {7};
   auto batch = *data::MakeBatch({{&instances[0], &instances[1]}, {&instances[2]}}, {16, 2, 0});
   auto loss_of = [&] {
-    auto sums = ComputeSums(model(batch), batch);
+    auto sums = SumsOf(Forward(model, batch), batch);
     return PretrainingLoss(sums, MlmLossMode::kPerSequence, TotalsOf(batch));
   };
   model->zero_grad();

@@ -9,26 +9,24 @@
 namespace pbert::model {
 namespace {
 
-// One row with two sequences (a third slot unused) and four MLM slots (the
-// last unused); cross-entropies chosen to be known in closed form.
+// One row with two sequences (a third slot unused) and three masked tokens;
+// cross-entropies chosen to be known in closed form.
 struct Example {
-  data::PackedBatch batch;
+  Inputs inputs;
+  StepTotals totals;
   PretrainingLogits logits;
 };
 
 Example MakeExample() {
   const double l2 = std::log(2.0), l3 = std::log(3.0);
   Example e;
-  e.batch.mlm_labels = torch::tensor({{2, 0, 1, 0}}, torch::kLong);
-  e.batch.mlm_sequence = torch::tensor({{1, 1, 2, 0}}, torch::kLong);
-  e.batch.mlm_positions = torch::tensor({{1, 2, 6, 0}}, torch::kLong);
-  e.batch.mlm_used = torch::tensor({0, 1, 2}, torch::kLong);
-  e.batch.cls_positions = torch::tensor({{0, 5, 0}}, torch::kLong);
-  e.batch.nsp_labels = torch::tensor({{0, 1, 0}}, torch::kLong);
-  e.batch.nsp_valid = torch::tensor({{1, 1, 0}}, torch::kLong);
-  // The counts the loader computes on the host: sequences of 5 and 3 tokens.
-  e.batch.sequences = {{0, 0, 5}, {5, 5, 3}};
-  e.batch.masked_sequences = 2;
+  e.inputs.mlm_labels = torch::tensor({2, 0, 1}, torch::kLong);
+  e.inputs.mlm_owner = torch::tensor({0, 0, 1}, torch::kLong);  // sequences 1, 1, 2 of row 0
+  e.inputs.nsp_labels = torch::tensor({{0, 1, 0}}, torch::kLong);
+  e.inputs.nsp_valid = torch::tensor({{1, 1, 0}}, torch::kLong);
+  // The counts the loader computes on the host: 3 masked tokens, in 2
+  // sequences, of 2.
+  e.totals = {3, 2, 2};
   // The three used slots' logits. CE: ln 3 (wrong: argmax 0, label 2),
   // ln 2 (right), ln 5/3 (right).
   e.logits.mlm = torch::tensor({{0.0, 0.0, 0.0}, {l2, 0.0, 0.0}, {0.0, l3, 0.0}}, torch::kFloat);
@@ -39,7 +37,7 @@ Example MakeExample() {
 
 TEST(LossesTest, SumsAndCountsOfAHandComputedExample) {
   Example e = MakeExample();
-  PretrainingSums s = ComputeSums(e.logits, e.batch);
+  PretrainingSums s = ComputeSums(e.logits, e.inputs);
   const double l2 = std::log(2.0), l3 = std::log(3.0), l53 = std::log(5.0 / 3.0);
   EXPECT_NEAR(s.mlm_loss.item<double>(), l3 + l2 + l53, 1e-6);
   EXPECT_EQ(s.mlm_tokens.item<double>(), 3);
@@ -53,10 +51,10 @@ TEST(LossesTest, SumsAndCountsOfAHandComputedExample) {
 
 TEST(LossesTest, TheTwoModesDiffer) {
   Example e = MakeExample();
-  PretrainingSums s = ComputeSums(e.logits, e.batch);
+  PretrainingSums s = ComputeSums(e.logits, e.inputs);
   const double l2 = std::log(2.0), l3 = std::log(3.0), l53 = std::log(5.0 / 3.0);
-  double per_token = PretrainingLoss(s, MlmLossMode::kPerToken, TotalsOf(e.batch)).item<double>();
-  double per_sequence = PretrainingLoss(s, MlmLossMode::kPerSequence, TotalsOf(e.batch)).item<double>();
+  double per_token = PretrainingLoss(s, MlmLossMode::kPerToken, e.totals).item<double>();
+  double per_sequence = PretrainingLoss(s, MlmLossMode::kPerSequence, e.totals).item<double>();
   EXPECT_NEAR(per_token, (l3 + l2 + l53) / 3 + l2, 1e-6);
   EXPECT_NEAR(per_sequence, ((l3 + l2) / 2 + l53) / 2 + l2, 1e-6);
   // Normalised by a step's totals (say 4 micro-batches like this one).

@@ -42,12 +42,12 @@ TEST(PrecisionTest, Bf16AutocastOnCpuKeepsFp32WeightsAndCloseLogits) {
   model->eval();
   auto instances = testing::RandomInstances(4, 8, 20, 97, 9);
   auto batch = *data::MakeBatch(testing::PackInOrder(instances, 2, 64), {64, 2, 0});
-  auto reference = model(batch);
+  auto reference = testing::Forward(model, batch);
   PretrainingLogits mixed;
   {
     AutocastGuard guard(Precision::kBf16, c10::DeviceType::CPU);
     EXPECT_TRUE(torch_compat::AutocastEnabled(c10::DeviceType::CPU));
-    mixed = model(batch);
+    mixed = testing::Forward(model, batch, Precision::kBf16);
   }
   EXPECT_FALSE(torch_compat::AutocastEnabled(c10::DeviceType::CPU));
   EXPECT_EQ(mixed.mlm.scalar_type(), at::kBFloat16);  // computed in bf16

@@ -72,20 +72,22 @@ TEST(CudaTest, VarlenThroughFlashAttentionEqualsDenseFp32) {
     varlen->to(kGpu);
     auto instances = model::testing::RandomInstances(24, 6, 30, 97, 500 + depth);
     auto rows = model::testing::PackInOrder(instances, depth, 64);
-    const data::PackedBatch batch = data::MakeBatch(rows, {64, depth, 0})->To(kGpu);
+    const data::PackedBatch batch = *data::MakeBatch(rows, {64, depth, 0});
     auto run = [&](model::BertForPreTraining& m, model::Precision precision) {
       m->zero_grad();
+      const model::Inputs inputs = model::testing::InputsFor(m, batch, precision);
+      if (m->options.attention() == model::AttentionKind::kVarlen &&
+          precision == model::Precision::kBf16) {
+        EXPECT_TRUE(std::holds_alternative<model::VarlenBoundaries>(inputs.attention))
+            << "FlashAttention's varlen kernel is not in use";
+      }
       model::PretrainingLogits logits;
       at::Tensor loss;
       {
         model::AutocastGuard autocast(precision, c10::DeviceType::CUDA);
-        if (precision == model::Precision::kBf16) {
-          EXPECT_TRUE(model::MakeLayout(batch, model::AttentionKind::kVarlen, at::kFloat, 64).flash)
-              << "FlashAttention's varlen kernel is not in use";
-        }
-        logits = m(batch);
-        loss = model::PretrainingLoss(model::ComputeSums(logits, batch),
-                                      model::MlmLossMode::kPerToken, model::TotalsOf(batch));
+        logits = m(inputs);
+        loss = model::PretrainingLoss(model::ComputeSums(logits, inputs),
+                                      model::MlmLossMode::kPerToken, TotalsOf(batch));
       }
       loss.backward();
       return std::make_pair(logits, loss.item<double>());
@@ -106,9 +108,8 @@ TEST(CudaTest, VarlenThroughFlashAttentionEqualsDenseFp32) {
     auto [flash, flash_loss] = run(varlen, model::Precision::kBf16);
     const double scale = reference.mlm.abs().max().item<double>();
     EXPECT_LE(MaxAbsDiff(flash.mlm, reference.mlm), scale / 32) << "depth " << depth;
-    EXPECT_LE(MaxAbsDiff(flash.nsp * batch.nsp_valid.unsqueeze(-1),
-                         reference.nsp * batch.nsp_valid.unsqueeze(-1)),
-              scale / 32)
+    const at::Tensor valid = batch.nsp_valid.to(kGpu).unsqueeze(-1);
+    EXPECT_LE(MaxAbsDiff(flash.nsp * valid, reference.nsp * valid), scale / 32)
         << "depth " << depth;
     EXPECT_NEAR(flash_loss, reference_loss, 0.01 * reference_loss) << "depth " << depth;
     // FlashAttention rounds in other places than the dense bf16 path, by

@@ -14,11 +14,11 @@ namespace torch::nn {
 class Module;
 }
 
-namespace pbert::model {
+namespace pbert::app {
 
 struct HfExportOptions {
-  std::string vocab;        // the vocab.txt the model was trained with
-  bool lower_case = true;   // the tokenizer's do_lower_case (prepare.lower_case)
+  std::string vocab;                      // the vocab.txt the model was trained with
+  bool lower_case = true;                 // the tokenizer's do_lower_case (prepare.lower_case)
   Existing existing = Existing::kRefuse;  // an existing OUT
 };
 
@@ -28,7 +28,7 @@ struct HfExportOptions {
 // decoder tied to the word embeddings is written once, as save_pretrained
 // writes it), vocab.txt and tokenizer_config.json. The vocabulary must hold
 // BERT's special tokens and at most options.vocab_size() tokens.
-absl::Status ExportHuggingFace(const torch::nn::Module& bert, const BertOptions& options,
+absl::Status ExportHuggingFace(const torch::nn::Module& bert, const model::BertOptions& options,
                                const HfExportOptions& export_options, const std::string& out);
 
-}  // namespace pbert::model
+}  // namespace pbert::app

@@ -1,4 +1,4 @@
-#include "model/hf_export.h"
+#include "app/hf_export.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -7,11 +7,11 @@
 #include "model/weights.h"
 #include "nlohmann/json.hpp"
 
-namespace pbert::model {
+namespace pbert::app {
 namespace {
 
 // transformers' BertConfig, with the keys its from_pretrained reads.
-nlohmann::ordered_json ConfigJson(const BertOptions& o) {
+nlohmann::ordered_json ConfigJson(const model::BertOptions& o) {
   nlohmann::ordered_json c;
   c["architectures"] = {"BertForPreTraining"};
   c["model_type"] = "bert";
@@ -34,7 +34,7 @@ nlohmann::ordered_json ConfigJson(const BertOptions& o) {
   return c;
 }
 
-nlohmann::ordered_json TokenizerConfigJson(const BertOptions& o, bool lower_case) {
+nlohmann::ordered_json TokenizerConfigJson(const model::BertOptions& o, bool lower_case) {
   nlohmann::ordered_json t;
   t["tokenizer_class"] = "BertTokenizer";
   t["do_lower_case"] = lower_case;
@@ -51,7 +51,7 @@ nlohmann::ordered_json TokenizerConfigJson(const BertOptions& o, bool lower_case
 
 }  // namespace
 
-absl::Status ExportHuggingFace(const torch::nn::Module& bert, const BertOptions& options,
+absl::Status ExportHuggingFace(const torch::nn::Module& bert, const model::BertOptions& options,
                                const HfExportOptions& export_options, const std::string& out) {
   ASSIGN_OR_RETURN(data::Vocabulary vocab, data::Vocabulary::Load(export_options.vocab));
   if (vocab.size() > options.vocab_size()) {
@@ -68,12 +68,12 @@ absl::Status ExportHuggingFace(const torch::nn::Module& bert, const BertOptions&
   ASSIGN_OR_RETURN(AtomicFolderWriter folder, AtomicFolderWriter::Create(out));
   const std::string& dir = folder.temp_path();
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", ConfigJson(options).dump(2) + "\n"));
-  RETURN_IF_ERROR(SaveWeights(bert, dir + "/model.safetensors", {{"format", "pt"}}));
+  RETURN_IF_ERROR(model::SaveWeights(bert, dir + "/model.safetensors", {{"format", "pt"}}));
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/vocab.txt", vocab_text));
-  RETURN_IF_ERROR(WriteFileAtomically(
-      dir + "/tokenizer_config.json",
-      TokenizerConfigJson(options, export_options.lower_case).dump(2) + "\n"));
+  RETURN_IF_ERROR(
+      WriteFileAtomically(dir + "/tokenizer_config.json",
+                          TokenizerConfigJson(options, export_options.lower_case).dump(2) + "\n"));
   return folder.Commit(export_options.existing);
 }
 
-}  // namespace pbert::model
+}  // namespace pbert::app

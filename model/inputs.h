@@ -1,0 +1,105 @@
+// What the model reads: a micro-batch's token ids, positions and segments,
+// its attention layout, where its heads look and what its losses compare
+// with, all tensors on the training device, made before the step by the
+// loader's threads (train/inputs.h makes them from a data::PackedBatch).
+// Nothing here knows data/: forward does no host work and no copy to the
+// device (docs/architecture.md, "The seam between the loader and the
+// model").
+//
+// The attention layout is one type per kind (model/attention.h says what
+// each computes):
+//
+// DenseMask         the padded rows [B,S]; an additive mask [B,1,S,S]
+// BlockedBuckets    the padded rows [B,S]; buckets of sequences of similar
+//                   length over the flattened B*S tokens
+// VarlenBuckets     the T real tokens; the same buckets over the T (no
+//                   FlashAttention: the CPU, fp32 and fp64, heads it cannot take)
+// VarlenBoundaries  the T real tokens; FlashAttention's variable-length
+//                   kernel over the sequences' boundaries
+//
+// Which one a run uses, FlashAttention included, is decided once, when the
+// run's InputPlan is made.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/bert_options.h"
+#include "model/precision.h"
+
+namespace pbert::model {
+
+// Sequences of one padded length L, gathered for attention within each.
+struct AttentionBucket {
+  int64_t length = 0;  // L
+  at::Tensor tokens;  // [n*L] int64 indices into the flattened tokens; padding slots -> their count
+  at::Tensor key_mask;  // [n,1,1,L] additive: 0 for a sequence's keys, -inf for padding slots
+};
+
+struct DenseMask {
+  at::Tensor mask;  // [B,1,S,S] additive: 0 where token i may attend token j, -inf elsewhere
+};
+struct BlockedBuckets {
+  std::vector<AttentionBucket> buckets;  // over the flattened B*S tokens
+};
+struct VarlenBuckets {
+  std::vector<AttentionBucket> buckets;  // over the T real tokens
+};
+struct VarlenBoundaries {
+  at::Tensor cu_seqlens;   // [N+1] int32: where each of the N sequences starts among the T, then T
+  int64_t max_seqlen = 0;  // the longest of them
+};
+using AttentionLayout = std::variant<DenseMask, BlockedBuckets, VarlenBuckets, VarlenBoundaries>;
+
+// True for the layouts that run on the T real tokens only.
+bool OnRealTokens(const AttentionLayout& layout);
+
+struct Inputs {
+  // [B,S] in the padded layouts, [T] in the varlen ones.
+  at::Tensor input_ids;       // int64
+  at::Tensor position_ids;    // int64: inside each sequence, or the row (no_position_reset)
+  at::Tensor token_type_ids;  // int64: segment A/B
+  AttentionLayout attention;
+  // Where the heads look, in the flattened hidden states ([B*S] or [T]).
+  at::Tensor mlm_token;  // [K] int64: each masked token
+  at::Tensor cls_token;  // [B,D] int64: each sequence slot's [CLS] (a valid index for unused slots)
+  // What the losses compare with.
+  at::Tensor mlm_labels;  // [K] int64: the masked tokens' true ids
+  at::Tensor mlm_owner;   // [K] int64: the sequence slot (row * D + slot) of each masked token
+  at::Tensor nsp_labels;  // [B,D] int64
+  at::Tensor nsp_valid;   // [B,D] int64: 1 where the slot holds a sequence
+
+  int64_t rows() const { return nsp_labels.size(0); }
+  // Every tensor on `device`; from page-locked memory a GPU copies them
+  // without blocking the host.
+  Inputs To(const c10::Device& device, bool non_blocking = false) const;
+  // Moves every tensor to page-locked memory (a no-op where LibTorch has
+  // no CUDA).
+  void PinMemory();
+};
+
+// How a run turns micro-batches into Inputs: decided once per run from the
+// model's options, the device and the precision.
+struct InputPlan {
+  AttentionKind attention = AttentionKind::kVarlen;  // dense, blocked or varlen (never auto)
+  bool flash = false;                                // varlen through FlashAttention
+  bool whole_rows = false;      // the no_block_mask ablation: a row's tokens are one sequence
+  bool reset_positions = true;  // false: the no_position_reset ablation
+  at::ScalarType mask_dtype = at::kFloat;  // the weights' dtype: the masks' additive -inf and 0
+  c10::Device device = c10::kCPU;
+  int64_t granularity = 32;  // bucket lengths are multiples of it
+
+  // FlashAttention runs where its variable-length kernel applies: a GPU of
+  // sm_80 or later, fp16 or bf16 autocast, a head width that is a multiple
+  // of 8 up to 256, and a LibTorch with the kernel's 2.6 interface.
+  // `precision` resolved (not kAuto); `dtype` the weights'.
+  static InputPlan For(const BertOptions& options, const c10::Device& device, Precision precision,
+                       at::ScalarType dtype);
+};
+
+}  // namespace pbert::model

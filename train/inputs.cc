@@ -1,0 +1,193 @@
+#include "train/inputs.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "common/status.h"
+#include "model/attention.h"
+
+namespace pbert::train {
+namespace {
+
+using model::AttentionBucket;
+
+// A layout's unit of attention: where a sequence starts among the
+// flattened tokens it indexes, and its length.
+struct Span {
+  int64_t start = 0, length = 0;
+};
+
+// The batch's sequences as spans of the [B*S] rows (`rows`) or of the T
+// tokens; `whole_rows` joins each row's sequences into one.
+std::vector<Span> Spans(const data::PackedBatch& batch, bool rows, bool whole_rows) {
+  const int64_t S = batch.input_ids.size(1);
+  std::vector<Span> spans;
+  int64_t row = -1;
+  for (const data::SequenceSpan& s : batch.sequences) {
+    const int64_t start = rows ? s.row_start : s.token_start;
+    if (whole_rows && s.row_start / S == row) {
+      spans.back().length += s.length;  // the row's sequences lie end to end
+      continue;
+    }
+    spans.push_back({start, s.length});
+    row = s.row_start / S;
+  }
+  return spans;
+}
+
+// Buckets of spans of similar length (L a multiple of `granularity`) over
+// `count` flattened tokens; index `count` is the padding slot.
+std::vector<AttentionBucket> Buckets(const std::vector<Span>& spans, int64_t count, int64_t longest,
+                                     at::ScalarType dtype, int64_t granularity) {
+  std::map<int64_t, std::vector<Span>> by_length;
+  for (const Span& s : spans) {
+    const int64_t rounded = (s.length + granularity - 1) / granularity * granularity;
+    by_length[std::min(rounded, std::max(longest, s.length))].push_back(s);
+  }
+  std::vector<AttentionBucket> buckets;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& [L, members] : by_length) {
+    const int64_t n = static_cast<int64_t>(members.size());
+    at::Tensor tokens = at::full({n, L}, count, at::kLong);
+    at::Tensor key_mask = at::full({n, 1, 1, L}, -inf, at::TensorOptions().dtype(dtype));
+    auto t = tokens.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < members[i].length; ++j) t[i][j] = members[i].start + j;
+      key_mask[i].narrow(-1, 0, members[i].length).fill_(0);
+    }
+    buckets.push_back({L, tokens.reshape({-1}), key_mask});
+  }
+  return buckets;
+}
+
+// FlashAttention's boundaries: the batch's own, or with each row's
+// sequences joined (the no_block_mask ablation).
+model::VarlenBoundaries Boundaries(const data::PackedBatch& batch, bool whole_rows) {
+  if (!whole_rows) return {batch.cu_seqlens, batch.max_seqlen};
+  model::VarlenBoundaries out;
+  std::vector<int32_t> cu = {0};
+  for (const Span& s : Spans(batch, /*rows=*/false, /*whole_rows=*/true)) {
+    cu.push_back(static_cast<int32_t>(s.start + s.length));
+    out.max_seqlen = std::max(out.max_seqlen, s.length);
+  }
+  out.cu_seqlens = at::tensor(cu, at::kInt);
+  return out;
+}
+
+}  // namespace
+
+model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan& plan) {
+  const int64_t B = batch.rows(), S = batch.input_ids.size(1), D = batch.cls_positions.size(1);
+  const int64_t M = batch.mlm_positions.size(1);
+  const at::Tensor& used = batch.mlm_used;  // [K] used slots among the B*M
+  model::Inputs in;
+  in.mlm_labels = batch.mlm_labels.reshape({-1}).index_select(0, used);
+  // The sequence slot (row * D + sequence - 1) of each used MLM slot.
+  in.mlm_owner =
+      used.div(M, "floor") * D + batch.mlm_sequence.reshape({-1}).index_select(0, used) - 1;
+  in.nsp_labels = batch.nsp_labels;
+  in.nsp_valid = batch.nsp_valid;
+  if (plan.attention == model::AttentionKind::kVarlen) {
+    // The T real tokens only, end to end.
+    auto real = [&](const at::Tensor& t) {
+      return t.reshape({-1}).index_select(0, batch.token_index);
+    };
+    in.input_ids = real(batch.input_ids);
+    in.token_type_ids = real(batch.token_type_ids);
+    in.position_ids =
+        plan.reset_positions ? real(batch.position_ids) : batch.token_index.remainder(S);
+    in.mlm_token = batch.mlm_token;
+    in.cls_token = batch.cls_token;
+    if (plan.flash) {
+      in.attention = Boundaries(batch, plan.whole_rows);
+    } else {
+      in.attention =
+          model::VarlenBuckets{Buckets(Spans(batch, /*rows=*/false, plan.whole_rows), batch.tokens,
+                                       S, plan.mask_dtype, plan.granularity)};
+    }
+  } else {
+    in.input_ids = batch.input_ids;
+    in.token_type_ids = batch.token_type_ids;
+    in.position_ids = plan.reset_positions
+                          ? batch.position_ids
+                          : at::arange(S, at::kLong).expand_as(batch.position_ids).contiguous();
+    in.mlm_token =
+        used.div(M, "floor") * S + batch.mlm_positions.reshape({-1}).index_select(0, used);
+    in.cls_token = batch.cls_positions + at::arange(B, at::kLong).mul(S).unsqueeze(1);
+    if (plan.attention == model::AttentionKind::kDense) {
+      // Without the block mask, a row's real tokens are one "sequence".
+      const at::Tensor ids = plan.whole_rows
+                                 ? batch.sequence_ids.gt(0).to(batch.sequence_ids.scalar_type())
+                                 : batch.sequence_ids;
+      in.attention = model::DenseMask{model::BlockDiagonalMask(ids, plan.mask_dtype)};
+    } else {
+      in.attention = model::BlockedBuckets{Buckets(Spans(batch, /*rows=*/true, plan.whole_rows),
+                                                   B * S, S, plan.mask_dtype, plan.granularity)};
+    }
+  }
+  if (plan.device.is_cuda()) in.PinMemory();
+  return in;
+}
+
+absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::InputPlan& plan) {
+  try {
+    MicroBatch micro;
+    micro.inputs = MakeInputs(batch, plan).To(plan.device, /*non_blocking=*/true);
+    micro.totals = TotalsOf(batch);
+    micro.work = WorkOf(batch);
+    micro.rows = batch.rows();
+    micro.width = batch.input_ids.size(1);
+    micro.tokens = batch.tokens;
+    return micro;
+  } catch (const std::exception& e) {
+    return IsOutOfMemory(e)
+               ? absl::ResourceExhaustedError(
+                     absl::StrCat("out of memory preparing a micro-batch: ", FirstLine(e)))
+               : absl::InternalError(absl::StrCat("cannot prepare a micro-batch: ", FirstLine(e)));
+  }
+}
+
+absl::StatusOr<std::vector<MicroBatch>> Prepare(const std::vector<data::PackedBatch>& batches,
+                                                const model::InputPlan& plan) {
+  std::vector<MicroBatch> out;
+  for (const data::PackedBatch& batch : batches) {
+    ASSIGN_OR_RETURN(MicroBatch micro, Prepare(batch, plan));
+    out.push_back(std::move(micro));
+  }
+  return out;
+}
+
+data::LoaderOptions::PrepareFunction Preparer(const model::InputPlan& plan) {
+  return [plan](const data::PackedBatch& batch) -> absl::StatusOr<std::any> {
+    ASSIGN_OR_RETURN(MicroBatch micro, Prepare(batch, plan));
+    return std::any(std::move(micro));
+  };
+}
+
+std::vector<MicroBatch> Prepared(data::StepBatches& batches) {
+  std::vector<MicroBatch> out;
+  out.reserve(batches.prepared.size());
+  for (std::any& p : batches.prepared) out.push_back(std::move(std::any_cast<MicroBatch&>(p)));
+  return out;
+}
+
+model::StepTotals TotalsOf(const data::PackedBatch& batch) {
+  return {static_cast<double>(batch.mlm_used.numel()), static_cast<double>(batch.masked_sequences),
+          static_cast<double>(batch.sequences.size())};
+}
+
+model::BatchWork WorkOf(const data::PackedBatch& batch) {
+  model::BatchWork work;
+  work.tokens = static_cast<double>(batch.tokens);
+  work.sequences = static_cast<double>(batch.sequences.size());
+  for (const data::SequenceSpan& s : batch.sequences) {
+    work.squared_lengths += static_cast<double>(s.length) * static_cast<double>(s.length);
+  }
+  work.masked_tokens = static_cast<double>(batch.mlm_used.numel());
+  return work;
+}
+
+}  // namespace pbert::train

@@ -1,0 +1,55 @@
+// The seam between the loader and the model: each micro-batch the loader
+// lays out (data::PackedBatch, host tensors) becomes the model's Inputs
+// (model/inputs.h) on the training device, on the loader's threads, with
+// what the host keeps of it: the counts its losses are divided by and the
+// work its FLOPs are counted from. The training step, the evaluator and
+// the benchmarks take MicroBatches; nothing on the training thread lays out
+// attention or copies a batch to the device (docs/architecture.md).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/batch.h"
+#include "data/loader.h"
+#include "model/flops.h"
+#include "model/inputs.h"
+#include "model/losses.h"
+
+namespace pbert::train {
+
+struct MicroBatch {
+  model::Inputs inputs;      // on the plan's device
+  model::StepTotals totals;  // its masked tokens, sequences with one, sequences
+  model::BatchWork work;     // what the model computes on it, for its FLOPs
+  int64_t rows = 0;          // B
+  int64_t width = 0;         // S: tokens per row, padding included
+  int64_t tokens = 0;        // real tokens
+};
+
+// `batch`'s inputs in `plan`'s layout, on the host (page-locked when the
+// plan's device is a GPU).
+model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan& plan);
+
+// The MicroBatch of `batch` (host tensors) on `plan.device`: the host work
+// and a non-blocking copy from page-locked memory on a GPU. Errors of
+// LibTorch or the device come back as a status.
+absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::InputPlan& plan);
+absl::StatusOr<std::vector<MicroBatch>> Prepare(const std::vector<data::PackedBatch>& batches,
+                                                const model::InputPlan& plan);
+
+// The loader's hook that prepares every micro-batch on its threads; the
+// step's MicroBatches are then Prepared(StepBatches).
+data::LoaderOptions::PrepareFunction Preparer(const model::InputPlan& plan);
+std::vector<MicroBatch> Prepared(data::StepBatches& batches);
+
+// The counts of one micro-batch, from the host fields the loader computed:
+// known before any forward pass (so every micro-batch can run forward and
+// backward at once), and without reading a device.
+model::StepTotals TotalsOf(const data::PackedBatch& batch);
+
+// What the model computes on `batch`, for its FLOPs (host fields only).
+model::BatchWork WorkOf(const data::PackedBatch& batch);
+
+}  // namespace pbert::train
