@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <optional>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
@@ -50,6 +52,10 @@ std::string Reader::Where(const std::string& key, const YAML::Node& node) const 
   for (const auto& [overridden, flag] : sources_->overrides) {
     if (path == overridden || absl::StartsWith(overridden, path + ".")) return flag;
   }
+  return InFile(node);
+}
+
+std::string Reader::InFile(const YAML::Node& node) const {
   if (node.IsDefined() && !node.Mark().is_null() && !sources_->file.empty()) {
     return absl::StrCat(sources_->file, ":", node.Mark().line + 1, ":", node.Mark().column + 1);
   }
@@ -60,6 +66,39 @@ void Reader::Fail(const std::string& key, const YAML::Node& node, const std::str
   if (!status_.ok()) return;
   status_ =
       absl::InvalidArgumentError(absl::StrCat(Where(key, node), ": ", PathOf(key), ": ", what));
+}
+
+namespace {
+
+// Whether `text` has `word` as a whole word (not inside a longer name).
+bool MentionsWord(const std::string& text, const std::string& word) {
+  auto part_of_name = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const size_t end = at + word.size();
+    if ((at == 0 || !part_of_name(text[at - 1])) &&
+        (end == text.size() || !part_of_name(text[end]))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void Reader::FailSection(const std::string& key, const YAML::Node& node, const std::string& what) {
+  if (!status_.ok()) return;
+  const std::string path = PathOf(key);
+  std::vector<std::string> flags;
+  for (const auto& [overridden, flag] : sources_->overrides) {
+    if (absl::StartsWith(overridden, path + ".") &&
+        MentionsWord(what, overridden.substr(path.size() + 1))) {
+      flags.push_back(flag);
+    }
+  }
+  const std::string where = flags.empty() ? InFile(node) : absl::StrJoin(flags, ", ");
+  status_ = absl::InvalidArgumentError(absl::StrCat(where, ": ", path, ": ", what));
 }
 
 absl::Status Reader::Finish() {

@@ -96,7 +96,12 @@ class Reader {
   std::string PathOf(const std::string& key) const;
   // "file.yaml:3:7" or "--set a.b=1" for the value at `key` (or this map).
   std::string Where(const std::string& key, const YAML::Node& node) const;
+  // Where `node` is in the config file, or that it is a default.
+  std::string InFile(const YAML::Node& node) const;
   void Fail(const std::string& key, const YAML::Node& node, const std::string& what);
+  // A section's own check (Validate) failed: names the flags that set the
+  // keys its message mentions, else where the section is.
+  void FailSection(const std::string& key, const YAML::Node& node, const std::string& what);
   template <class T>
   bool Decode(const YAML::Node& node, T* out, std::string* expected);
 
@@ -331,7 +336,7 @@ void Reader::Section(const char* key, S* section, const char* help) {
   if (!status_.ok()) return;
   if constexpr (HasValidate<S>::value) {
     absl::Status valid = section->Validate();
-    if (!valid.ok()) Fail(key, child, std::string(valid.message()));
+    if (!valid.ok()) FailSection(key, child, std::string(valid.message()));
   }
 }
 

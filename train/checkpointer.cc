@@ -215,8 +215,8 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
 absl::Status Checkpointer::Save(int64_t step, const torch::nn::Module& model,
                                 const optim::Lamb& optimizer, const nlohmann::json& state) {
   if (communicator_.rank() == 0) {
-    ASSIGN_OR_RETURN(last_, SaveCheckpoint(run_dir_, step, model, optimizer, state, config_yaml_,
-                                           keep_));
+    ASSIGN_OR_RETURN(last_, SaveCheckpoint(options_.run_dir, step, model, optimizer, state,
+                                           options_.config_yaml, options_.keep));
     logging::Get("checkpoint")->info("{} (step {})", last_, step);
   }
   communicator_.Barrier();

@@ -27,20 +27,24 @@ class Lamb;
 
 namespace pbert::train {
 
+// From run.output_dir, train.checkpoint_every_steps and keep_checkpoints.
+struct CheckpointOptions {
+  std::string run_dir;
+  int64_t every_steps = 1000;  // 0: only when asked and at the end
+  int keep = 3;                // the newest kept; 0: all
+  std::string config_yaml;     // the effective config, saved with each
+};
+
 // Saves a run's checkpoints when they are due: every
 // train.checkpoint_every_steps steps, when asked to stop, and at the end.
 class Checkpointer {
  public:
-  // `every_steps` 0: only when asked; `keep` 0: keep all.
-  Checkpointer(std::string run_dir, int64_t every_steps, int keep, std::string config_yaml,
-               distributed::Communicator& communicator)
-      : run_dir_(std::move(run_dir)),
-        every_steps_(every_steps),
-        keep_(keep),
-        config_yaml_(std::move(config_yaml)),
-        communicator_(communicator) {}
+  Checkpointer(CheckpointOptions options, distributed::Communicator& communicator)
+      : options_(std::move(options)), communicator_(communicator) {}
 
-  bool Due(int64_t step) const { return every_steps_ > 0 && step % every_steps_ == 0; }
+  bool Due(int64_t step) const {
+    return options_.every_steps > 0 && step % options_.every_steps == 0;
+  }
   // Step `step` was saved as it stands.
   bool Saved(int64_t step) const { return saved_step_ == step; }
   // Rank 0 writes step `step`'s checkpoint with `state`; every rank waits
@@ -51,10 +55,7 @@ class Checkpointer {
   const std::string& last() const { return last_; }
 
  private:
-  const std::string run_dir_;
-  const int64_t every_steps_;
-  const int keep_;
-  const std::string config_yaml_;
+  const CheckpointOptions options_;
   distributed::Communicator& communicator_;
   int64_t saved_step_ = -1;
   std::string last_;

@@ -14,8 +14,9 @@ absl::StatusOr<PretrainingMetrics> Evaluation::Run(model::BertForPreTraining& mo
   state_.evaluations += 1;
   state_.last_mlm_accuracy = accuracy;
   state_.best_mlm_accuracy = std::max(state_.best_mlm_accuracy, accuracy);
-  if (accuracy >= target_ && state_.samples_to_target == 0) state_.samples_to_target = samples;
-  while (state_.next_samples <= samples) state_.next_samples += every_samples_;
+  if (accuracy >= options_.target_mlm_accuracy && state_.samples_to_target == 0)
+    state_.samples_to_target = samples;
+  while (state_.next_samples <= samples) state_.next_samples += options_.every_samples;
   return metrics;
 }
 

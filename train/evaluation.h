@@ -24,12 +24,19 @@ struct EvaluationState {
                                  best_mlm_accuracy, samples_to_target)
 };
 
+// From train.eval_every_samples (or MLPerf's interval) and
+// train.target_mlm_accuracy.
+struct EvaluationOptions {
+  uint64_t every_samples = 0;  // sequences between evaluations
+  double target_mlm_accuracy = 0.72;
+};
+
 class Evaluation {
  public:
   // `evaluator` null: the run does not evaluate.
-  Evaluation(std::unique_ptr<Evaluator> evaluator, uint64_t every_samples, double target)
-      : evaluator_(std::move(evaluator)), every_samples_(every_samples), target_(target) {
-    state_.next_samples = every_samples;
+  Evaluation(std::unique_ptr<Evaluator> evaluator, const EvaluationOptions& options)
+      : evaluator_(std::move(evaluator)), options_(options) {
+    state_.next_samples = options.every_samples;
   }
 
   bool enabled() const { return evaluator_ != nullptr; }
@@ -41,15 +48,14 @@ class Evaluation {
                                          uint64_t samples);
 
   bool reached() const { return state_.samples_to_target > 0; }
-  double target() const { return target_; }
+  double target() const { return options_.target_mlm_accuracy; }
   uint64_t sequences() const { return evaluator_ ? evaluator_->sequences() : 0; }
   const EvaluationState& state() const { return state_; }
   void Restore(const EvaluationState& state) { state_ = state; }
 
  private:
   std::unique_ptr<Evaluator> evaluator_;
-  uint64_t every_samples_;
-  double target_;
+  const EvaluationOptions options_;
   EvaluationState state_;
 };
 

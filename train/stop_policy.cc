@@ -24,9 +24,10 @@ absl::Status StopPolicy::Count(const StepResult& result, int64_t step,
   logging::Get("train")->warn(
       "step {} skipped: loss {} and gradient norm {} are not both finite ({} in a row)", step,
       result.metrics.loss, result.grad_norm, state_.bad_steps_in_row);
-  if (state_.bad_steps_in_row < max_bad_steps_) return absl::OkStatus();
+  if (state_.bad_steps_in_row < options_.max_bad_steps) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      max_bad_steps_, " steps in a row had a non-finite loss or gradient (train.max_bad_steps); ",
+      options_.max_bad_steps,
+      " steps in a row had a non-finite loss or gradient (train.max_bad_steps); ",
       last_checkpoint.empty() ? "no checkpoint was written"
                               : absl::StrCat("the last good checkpoint is ", last_checkpoint),
       "; lower optim.lr or check the data"));

@@ -23,15 +23,18 @@ struct StopState {
   NLOHMANN_DEFINE_TYPE_INTRUSIVE(StopState, bad_steps_in_row, skipped_steps)
 };
 
+// From optim.total_steps and train.max_samples, train.max_bad_steps.
+struct StopOptions {
+  int64_t total_steps = 1000;
+  int64_t max_samples = 0;     // sequences; 0: no cap
+  int64_t max_bad_steps = 10;  // skipped steps in a row that end the run
+};
+
 class StopPolicy {
  public:
   // `requested` is polled before each step (null: never).
-  StopPolicy(int64_t total_steps, int64_t max_samples, int64_t max_bad_steps,
-             std::function<bool()> requested)
-      : total_steps_(total_steps),
-        max_samples_(max_samples),
-        max_bad_steps_(max_bad_steps),
-        requested_(std::move(requested)) {}
+  StopPolicy(const StopOptions& options, std::function<bool()> requested)
+      : options_(options), requested_(std::move(requested)) {}
 
   // Whether any rank was asked to stop; every rank calls it before a step.
   bool Requested(distributed::Communicator& communicator) const;
@@ -43,16 +46,16 @@ class StopPolicy {
 
   // The run ends after `step` steps and `samples` sequences.
   bool AtEnd(int64_t step, uint64_t samples, bool target_reached) const {
-    return target_reached || step >= total_steps_ ||
-           (max_samples_ > 0 && samples >= static_cast<uint64_t>(max_samples_));
+    return target_reached || step >= options_.total_steps ||
+           (options_.max_samples > 0 && samples >= static_cast<uint64_t>(options_.max_samples));
   }
 
-  int64_t total_steps() const { return total_steps_; }
+  int64_t total_steps() const { return options_.total_steps; }
   const StopState& state() const { return state_; }
   void Restore(const StopState& state) { state_ = state; }
 
  private:
-  const int64_t total_steps_, max_samples_, max_bad_steps_;
+  const StopOptions options_;
   const std::function<bool()> requested_;
   StopState state_;
 };

@@ -80,6 +80,11 @@ std::vector<std::pair<std::string, uint64_t>> RunLogs(const MlperfLogState& mllo
   return logs;
 }
 
+CheckpointOptions CheckpointWith(CheckpointOptions options, const std::string& config_yaml) {
+  options.config_yaml = config_yaml;
+  return options;
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainerSetup& setup)
@@ -88,19 +93,13 @@ Trainer::Trainer(const TrainerSetup& setup)
       plan_(setup.plan),
       comm_(setup.communicator),
       rank0_(setup.communicator.rank() == 0),
-      evaluation_(setup.data.eval ? std::make_unique<Evaluator>(setup.data.eval,
-                                                                setup.data.eval_rows,
-                                                                setup.plan.loader,
-                                                                setup.plan.precision,
-                                                                setup.plan.device)
+      evaluation_(setup.data.eval ? std::make_unique<Evaluator>(
+                                        setup.data.eval, setup.data.eval_rows, setup.plan.loader,
+                                        setup.plan.precision, setup.plan.device)
                                   : nullptr,
-                  static_cast<uint64_t>(setup.plan.eval_every_samples),
-                  setup.config.train.target_mlm_accuracy),
-      stop_(setup.config.optim.schedule.total_steps, setup.config.train.max_samples,
-            setup.config.train.max_bad_steps, setup.stop_requested),
-      checkpointer_(setup.config.run.output_dir, setup.config.train.checkpoint_every_steps,
-                    static_cast<int>(setup.config.train.keep_checkpoints), setup.config_yaml,
-                    setup.communicator),
+                  setup.plan.evaluation),
+      stop_(setup.plan.stop, setup.stop_requested),
+      checkpointer_(CheckpointWith(setup.plan.checkpoint, setup.config_yaml), setup.communicator),
       session_start_(Clock::now()) {}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerSetup& setup) {
@@ -170,22 +169,12 @@ absl::Status Trainer::OpenLogs() {
       Log()->info("MFU is against {:.2f} TFLOP/s per device ({})", peak.flops / 1e12, peak.source);
     }
   }
-  MetricsLogOptions metrics;
+  MetricsLogOptions metrics = plan_.metrics;
   metrics.dir = rank0_ ? dir : "";
-  metrics.every_steps = config_.train.log_every_steps;
-  metrics.max_len = static_cast<int>(config_.data.max_seq_len);
-  metrics.tensorboard = config_.train.tensorboard;
   metrics.peak_flops = peak_flops_;
   ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(metrics, log_state_.metrics));
   if (setup_.resume) return absl::OkStatus();
-  const auto [beta1, beta2] = plan_.optim.lamb.betas();
-  const optim::ScheduleOptions& s = plan_.optim.schedule;
-  return mllog_->Start(
-      config_.mlperf,
-      {static_cast<uint64_t>(config_.run.seed), std::llround(plan_.sequences_per_step),
-       plan_.optim.accumulation_steps, s.peak_lr, plan_.optim.lamb.eps(), s.total_steps,
-       s.warmup_steps, s.start_warmup_step, beta1, beta2, plan_.optim.lamb.weight_decay(),
-       s.power, config_.data.max_seq_len, setup_.data.rows->sequences(), evaluation_.sequences()});
+  return mllog_->Start(config_.mlperf, plan_.mllog_header);
 }
 
 absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {

@@ -1,6 +1,7 @@
 #include "train/training_plan.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
@@ -51,6 +52,33 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   plan.eval_every_samples = config.train.eval_every_samples > 0
                                 ? config.train.eval_every_samples
                                 : MlperfEvalInterval(plan.sequences_per_step);
+  plan.stop.total_steps = config.optim.schedule.total_steps;
+  plan.stop.max_samples = config.train.max_samples;
+  plan.stop.max_bad_steps = config.train.max_bad_steps;
+  plan.checkpoint.run_dir = config.run.output_dir;
+  plan.checkpoint.every_steps = config.train.checkpoint_every_steps;
+  plan.checkpoint.keep = static_cast<int>(config.train.keep_checkpoints);
+  plan.evaluation.every_samples = static_cast<uint64_t>(plan.eval_every_samples);
+  plan.evaluation.target_mlm_accuracy = config.train.target_mlm_accuracy;
+  plan.metrics.every_steps = config.train.log_every_steps;
+  plan.metrics.max_len = static_cast<int>(config.data.max_seq_len);
+  plan.metrics.tensorboard = config.train.tensorboard;
+  MlperfHeader& h = plan.mllog_header;
+  const optim::ScheduleOptions& s = plan.optim.schedule;
+  h.seed = static_cast<uint64_t>(config.run.seed);
+  h.global_batch_size = std::llround(plan.sequences_per_step);
+  h.gradient_accumulation_steps = plan.optim.accumulation_steps;
+  h.base_learning_rate = s.peak_lr;
+  h.epsilon = plan.optim.lamb.eps();
+  h.training_steps = s.total_steps;
+  h.warmup_steps = s.warmup_steps;
+  h.start_warmup_step = s.start_warmup_step;
+  std::tie(h.beta1, h.beta2) = plan.optim.lamb.betas();
+  h.weight_decay = plan.optim.lamb.weight_decay();
+  h.decay_power = s.power;
+  h.max_sequence_length = config.data.max_seq_len;
+  h.train_samples = data.rows->sequences();
+  h.eval_samples = data.eval && data.eval_rows ? data.eval_rows->sequences() : 0;
   const std::string& kernels = TuneOpenBlasKernels().chosen;
   plan.description = absl::StrFormat(
       "%s; %.1f sequences per step; evaluation every %d sequences; device %s; precision %s; "

@@ -14,8 +14,13 @@
 #include "data/loader.h"
 #include "model/precision.h"
 #include "optim/config.h"
+#include "train/checkpointer.h"
+#include "train/evaluation.h"
 #include "train/experiment.h"
+#include "train/metrics_log.h"
+#include "train/mllog.h"
 #include "train/step.h"
+#include "train/stop_policy.h"
 #include "train/trainee.h"
 #include "train/training_data.h"
 
@@ -32,6 +37,12 @@ struct TrainingPlan {
   int64_t rows_per_step = 0;       // over all ranks
   double sequences_per_step = 0;   // rows_per_step x packing factor
   int64_t eval_every_samples = 0;  // train.eval_every_samples, or MLPerf's interval
+  // The loop's components, each from its config section (train/trainer.h).
+  StopOptions stop;
+  CheckpointOptions checkpoint;  // config_yaml: the trainer's
+  EvaluationOptions evaluation;
+  MetricsLogOptions metrics;       // dir and peak_flops: set when the logs open
+  MlperfHeader mllog_header;       // the MLLOG's hyperparameters and data sizes
   std::string description;         // the above in one line, for logs and config.yaml
 
   static absl::StatusOr<TrainingPlan> Make(const ExperimentConfig& config, const TrainingData& data,

@@ -139,6 +139,18 @@ TEST_F(ConfigTest, ChecksRejectOutOfRangeValues) {
             path_ + ":2:14: train.optimizer: 'sgd' is not one of: lamb or adam");
 }
 
+// A section's own check names the flags that set the keys it mentions,
+// not whichever flag of the section comes first; without such a flag,
+// where the section is.
+TEST_F(ConfigTest, SectionCheckNamesTheFlagsOfTheKeysItMentions) {
+  absl::Status s = LoadText("train:\n  optimizer: adam\n", {"train.inputs=[a]", "train.lr=0.5"});
+  EXPECT_EQ(std::string(s.message()), "--set train.lr=0.5: train: adam needs lr <= 0.1");
+  s = LoadText("train:\n  optimizer: adam\n  lr: 0.5\n", {"train.steps=3"});
+  EXPECT_EQ(std::string(s.message()), path_ + ":2:3: train: adam needs lr <= 0.1");
+  s = LoadText("train:\n  steps: 3\n", {"train.optimizer=adam", "train.lr=0.5"});
+  EXPECT_EQ(std::string(s.message()), "--set train.lr=0.5: train: adam needs lr <= 0.1");
+}
+
 TEST_F(ConfigTest, SectionValidateRunsAfterFields) {
   absl::Status s = LoadText("train:\n  optimizer: adam\n  lr: 0.5\n");
   EXPECT_EQ(std::string(s.message()), path_ + ":2:3: train: adam needs lr <= 0.1");

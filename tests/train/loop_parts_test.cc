@@ -1,0 +1,259 @@
+// The training loop's parts, each alone and in this process: the stop
+// policy, the checkpointer, the evaluation's cadence, MLPerf's evaluation
+// interval. Each test fails when its part's rule changes (the mutation each
+// was tried against is named above it).
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "data/packing/pack.h"
+#include "data/source.h"
+#include "gtest/gtest.h"
+#include "model/bert.h"
+#include "tests/model/fixtures.h"
+#include "tests/scratch_folder.h"
+#include "train/checkpointer.h"
+#include "train/evaluation.h"
+#include "train/stop_policy.h"
+#include "train/trainee.h"
+#include "train/training_plan.h"
+
+namespace pbert::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+StepResult Applied(bool applied) {
+  StepResult r;
+  r.applied = applied;
+  return r;
+}
+
+// Mutation tried: AtEnd ignoring max_samples (the test of the cap fails).
+TEST(StopPolicyTest, EndsAtTheTargetTheLastStepOrTheSampleCap) {
+  StopOptions options;
+  options.total_steps = 100;
+  options.max_samples = 5000;  // say an epoch's sequences
+  const StopPolicy stop(options, nullptr);
+  EXPECT_FALSE(stop.AtEnd(10, 400, false));
+  EXPECT_TRUE(stop.AtEnd(10, 400, true));    // the target reached
+  EXPECT_TRUE(stop.AtEnd(100, 400, false));  // total_steps
+  EXPECT_FALSE(stop.AtEnd(99, 4999, false));
+  EXPECT_TRUE(stop.AtEnd(99, 5000, false));  // max_samples
+  options.max_samples = 0;                   // no cap
+  EXPECT_FALSE(StopPolicy(options, nullptr).AtEnd(99, 1u << 30, false));
+}
+
+// Mutation tried: Requested ignoring the poll (the signal is not seen).
+TEST(StopPolicyTest, AStopRequestIsSeenBeforeTheNextStep) {
+  auto communicator = distributed::Communicator::Single();
+  bool signalled = false;
+  const StopPolicy stop(StopOptions(), [&] { return signalled; });
+  EXPECT_FALSE(stop.Requested(*communicator));
+  signalled = true;
+  EXPECT_TRUE(stop.Requested(*communicator));
+  EXPECT_FALSE(StopPolicy(StopOptions(), nullptr).Requested(*communicator));
+}
+
+// Mutation tried: not resetting the count after a good step (the third
+// bad step, not in a row, would end the run).
+TEST(StopPolicyTest, MaxBadStepsInARowEndTheRunNamingTheLastCheckpoint) {
+  StopOptions options;
+  options.max_bad_steps = 3;
+  StopPolicy stop(options, nullptr);
+  EXPECT_TRUE(stop.Count(Applied(false), 1, "").ok());
+  EXPECT_TRUE(stop.Count(Applied(false), 2, "").ok());
+  EXPECT_TRUE(stop.Count(Applied(true), 3, "").ok());  // the row is broken
+  EXPECT_TRUE(stop.Count(Applied(false), 4, "").ok());
+  EXPECT_TRUE(stop.Count(Applied(false), 5, "").ok());
+  const absl::Status third = stop.Count(Applied(false), 6, "run/checkpoints/step-00000003");
+  EXPECT_FALSE(third.ok());
+  EXPECT_NE(third.message().find("run/checkpoints/step-00000003"), std::string::npos) << third;
+  EXPECT_EQ(stop.state().skipped_steps, 5);
+  // The counts come back with a resume.
+  StopPolicy resumed(options, nullptr);
+  resumed.Restore({2, 5});
+  EXPECT_FALSE(resumed.Count(Applied(false), 7, "").ok());
+}
+
+class CheckpointerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = pbert::testing::ScratchFolder();
+    TraineeOptions o;
+    o.bert = model::testing::TinyOptions();
+    o.seed = 3;
+    trainee_ = std::move(*Trainee::Make(o, *communicator_));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  absl::Status Save(Checkpointer& checkpointer, int64_t step) {
+    return checkpointer.Save(step, *trainee_->model(), trainee_->optimizer(),
+                             nlohmann::json{{"step", step}});
+  }
+  CheckpointOptions Options(int64_t every, int keep) {
+    CheckpointOptions o;
+    o.run_dir = dir_.string();
+    o.every_steps = every;
+    o.keep = keep;
+    o.config_yaml = "run: {}\n";
+    return o;
+  }
+  std::vector<std::string> Folders() {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_ / "checkpoints")) {
+      out.push_back(e.path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<distributed::Communicator> communicator_ = distributed::Communicator::Single();
+  std::unique_ptr<Trainee> trainee_;
+};
+
+// Mutation tried: Due on every step (the cadence test fails).
+TEST_F(CheckpointerTest, DueEveryNStepsOrOnlyWhenAsked) {
+  Checkpointer every(Options(50, 3), *communicator_);
+  EXPECT_FALSE(every.Due(49));
+  EXPECT_TRUE(every.Due(50));
+  EXPECT_FALSE(every.Due(51));
+  EXPECT_TRUE(every.Due(100));
+  Checkpointer asked(Options(0, 3), *communicator_);
+  for (int64_t step : {1, 50, 1000}) EXPECT_FALSE(asked.Due(step)) << step;
+}
+
+// Mutation tried: pruning keeping keep + 1 folders.
+TEST_F(CheckpointerTest, KeepsTheNewestKeepCheckpoints) {
+  Checkpointer checkpointer(Options(1, 2), *communicator_);
+  for (int64_t step = 1; step <= 4; ++step) ASSERT_TRUE(Save(checkpointer, step).ok());
+  EXPECT_EQ(Folders(), (std::vector<std::string>{"step-00000003", "step-00000004"}));
+  EXPECT_EQ(checkpointer.last(), (dir_ / "checkpoints" / "step-00000004").string());
+  EXPECT_TRUE(checkpointer.Saved(4));
+  EXPECT_FALSE(checkpointer.Saved(3));
+  EXPECT_EQ(LatestCheckpoint(dir_.string()), checkpointer.last());
+  Checkpointer all(Options(1, 0), *communicator_);
+  ASSERT_TRUE(Save(all, 5).ok());
+  ASSERT_TRUE(Save(all, 6).ok());
+  EXPECT_EQ(Folders().size(), 4u);  // keep 0 removes none
+}
+
+// Weights that cannot be written (safetensors has no complex dtype).
+struct Unsavable : torch::nn::Module {
+  Unsavable() { register_parameter("w", torch::zeros({2}, torch::kComplexFloat)); }
+};
+
+// A save that fails halfway is an error and leaves the previous checkpoint
+// whole, the newest, and no temporary folder. Mutation tried: pruning
+// before the new checkpoint is in place (the previous one is gone).
+TEST_F(CheckpointerTest, AFailedSaveKeepsThePreviousCheckpoint) {
+  Checkpointer checkpointer(Options(1, 1), *communicator_);
+  ASSERT_TRUE(Save(checkpointer, 1).ok());
+  const fs::path previous = dir_ / "checkpoints" / "step-00000001";
+  const absl::Status failed =
+      checkpointer.Save(2, Unsavable(), trainee_->optimizer(), nlohmann::json{{"step", 2}});
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(Folders(), std::vector<std::string>{"step-00000001"});
+  EXPECT_TRUE(fs::exists(previous / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(previous / "optimizer.pt"));
+  EXPECT_EQ(LatestCheckpoint(dir_.string()), previous.string());
+  EXPECT_EQ(checkpointer.last(), previous.string());
+  EXPECT_FALSE(checkpointer.Saved(2));
+  auto info = ReadCheckpointInfo(previous.string());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->state["step"], 1);
+}
+
+// MLPerf's rule (training_rules: eval every floor(0.05 * (230.23 * gbs +
+// 3,000,000) / 25,000) * 25,000 samples), worked by hand for global
+// batches of 256, 4,096 and 8,192. Mutation tried: rounding to the
+// nearest 25,000 (4,096 gives 200,000).
+TEST(EvaluationTest, MlperfIntervalForSeveralGlobalBatches) {
+  EXPECT_EQ(MlperfEvalInterval(256), 150'000);   // 152,946.9 -> 150,000
+  EXPECT_EQ(MlperfEvalInterval(4096), 175'000);  // 197,151.1 -> 175,000
+  EXPECT_EQ(MlperfEvalInterval(8192), 225'000);  // 244,302.2 -> 225,000
+  EXPECT_EQ(MlperfEvalInterval(32), 150'000);    // 150,368.4 -> 150,000
+}
+
+// Evaluations fall due at every multiple of the interval that a step
+// crosses, once, and where a resumed run's state says. Mutation tried:
+// the next evaluation counted from the samples of the last one instead of
+// the interval's multiples (the second Due below moves).
+TEST(EvaluationTest, DueAtTheIntervalAndAtTheFirstStepAfterAResume) {
+  auto made = data::MemorySource::Create("eval", model::testing::RandomInstances(12, 6, 30, 97, 4),
+                                         {97, 64, 64});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<const data::SequenceSource> source = *made;
+  auto packed = data::PackLengths("none", source->Lengths(), {64, 1, 1});
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  auto index = std::make_shared<const data::PackIndex>(std::move(packed->index));
+  data::LoaderOptions loader;
+  loader.rows_per_batch = 4;
+  loader.shape = {64, 1, 0};
+  auto evaluator = [&] {
+    return std::make_unique<Evaluator>(source, index, loader, model::Precision::kFp32, c10::kCPU);
+  };
+  EvaluationOptions options;
+  options.every_samples = 100;
+  options.target_mlm_accuracy = 1.5;  // never reached
+  Evaluation evaluation(evaluator(), options);
+  EXPECT_FALSE(evaluation.Due(99));
+  EXPECT_TRUE(evaluation.Due(100));
+  auto communicator = distributed::Communicator::Single();
+  torch::manual_seed(1);
+  model::BertForPreTraining bert(model::testing::TinyOptions());
+  ASSERT_TRUE(evaluation.Run(bert, *communicator, 130).ok());
+  EXPECT_FALSE(evaluation.Due(199));  // due at 200, not at 230
+  EXPECT_TRUE(evaluation.Due(200));
+  ASSERT_TRUE(evaluation.Run(bert, *communicator, 420).ok());  // a step crossed 300 and 400
+  EXPECT_FALSE(evaluation.Due(499));
+  EXPECT_EQ(evaluation.state().evaluations, 2);
+  EXPECT_FALSE(evaluation.reached());
+  // A resumed run evaluates at the first step at or past the saved point.
+  Evaluation resumed(evaluator(), options);
+  resumed.Restore(evaluation.state());
+  EXPECT_FALSE(resumed.Due(450));
+  EXPECT_TRUE(resumed.Due(512));
+  // Without an evaluation set nothing is ever due.
+  EXPECT_FALSE(Evaluation(nullptr, options).Due(1'000'000));
+}
+
+// The target counts once, at the samples where it was first reached.
+// Mutation tried: >= replaced by > (a target of exactly the accuracy is
+// not reached).
+TEST(EvaluationTest, TheTargetIsReachedAtTheFirstEvaluationAtOrAboveIt) {
+  auto made = data::MemorySource::Create("eval", model::testing::RandomInstances(8, 6, 30, 97, 5),
+                                         {97, 64, 64});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<const data::SequenceSource> source = *made;
+  auto packed = data::PackLengths("none", source->Lengths(), {64, 1, 1});
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  auto index = std::make_shared<const data::PackIndex>(std::move(packed->index));
+  data::LoaderOptions loader;
+  loader.rows_per_batch = 8;
+  loader.shape = {64, 1, 0};
+  auto communicator = distributed::Communicator::Single();
+  torch::manual_seed(2);
+  model::BertForPreTraining bert(model::testing::TinyOptions());
+  // The accuracy this model gets, as the target.
+  Evaluator evaluator(source, index, loader, model::Precision::kFp32, c10::kCPU);
+  auto metrics = evaluator.Run(bert, *communicator);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EvaluationOptions options;
+  options.every_samples = 10;
+  options.target_mlm_accuracy = metrics->MlmAccuracy();
+  Evaluation evaluation(
+      std::make_unique<Evaluator>(source, index, loader, model::Precision::kFp32, c10::kCPU),
+      options);
+  ASSERT_TRUE(evaluation.Run(bert, *communicator, 10).ok());
+  EXPECT_TRUE(evaluation.reached());
+  EXPECT_EQ(evaluation.state().samples_to_target, 10u);
+  ASSERT_TRUE(evaluation.Run(bert, *communicator, 20).ok());
+  EXPECT_EQ(evaluation.state().samples_to_target, 10u);  // the first time counts
+}
+
+}  // namespace
+}  // namespace pbert::train
