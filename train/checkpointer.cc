@@ -20,6 +20,7 @@
 #include "model/weights.h"
 #include "optim/lamb.h"
 #include "train/fault.h"
+#include "train/trainer_state.h"
 
 namespace pbert::train {
 namespace {
@@ -201,11 +202,11 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
                    absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
   }
   ASSIGN_OR_RETURN(info.config_yaml, ReadFile(dir + "/config.yaml"));
-  const int64_t folder_step = StepOfFolder(dir);
-  const auto step = info.state.is_object() && info.state.contains("loop")
-                        ? info.state["loop"].value("step", int64_t{-1})
-                        : int64_t{-1};
-  if (folder_step >= 0 && step >= 0 && step != folder_step) {
+  // Read as the resume will read it (train/trainer_state.h, the one reader).
+  auto typed = TrainerStateFromJson(info.state, dir + "/trainer_state.json");
+  if (!typed.ok()) return Damaged(dir, typed.status().message());
+  const int64_t folder_step = StepOfFolder(dir), step = typed->loop.step;
+  if (folder_step >= 0 && step != folder_step) {
     return Damaged(dir, absl::StrCat(dir, "/trainer_state.json is the state of step ", step,
                                      ", not of step ", folder_step, " as the folder's name says"));
   }

@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "train/trainer_state.h"
 
 namespace pbert::train {
 namespace {
@@ -39,11 +40,10 @@ absl::Status CheckSameTraining(const CheckpointInfo& checkpoint, const Experimen
 // for the checkpoint's batch.
 absl::Status CheckSameBatch(const CheckpointInfo& checkpoint, const ExperimentConfig& saved,
                             const ExperimentConfig& config, int world_size) {
-  if (!checkpoint.state.is_object() || !checkpoint.state.contains("loop")) return absl::OkStatus();
-  const nlohmann::json& loop = checkpoint.state["loop"];
-  if (!loop.value("status", std::string()).empty())
-    return absl::OkStatus();  // finished: trains nothing
-  const int saved_world = loop.value("world_size", 1);
+  ASSIGN_OR_RETURN(TrainerState state,
+                   TrainerStateFromJson(checkpoint.state, checkpoint.dir + "/trainer_state.json"));
+  if (!state.loop.status.empty()) return absl::OkStatus();  // finished: trains nothing
+  const int saved_world = state.loop.world_size;
   auto rows = [](const ExperimentConfig& c, int ranks) {
     return c.train.RowsPerStep(c.optim.accumulation_steps, ranks);
   };

@@ -8,16 +8,20 @@
 #include <fstream>
 #include <memory>
 
+#include "common/config.h"
 #include "data/packing/pack.h"
 #include "data/source.h"
+#include "distributed/environment.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "tests/model/fixtures.h"
 #include "tests/scratch_folder.h"
 #include "train/checkpointer.h"
 #include "train/evaluation.h"
+#include "train/resume.h"
 #include "train/stop_policy.h"
 #include "train/trainee.h"
+#include "train/trainer_state.h"
 #include "train/training_plan.h"
 
 namespace pbert::train {
@@ -89,9 +93,16 @@ class CheckpointerTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
+  // A trainer state of `step` steps (10 sequences each).
+  static nlohmann::json StateAt(int64_t step) {
+    TrainerState state;
+    state.loop.step = step;
+    state.loop.samples = static_cast<uint64_t>(10 * step);
+    state.loader.rows = static_cast<uint64_t>(step);
+    return ToJson(state);
+  }
   absl::Status Save(Checkpointer& checkpointer, int64_t step) {
-    return checkpointer.Save(step, *trainee_->model(), trainee_->optimizer(),
-                             nlohmann::json{{"step", step}});
+    return checkpointer.Save(step, *trainee_->model(), trainee_->optimizer(), StateAt(step));
   }
   CheckpointOptions Options(int64_t every, int keep) {
     CheckpointOptions o;
@@ -153,8 +164,7 @@ TEST_F(CheckpointerTest, AFailedSaveKeepsThePreviousCheckpoint) {
   Checkpointer checkpointer(Options(1, 1), *communicator_);
   ASSERT_TRUE(Save(checkpointer, 1).ok());
   const fs::path previous = dir_ / "checkpoints" / "step-00000001";
-  const absl::Status failed =
-      checkpointer.Save(2, Unsavable(), trainee_->optimizer(), nlohmann::json{{"step", 2}});
+  const absl::Status failed = checkpointer.Save(2, Unsavable(), trainee_->optimizer(), StateAt(2));
   EXPECT_FALSE(failed.ok());
   EXPECT_EQ(Folders(), std::vector<std::string>{"step-00000001"});
   EXPECT_TRUE(fs::exists(previous / "model.safetensors"));
@@ -164,7 +174,57 @@ TEST_F(CheckpointerTest, AFailedSaveKeepsThePreviousCheckpoint) {
   EXPECT_FALSE(checkpointer.Saved(2));
   auto info = ReadCheckpointInfo(previous.string());
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->state["step"], 1);
+  EXPECT_EQ(info->state["loop"]["step"], 1);
+}
+
+// Resume reads the newest checkpoint through the typed trainer state and
+// refuses a config that trains otherwise, naming the keys, or another global
+// batch, naming the rows; --force takes it anyway, and keys that only
+// watch the run may change. Mutation tried: CheckSameBatch counting the
+// saved rows per step with the new world size (two ranks then pass).
+TEST_F(CheckpointerTest, ResumeFindsTheNewestCheckpointAndRefusesAnotherTraining) {
+  ExperimentConfig config;
+  config.run.output_dir = dir_.string();
+  CheckpointOptions options = Options(1, 3);
+  options.config_yaml = config::Dump(config);
+  Checkpointer checkpointer(options, *communicator_);
+  ASSERT_TRUE(Save(checkpointer, 4).ok());
+  ASSERT_TRUE(Save(checkpointer, 8).ok());
+  distributed::Environment alone;
+  auto found = FindResumePoint("auto", false, config, alone);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->dir, checkpointer.last());
+
+  ExperimentConfig other_lr = config;
+  other_lr.optim.schedule.peak_lr *= 2;
+  auto refused = FindResumePoint("auto", false, other_lr, alone);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("optim.lr"), std::string::npos) << refused.status();
+  EXPECT_TRUE(FindResumePoint("auto", true, other_lr, alone).ok());  // --force
+
+  distributed::Environment two = alone;
+  two.world_size = 2;
+  refused = FindResumePoint("auto", false, config, two);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("rows per step"), std::string::npos)
+      << refused.status();
+
+  ExperimentConfig watched = config;
+  watched.train.log_every_steps = 1;
+  watched.train.keep_checkpoints = 9;
+  EXPECT_TRUE(FindResumePoint("auto", false, watched, alone).ok());
+}
+
+// A checkpoint whose trainer state is of another step than its folder's
+// name is damaged.
+TEST_F(CheckpointerTest, AStateOfAnotherStepThanItsFolderIsDamage) {
+  Checkpointer checkpointer(Options(1, 3), *communicator_);
+  ASSERT_TRUE(checkpointer.Save(5, *trainee_->model(), trainee_->optimizer(), StateAt(4)).ok());
+  auto info = ReadCheckpointInfo(checkpointer.last());
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(info.status().message().find("state of step 4"), std::string::npos) << info.status();
 }
 
 // MLPerf's rule (training_rules: eval every floor(0.05 * (230.23 * gbs +
