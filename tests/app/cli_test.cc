@@ -27,6 +27,7 @@
 #include "tests/data/random_instances.h"
 #include "tests/source_paths.h"
 #include "tests/spawn_ranks.h"
+#include "train/trainer_state.h"
 
 namespace pbert::app {
 namespace {
@@ -94,8 +95,9 @@ TEST(CliTest, OptimizerValuesThatCannotTrainAreRefused) {
   r = RunBinary("config dump --set optim.lr=1e-4 --set optim.end_lr=1e-3");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "packed-bert config: error: --set optim.end_lr=1e-3: optim: end_lr 0.001 is above lr "
-            "0.0001: the poly schedule decays from lr to end_lr; lower end_lr (MLPerf: 0)\n");
+            "packed-bert config: error: --set optim.end_lr=1e-3, --set optim.lr=1e-4: optim: "
+            "end_lr 0.001 is above lr 0.0001: the poly schedule decays from lr to end_lr; lower "
+            "end_lr (MLPerf: 0)\n");
   EXPECT_EQ(RunBinary("config dump --set optim.schedule=constant --set optim.end_lr=1").exit_code,
             0);
 }
@@ -349,7 +351,11 @@ TEST(CliTest, OverwriteNeverReplacesWhatTheCommandDidNotMake) {
   for (const char* name : {"run.lock", "mllog.txt", "metrics.jsonl"}) {
     testing::WriteFile(run + "/" + name, "kept\n");
   }
-  testing::WriteFile(checkpoint + "/trainer_state.json", "{}\n");
+  pbert::train::TrainerState state;  // of its step, as train saves it
+  state.loop.step = 2;
+  state.loop.samples = 20;
+  state.loader.rows = 2;
+  testing::WriteFile(checkpoint + "/trainer_state.json", pbert::train::ToJson(state).dump() + "\n");
   ASSERT_EQ(RunBinary("model init" + model + " --out " + checkpoint + "/model.safetensors")
                 .exit_code,
             2) << "a weights file may not be written into a checkpoint";
