@@ -227,6 +227,29 @@ TEST_F(CheckpointerTest, AStateOfAnotherStepThanItsFolderIsDamage) {
   EXPECT_NE(info.status().message().find("state of step 4"), std::string::npos) << info.status();
 }
 
+// `count` random sequences in memory, one per row, evaluated 4 rows at a
+// time on the CPU.
+struct EvalSet {
+  EvalSet(int count, uint64_t seed) {
+    auto made = data::MemorySource::Create(
+        "eval", model::testing::RandomInstances(count, 6, 30, 97, seed), {97, 64, 64});
+    EXPECT_TRUE(made.ok()) << made.status();
+    source = *made;
+    auto packed = data::PackLengths("none", source->Lengths(), {64, 1, 1});
+    EXPECT_TRUE(packed.ok()) << packed.status();
+    index = std::make_shared<const data::PackIndex>(std::move(packed->index));
+    loader.rows_per_batch = 4;
+    loader.shape = {64, 1, 0};
+  }
+  std::unique_ptr<train::Evaluator> Evaluator() const {
+    return std::make_unique<train::Evaluator>(source, index, loader, model::Precision::kFp32,
+                                              c10::kCPU);
+  }
+  std::shared_ptr<const data::SequenceSource> source;
+  std::shared_ptr<const data::PackIndex> index;
+  data::LoaderOptions loader;
+};
+
 // MLPerf's rule (training_rules: eval every floor(0.05 * (230.23 * gbs +
 // 3,000,000) / 25,000) * 25,000 samples), worked by hand for global
 // batches of 256, 4,096 and 8,192. Mutation tried: rounding to the
@@ -243,19 +266,8 @@ TEST(EvaluationTest, MlperfIntervalForSeveralGlobalBatches) {
 // the next evaluation counted from the samples of the last one instead of
 // the interval's multiples (the second Due below moves).
 TEST(EvaluationTest, DueAtTheIntervalAndAtTheFirstStepAfterAResume) {
-  auto made = data::MemorySource::Create("eval", model::testing::RandomInstances(12, 6, 30, 97, 4),
-                                         {97, 64, 64});
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::shared_ptr<const data::SequenceSource> source = *made;
-  auto packed = data::PackLengths("none", source->Lengths(), {64, 1, 1});
-  ASSERT_TRUE(packed.ok()) << packed.status();
-  auto index = std::make_shared<const data::PackIndex>(std::move(packed->index));
-  data::LoaderOptions loader;
-  loader.rows_per_batch = 4;
-  loader.shape = {64, 1, 0};
-  auto evaluator = [&] {
-    return std::make_unique<Evaluator>(source, index, loader, model::Precision::kFp32, c10::kCPU);
-  };
+  const EvalSet set(12, 4);
+  auto evaluator = [&] { return set.Evaluator(); };
   EvaluationOptions options;
   options.every_samples = 100;
   options.target_mlm_accuracy = 1.5;  // never reached
@@ -285,29 +297,17 @@ TEST(EvaluationTest, DueAtTheIntervalAndAtTheFirstStepAfterAResume) {
 // Mutation tried: >= replaced by > (a target of exactly the accuracy is
 // not reached).
 TEST(EvaluationTest, TheTargetIsReachedAtTheFirstEvaluationAtOrAboveIt) {
-  auto made = data::MemorySource::Create("eval", model::testing::RandomInstances(8, 6, 30, 97, 5),
-                                         {97, 64, 64});
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::shared_ptr<const data::SequenceSource> source = *made;
-  auto packed = data::PackLengths("none", source->Lengths(), {64, 1, 1});
-  ASSERT_TRUE(packed.ok()) << packed.status();
-  auto index = std::make_shared<const data::PackIndex>(std::move(packed->index));
-  data::LoaderOptions loader;
-  loader.rows_per_batch = 8;
-  loader.shape = {64, 1, 0};
+  const EvalSet set(8, 5);
   auto communicator = distributed::Communicator::Single();
   torch::manual_seed(2);
   model::BertForPreTraining bert(model::testing::TinyOptions());
   // The accuracy this model gets, as the target.
-  Evaluator evaluator(source, index, loader, model::Precision::kFp32, c10::kCPU);
-  auto metrics = evaluator.Run(bert, *communicator);
+  auto metrics = set.Evaluator()->Run(bert, *communicator);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EvaluationOptions options;
   options.every_samples = 10;
   options.target_mlm_accuracy = metrics->MlmAccuracy();
-  Evaluation evaluation(
-      std::make_unique<Evaluator>(source, index, loader, model::Precision::kFp32, c10::kCPU),
-      options);
+  Evaluation evaluation(set.Evaluator(), options);
   ASSERT_TRUE(evaluation.Run(bert, *communicator, 10).ok());
   EXPECT_TRUE(evaluation.reached());
   EXPECT_EQ(evaluation.state().samples_to_target, 10u);
