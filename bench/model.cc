@@ -4,6 +4,7 @@
 //   padded, block     one sequence per row, our block-diagonal [B,1,S,S] mask
 //   packed, block     rows packed with up to D sequences (lpfhp plan)
 //   packed, bf16      the same under bf16 autocast (fp32 master weights)
+// All in the dense layout (model.attention: dense, the paper's formulation).
 // The first two give the cost of the block-diagonal mask; the last the gain
 // of packing, in real (non-padding) tokens per second.
 //
@@ -75,10 +76,11 @@ struct Case {
   pbert::model::Inputs inputs;  // made once, as the loader makes them ahead of the step
 };
 
-// The case's inputs in the model's layout, or the dense one with its own mask.
+// The case's inputs in the dense layout: with the block-diagonal mask of
+// its sequences, or with its own mask.
 void MakeInputs(const pbert::model::BertForPreTraining& model, Case& c) {
   pbert::model::BertOptions options = model->options;
-  if (c.mask.defined()) options.attention(pbert::model::AttentionKind::kDense);
+  options.attention(pbert::model::AttentionKind::kDense);
   c.inputs = pbert::train::MakeInputs(
       *c.batch, pbert::model::InputPlan::For(options, c10::kCPU, c.precision, torch::kFloat));
   if (c.mask.defined()) c.inputs.attention = pbert::model::DenseMask{c.mask};

@@ -166,7 +166,7 @@ absl::Status Trainer::OpenLogs() {
     const PeakFlops peak = DevicePeakFlops(plan_.device, plan_.precision);
     peak_flops_ = peak.flops * comm_.world_size();
     if (peak.flops > 0) {
-      Log()->info("MFU is against {:.2f} TFLOP/s per device ({})", peak.flops / 1e12, peak.source);
+      Log()->info("MFU is against {:.3g} TFLOP/s per device ({})", peak.flops / 1e12, peak.source);
     }
   }
   MetricsLogOptions metrics = plan_.metrics;
