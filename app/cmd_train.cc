@@ -118,7 +118,6 @@ struct Parts {
   std::optional<train::CheckpointInfo> resume;
   train::TrainingData data;
   train::TrainingPlan plan;
-  std::string config_yaml;
 };
 
 struct Setup {
@@ -157,12 +156,12 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const 
   ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.data, s.communicator.rank(),
                                                          s.communicator.world_size(), s.device));
   logging::Get("train")->info("{}", parts.plan.description);
-  parts.config_yaml =
+  // The effective config, saved with every checkpoint.
+  parts.plan.checkpoint.config_yaml =
       absl::StrCat(config::Dump(config), "\n# effective: ", parts.plan.description, "\n");
   ASSIGN_OR_RETURN(auto trainer,
                    train::Trainer::Create({config, parts.data, parts.plan, s.communicator,
                                            parts.resume ? &*parts.resume : nullptr,
-                                           parts.config_yaml,
                                            [] { return stop_requested.load(); }}));
   if (s.folder && !trainer->finished()) {
     if (!parts.resume) RETURN_IF_ERROR(parts.data.WritePackedRows(config.run.output_dir));

@@ -31,11 +31,6 @@ void ForEachTensor(Inputs& inputs, F f) {
 
 }  // namespace
 
-bool OnRealTokens(const AttentionLayout& layout) {
-  return std::holds_alternative<VarlenBuckets>(layout) ||
-         std::holds_alternative<VarlenBoundaries>(layout);
-}
-
 Inputs Inputs::To(const c10::Device& device, bool non_blocking) const {
   Inputs moved = *this;
   ForEachTensor(moved, [&](at::Tensor& t) {

@@ -28,7 +28,6 @@
 #include <variant>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "model/bert_options.h"
 #include "model/precision.h"
 
@@ -55,9 +54,6 @@ struct VarlenBoundaries {
   int64_t max_seqlen = 0;  // the longest of them
 };
 using AttentionLayout = std::variant<DenseMask, BlockedBuckets, VarlenBuckets, VarlenBoundaries>;
-
-// True for the layouts that run on the T real tokens only.
-bool OnRealTokens(const AttentionLayout& layout);
 
 struct Inputs {
   // [B,S] in the padded layouts, [T] in the varlen ones.

@@ -20,7 +20,6 @@
 #include "model/weights.h"
 #include "optim/lamb.h"
 #include "train/fault.h"
-#include "train/trainer_state.h"
 
 namespace pbert::train {
 namespace {
@@ -202,10 +201,16 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
                    absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
   }
   ASSIGN_OR_RETURN(info.config_yaml, ReadFile(dir + "/config.yaml"));
-  // Read as the resume will read it (train/trainer_state.h, the one reader).
+  // Read once, by the file's one reader; a state of another version is not
+  // damage, and says so itself.
   auto typed = TrainerStateFromJson(info.state, dir + "/trainer_state.json");
-  if (!typed.ok()) return Damaged(dir, typed.status().message());
-  const int64_t folder_step = StepOfFolder(dir), step = typed->loop.step;
+  if (!typed.ok()) {
+    return typed.status().code() == absl::StatusCode::kDataLoss
+               ? Damaged(dir, typed.status().message())
+               : typed.status();
+  }
+  info.trainer = std::move(*typed);
+  const int64_t folder_step = StepOfFolder(dir), step = info.trainer.loop.step;
   if (folder_step >= 0 && step != folder_step) {
     return Damaged(dir, absl::StrCat(dir, "/trainer_state.json is the state of step ", step,
                                      ", not of step ", folder_step, " as the folder's name says"));

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "distributed/communicator.h"
 #include "nlohmann/json.hpp"
+#include "train/trainer_state.h"
 
 namespace torch::nn {
 class Module;
@@ -76,7 +77,8 @@ std::string LatestCheckpoint(const std::string& run_dir);
 // The trainer state and config of checkpoint folder `dir` (no weights).
 struct CheckpointInfo {
   std::string dir;
-  nlohmann::json state;
+  nlohmann::json state;  // trainer_state.json as written, its "files" part included
+  TrainerState trainer;  // its parts, read once (train/trainer_state.h)
   std::string config_yaml;
 };
 absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir);

@@ -143,10 +143,11 @@ absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::
     micro.tokens = batch.tokens;
     return micro;
   } catch (const std::exception& e) {
-    return IsOutOfMemory(e)
-               ? absl::ResourceExhaustedError(
-                     absl::StrCat("out of memory preparing a micro-batch: ", FirstLine(e)))
-               : absl::InternalError(absl::StrCat("cannot prepare a micro-batch: ", FirstLine(e)));
+    // As the loader reports what it cannot build (data/loader.cc).
+    const bool memory = IsOutOfMemory(e);
+    return absl::Status(memory ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kInternal,
+                        absl::StrCat("preparing a micro-batch: ", FirstLine(e),
+                                     memory ? "; lower train.micro_batch_rows" : ""));
   }
 }
 

@@ -9,7 +9,6 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "train/trainer_state.h"
 
 namespace pbert::train {
 namespace {
@@ -40,10 +39,9 @@ absl::Status CheckSameTraining(const CheckpointInfo& checkpoint, const Experimen
 // for the checkpoint's batch.
 absl::Status CheckSameBatch(const CheckpointInfo& checkpoint, const ExperimentConfig& saved,
                             const ExperimentConfig& config, int world_size) {
-  ASSIGN_OR_RETURN(TrainerState state,
-                   TrainerStateFromJson(checkpoint.state, checkpoint.dir + "/trainer_state.json"));
-  if (!state.loop.status.empty()) return absl::OkStatus();  // finished: trains nothing
-  const int saved_world = state.loop.world_size;
+  const LoopState& loop = checkpoint.trainer.loop;
+  if (!loop.status.empty()) return absl::OkStatus();  // finished: trains nothing
+  const int saved_world = loop.world_size;
   auto rows = [](const ExperimentConfig& c, int ranks) {
     return c.train.RowsPerStep(c.optim.accumulation_steps, ranks);
   };

@@ -80,11 +80,6 @@ std::vector<std::pair<std::string, uint64_t>> RunLogs(const MlperfLogState& mllo
   return logs;
 }
 
-CheckpointOptions CheckpointWith(CheckpointOptions options, const std::string& config_yaml) {
-  options.config_yaml = config_yaml;
-  return options;
-}
-
 }  // namespace
 
 Trainer::Trainer(const TrainerSetup& setup)
@@ -99,7 +94,7 @@ Trainer::Trainer(const TrainerSetup& setup)
                                   : nullptr,
                   setup.plan.evaluation),
       stop_(setup.plan.stop, setup.stop_requested),
-      checkpointer_(CheckpointWith(setup.plan.checkpoint, setup.config_yaml), setup.communicator),
+      checkpointer_(setup.plan.checkpoint, setup.communicator),
       session_start_(Clock::now()) {}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerSetup& setup) {
@@ -178,8 +173,7 @@ absl::Status Trainer::OpenLogs() {
 }
 
 absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
-  ASSIGN_OR_RETURN(TrainerState state, TrainerStateFromJson(checkpoint.state,
-                                                            checkpoint.dir + "/trainer_state.json"));
+  TrainerState state = checkpoint.trainer;
   const std::string checksum = ChecksumText(setup_.data.rows->Checksum());
   if (state.loop.train_index_checksum != checksum) {
     return absl::InvalidArgumentError(absl::StrCat(

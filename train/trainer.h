@@ -58,7 +58,6 @@ struct TrainerSetup {
   const TrainingPlan& plan;
   distributed::Communicator& communicator;
   const CheckpointInfo* resume = nullptr;  // the checkpoint to continue; null: a new run
-  std::string config_yaml;                 // the effective config, saved with checkpoints
   std::function<bool()> stop_requested;    // polled before each step (SIGINT, SIGTERM)
 };
 

@@ -39,7 +39,7 @@ struct TrainingPlan {
   int64_t eval_every_samples = 0;  // train.eval_every_samples, or MLPerf's interval
   // The loop's components, each from its config section (train/trainer.h).
   StopOptions stop;
-  CheckpointOptions checkpoint;  // config_yaml: the trainer's
+  CheckpointOptions checkpoint;  // config_yaml: set by train (app/cmd_train.cc)
   EvaluationOptions evaluation;
   MetricsLogOptions metrics;       // dir and peak_flops: set when the logs open
   MlperfHeader mllog_header;       // the MLLOG's hyperparameters and data sizes

@@ -227,6 +227,21 @@ TEST_F(CheckpointerTest, AStateOfAnotherStepThanItsFolderIsDamage) {
   EXPECT_NE(info.status().message().find("state of step 4"), std::string::npos) << info.status();
 }
 
+// A state a newer packed-bert wrote is not damage: it says which versions
+// this one reads. Mutation tried: every unreadable state called damaged.
+TEST_F(CheckpointerTest, AStateOfAnotherVersionSaysSoAndIsNotCalledDamaged) {
+  Checkpointer checkpointer(Options(1, 3), *communicator_);
+  ASSERT_TRUE(Save(checkpointer, 3).ok());
+  nlohmann::json state = StateAt(3);
+  state["version"] = 9;
+  std::ofstream(fs::path(checkpointer.last()) / "trainer_state.json") << state.dump();
+  auto info = ReadCheckpointInfo(checkpointer.last());
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << info.status();
+  EXPECT_NE(info.status().message().find("version 9"), std::string::npos) << info.status();
+  EXPECT_EQ(info.status().message().find("damaged"), std::string::npos) << info.status();
+}
+
 // `count` random sequences in memory, one per row, evaluated 4 rows at a
 // time on the CPU.
 struct EvalSet {
