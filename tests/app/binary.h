@@ -27,7 +27,11 @@ inline Result RunShell(const std::string& shell_command) {
       std::filesystem::temp_directory_path() /
       (std::string("pbert_cli_") + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
        ".stderr");
-  std::string command = "{ " + shell_command + "; } 2>" + err_path + " </dev/null";
+  // The CLI's tests are the CPU's: on a GPU machine the GPU is hidden, so
+  // that run.device auto means the CPU there too (tests/train/cuda_test.cc
+  // covers the GPU). A command may still set CUDA_VISIBLE_DEVICES itself.
+  std::string command =
+      "{ export CUDA_VISIBLE_DEVICES=; " + shell_command + "; } 2>" + err_path + " </dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   char buffer[4096];

@@ -739,7 +739,8 @@ TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {
 // host that does not resolve, nobody listening.
 TEST(CliTest, RendezvousFailuresNameTheirCause) {
   const std::string train = std::string("train --config ") + pbert::testing::SourceDir() +
-                            "/configs/bert-tiny.yaml --set dist.timeout_s=2 --log-level warn";
+                            "/configs/bert-tiny.yaml --set dist.timeout_s=2 --set run.device=cpu "
+                            "--log-level warn";
   const std::string port = std::to_string(pbert::testing::FreePort());
   struct Case {
     std::string env, err;

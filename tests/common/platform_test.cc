@@ -1,11 +1,13 @@
 // common/platform.h against the kernel's own reading of the CPU
 // (/proc/cpuinfo flags, which Linux lists only when the OS supports them)
-// and against OpenBLAS's own report of the kernels in use.
+// and against OpenBLAS's own report of the kernels in use; and which C++
+// library this executable's std::filesystem comes from.
 #include "common/platform.h"
 
 #include <dlfcn.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -68,6 +70,28 @@ TEST(PlatformTest, OpenBlasRunsKernelsForWhatTheCpuHas) {
   at::Tensor expected = (a.unsqueeze(2) * b.unsqueeze(0)).sum(1);
   EXPECT_TRUE(torch::allclose(torch::mm(a.to(torch::kFloat), b.to(torch::kFloat)).to(torch::kDouble),
                               expected, 1e-4, 1e-4));
+}
+
+// A PyTorch wheel's libtorch exports its own copies of std::filesystem's
+// functions, which crash when called from here; the link (CMakeLists.txt)
+// makes this executable bind to its own C++ library's instead: the copy in
+// the executable where libstdc++ is static, else libstdc++.so's.
+TEST(PlatformTest, StdFilesystemIsTheCompilersOwn) {
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&);
+  const RemoveAll remove_all = &std::filesystem::remove_all;
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(remove_all), &info), 0);
+  const std::string from = std::filesystem::canonical(info.dli_fname).string();
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  const std::string name = std::filesystem::path(from).filename().string();
+  EXPECT_TRUE(from == self || name.rfind("libstdc++.so", 0) == 0)
+      << "std::filesystem::remove_all comes from " << from;
+  // And it works: a small tree goes.
+  const auto root = std::filesystem::temp_directory_path() / "pbert_platform_remove_all";
+  std::filesystem::create_directories(root / "a" / "b");
+  std::ofstream(root / "a" / "file") << "x";
+  EXPECT_EQ(std::filesystem::remove_all(root), 4u);
+  EXPECT_FALSE(std::filesystem::exists(root));
 }
 
 }  // namespace
