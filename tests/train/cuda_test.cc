@@ -6,8 +6,8 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
-#include <sstream>
 
 #include "gpu/gpu.h"
 #include "gtest/gtest.h"
@@ -15,8 +15,10 @@
 #include "model/losses.h"
 #include "model/precision.h"
 #include "tests/model/fixtures.h"
+#include "train/checkpointer.h"
 #include "train/step.h"
 #include "train/trainee.h"
+#include "train/trainer_state.h"
 
 #ifdef PBERT_WITH_NCCL
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -171,10 +173,11 @@ TEST(CudaTest, AStepOnTheGpuEqualsTheCpuStep) {
 }
 
 // Resume on the GPU: the generators (CPU and CUDA), the optimizer's moments
-// on the device and the weights saved after two steps and restored into a
-// new trainee continue as the uninterrupted trainee does, with dropout on
-// (the CUDA generator's draws: wrong generator states give other masks,
-// and the runs part by the dropout's size at once). In double precision:
+// on the device and the weights, saved after two steps by the Checkpointer
+// and loaded into a new trainee as a resumed run loads them, continue as
+// the uninterrupted trainee does, with dropout on (the CUDA generator's
+// draws: wrong generator states give other masks, and the runs part by the
+// dropout's size at once). In double precision:
 // the two run the same kernels on the same inputs, but a GPU's atomic adds
 // may sum in another order from run to run, so the weights are compared to
 // kTerms roundings of a double.
@@ -197,33 +200,32 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
   // steps before the resumed one restores them, as a new process would.
   auto whole = std::move(*Trainee::Make(o, *communicator));
   for (int step = 0; step < 2; ++step) ASSERT_TRUE(TrainStep(*whole, *communicator, batches(step), 1e-3, {}).ok());
-  // What a checkpoint holds: weights, the optimizer's state, the generators.
-  const model::SavedRandomState random = whole->randomness().Save();
-  EXPECT_FALSE(random.cuda.empty()) << "the CUDA generator's state is saved";
-  std::stringstream optimizer;
-  {
-    torch::serialize::OutputArchive archive;
-    whole->optimizer().save(archive);
-    archive.save_to(optimizer);
-  }
-  std::vector<at::Tensor> weights;
-  for (const auto& p : whole->model()->parameters()) weights.push_back(p.detach().clone());
+  // Step 2's checkpoint, written and read as a run does (train/checkpointer.h):
+  // weights, the optimizer's state, the generators in the trainer state.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "pbert_CudaTest_resume";
+  std::filesystem::remove_all(dir);
+  CheckpointOptions checkpoints;
+  checkpoints.run_dir = dir.string();
+  checkpoints.every_steps = 0;
+  Checkpointer checkpointer(checkpoints, *communicator);
+  TrainerState state;
+  state.loop.step = 2;
+  state.random = whole->randomness().Save();
+  EXPECT_FALSE(state.random.cuda.empty()) << "the CUDA generator's state is saved";
+  ASSERT_TRUE(checkpointer.Save(2, *whole->model(), whole->optimizer(), ToJson(state)).ok());
   std::vector<double> losses;
   for (int step = 2; step < 5; ++step) {
     auto a = TrainStep(*whole, *communicator, batches(step), 1e-3, {});
     ASSERT_TRUE(a.ok());
     losses.push_back(a->metrics.loss);
   }
+  auto info = ReadCheckpointInfo(checkpointer.last());
+  ASSERT_TRUE(info.ok()) << info.status();
   auto resumed = std::move(*Trainee::Make(o, *communicator));
-  {
-    torch::NoGradGuard no_grad;
-    auto params = resumed->model()->parameters();
-    for (size_t k = 0; k < params.size(); ++k) params[k].copy_(weights[k]);
-    torch::serialize::InputArchive archive;
-    archive.load_from(optimizer, kGpu);
-    resumed->optimizer().load(archive);
-  }
-  ASSERT_TRUE(resumed->randomness().Restore(random).ok());
+  ASSERT_TRUE(LoadCheckpointWeights(info->dir, *resumed->model(), resumed->optimizer(), kGpu).ok());
+  ASSERT_TRUE(resumed->randomness().Restore(info->trainer.random).ok());
+  std::filesystem::remove_all(dir);
   for (int step = 2; step < 5; ++step) {
     auto b = TrainStep(*resumed, *communicator, batches(step), 1e-3, {});
     ASSERT_TRUE(b.ok());

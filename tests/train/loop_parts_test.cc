@@ -1,12 +1,16 @@
 // The training loop's parts, each alone and in this process: the stop
 // policy, the checkpointer, the evaluation's cadence, MLPerf's evaluation
-// interval. Each test fails when its part's rule changes (the mutation each
-// was tried against is named above it).
+// interval, the metrics log and the MLLOG. Each test fails when its part's rule changes (the
+// mutation each was tried against is named above it).
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "data/packing/pack.h"
@@ -18,6 +22,8 @@
 #include "tests/scratch_folder.h"
 #include "train/checkpointer.h"
 #include "train/evaluation.h"
+#include "train/metrics_log.h"
+#include "train/mllog.h"
 #include "train/resume.h"
 #include "train/stop_policy.h"
 #include "train/trainee.h"
@@ -328,6 +334,190 @@ TEST(EvaluationTest, TheTargetIsReachedAtTheFirstEvaluationAtOrAboveIt) {
   EXPECT_EQ(evaluation.state().samples_to_target, 10u);
   ASSERT_TRUE(evaluation.Run(bert, *communicator, 20).ok());
   EXPECT_EQ(evaluation.state().samples_to_target, 10u);  // the first time counts
+}
+
+// The lines of a JSON-lines file (metrics.jsonl; the MLLOG without its
+// ":::MLLOG " prefix).
+std::vector<nlohmann::json> JsonLines(const fs::path& path, const std::string& prefix = "") {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) {
+    EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
+    lines.push_back(nlohmann::json::parse(line.substr(prefix.size())));
+  }
+  return lines;
+}
+
+// A step of known sums, from `k`, so that each interval's figures can be
+// worked out by hand: its MLM accuracy is k / 4.
+StepResult StepOf(double k) {
+  StepResult r;
+  r.applied = true;
+  r.grad_norm = k;
+  PretrainingMetrics& m = r.metrics;
+  m.loss = k;
+  m.mlm_loss = 3 * k;
+  m.mlm_tokens = 4 * k;
+  m.mlm_correct = k * k;
+  m.nsp_loss = k;
+  m.nsp_sequences = 2 * k;
+  m.nsp_correct = k;
+  m.tokens = 6 * k;
+  m.rows = k;
+  m.flops = 1e9 * k;
+  return r;
+}
+
+// A "train" line every `every_steps` steps over the steps since the line
+// before: sums divided once (not means of means), the rates over the
+// interval's time, the rate and gradient norm of its last step; a resume
+// cuts the file back to the saved length, so a redone step is written once.
+// The sums are made so that a mean of the steps' accuracies (0.5) differs
+// from the interval's (10 / 16). Mutation tried: the loss not divided by the
+// interval's steps (4 instead of 2).
+TEST(MetricsLogTest, EachLineSumsItsIntervalAndAResumeWritesNoStepTwice) {
+  const fs::path dir = testing::ScratchFolder();
+  MetricsLogOptions options;
+  options.dir = dir.string();
+  options.every_steps = 2;
+  options.max_len = 8;
+  options.tensorboard = false;
+  options.peak_flops = 4e9;
+  auto log = MetricsLog::Open(options, {});
+  ASSERT_TRUE(log.ok()) << log.status();
+  // Steps 1 and 2 take 0.5 s and 1.5 s: one line at step 2.
+  ASSERT_TRUE((*log)->AddStep(StepOf(1), 0.1, 0.5, {1, 10, 0.5, 0}).ok());
+  ASSERT_TRUE((*log)->AddStep(StepOf(3), 0.2, 1.5, {2, 20, 2.0, 0}).ok());
+  const MetricsLogState at_two = (*log)->State();
+  ASSERT_TRUE((*log)->AddStep(StepOf(2), 0.3, 1.0, {3, 30, 3.0, 1}).ok());
+  ASSERT_TRUE((*log)->Flush({3, 30, 3.0, 1}).ok());
+  ASSERT_TRUE((*log)->Sync().ok());
+  std::vector<nlohmann::json> lines = JsonLines(dir / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  const nlohmann::json& first = lines[0];
+  EXPECT_EQ(first["kind"], "train");
+  EXPECT_EQ(first["step"], 2);
+  EXPECT_EQ(first["samples"], 20);
+  EXPECT_DOUBLE_EQ(first["loss"].get<double>(), (1.0 + 3.0) / 2);      // per step
+  EXPECT_DOUBLE_EQ(first["mlm_accuracy"].get<double>(), 10.0 / 16.0);  // correct / tokens
+  EXPECT_DOUBLE_EQ(first["mlm_loss"].get<double>(), 12.0 / 16.0);
+  EXPECT_DOUBLE_EQ(first["nsp_accuracy"].get<double>(), 4.0 / 8.0);
+  EXPECT_DOUBLE_EQ(first["lr"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(first["grad_norm"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(first["tokens_per_s"].get<double>(), 24.0 / 2.0);
+  EXPECT_DOUBLE_EQ(first["sequences_per_s"].get<double>(), 8.0 / 2.0);
+  EXPECT_DOUBLE_EQ(first["padding"].get<double>(), 1.0 - 24.0 / (4 * 8));
+  EXPECT_DOUBLE_EQ(first["model_tflops"].get<double>(), 4e9 / 2.0 / 1e12);
+  EXPECT_DOUBLE_EQ(first["mfu"].get<double>(), 4e9 / 2.0 / 4e9);
+  // The flushed interval: step 3 alone, with its skipped step counted.
+  EXPECT_EQ(lines[1]["step"], 3);
+  EXPECT_EQ(lines[1]["skipped_steps"], 1);
+  EXPECT_DOUBLE_EQ(lines[1]["mlm_accuracy"].get<double>(), 4.0 / 8.0);
+  log->reset();
+  // Resumed from the checkpoint of step 2: step 3 again, once.
+  auto resumed = MetricsLog::Open(options, at_two);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_TRUE((*resumed)->AddStep(StepOf(2), 0.3, 1.0, {3, 30, 3.0, 1}).ok());
+  ASSERT_TRUE((*resumed)->Flush({3, 30, 3.0, 1}).ok());
+  ASSERT_TRUE((*resumed)->Sync().ok());
+  lines = JsonLines(dir / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["step"], 2);
+  EXPECT_EQ(lines[1]["step"], 3);
+  // Other ranks write nothing.
+  MetricsLogOptions silent = options;
+  silent.dir = "";
+  auto other = MetricsLog::Open(silent, {});
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE((*other)->AddStep(StepOf(1), 0.1, 0.5, {2, 10, 0.5, 0}).ok());
+  fs::remove_all(dir);
+}
+
+// The header states each value under its own MLPerf key; run_stop is
+// written once however often it is called; a resume cuts the log back to
+// the checkpoint's length. Mutation tried: opt_learning_rate_warmup_steps
+// given the training steps (the header's values are all different here, so
+// any two swapped fields fail).
+TEST(MlperfLogTest, TheHeaderNamesEachValueAndRunStopIsWrittenOnce) {
+  const fs::path dir = testing::ScratchFolder();
+  const fs::path path = dir / "mllog.txt";
+  MlperfHeader h;
+  h.seed = 11;
+  h.global_batch_size = 12;
+  h.gradient_accumulation_steps = 13;
+  h.base_learning_rate = 0.14;
+  h.epsilon = 1.5e-6;
+  h.training_steps = 16;
+  h.warmup_steps = 17;
+  h.start_warmup_step = 18;
+  h.beta1 = 0.19;
+  h.beta2 = 0.20;
+  h.weight_decay = 0.21;
+  h.decay_power = 2.2;
+  h.max_sequence_length = 23;
+  h.train_samples = 24;
+  h.eval_samples = 25;
+  MlperfOptions o;
+  o.org = "an org";
+  o.platform = "a platform";
+  auto log = MlperfLog::Open(path.string(), {});
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_TRUE((*log)->Start(o, h).ok());
+  ASSERT_TRUE((*log)->BlockStop(100).ok());
+  const MlperfLogState after_block = (*log)->State();
+  ASSERT_TRUE((*log)->EvalStart(100).ok());
+  ASSERT_TRUE((*log)->EvalStop(100, 0.5).ok());
+  ASSERT_TRUE((*log)->RunStop("success", 100).ok());
+  ASSERT_TRUE((*log)->RunStop("aborted", 100).ok());
+  ASSERT_TRUE((*log)->Sync().ok());
+  std::map<std::string, nlohmann::json> value;
+  std::vector<std::string> keys;
+  for (const nlohmann::json& line : JsonLines(path, ":::MLLOG ")) {
+    keys.push_back(line["key"]);
+    value[line["key"]] = line["value"];
+  }
+  const std::map<std::string, nlohmann::json> expected = {
+      {"submission_benchmark", "bert"},
+      {"submission_org", "an org"},
+      {"submission_platform", "a platform"},
+      {"submission_division", "closed"},
+      {"submission_status", "research"},
+      {"seed", 11},
+      {"global_batch_size", 12},
+      {"gradient_accumulation_steps", 13},
+      {"opt_base_learning_rate", 0.14},
+      {"opt_lamb_epsilon", 1.5e-6},
+      {"opt_learning_rate_training_steps", 16},
+      {"opt_learning_rate_warmup_steps", 17},
+      {"num_warmup_steps", 17},
+      {"start_warmup_step", 18},
+      {"opt_lamb_beta_1", 0.19},
+      {"opt_lamb_beta_2", 0.20},
+      {"opt_lamb_weight_decay_rate", 0.21},
+      {"opt_lamb_learning_rate_decay_poly_power", 2.2},
+      {"max_sequence_length", 23},
+      {"train_samples", 24},
+      {"eval_samples", 25},
+      {"eval_accuracy", 0.5}};
+  for (const auto& [key, want] : expected) {
+    ASSERT_TRUE(value.count(key)) << key << " missing";
+    EXPECT_EQ(value[key], want) << key;
+  }
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "run_stop"), 1);
+  EXPECT_EQ(keys.front(), "cache_clear");
+  EXPECT_TRUE(std::find(keys.begin(), keys.end(), "init_stop") <
+              std::find(keys.begin(), keys.end(), "run_start"));
+  EXPECT_EQ(keys.back(), "run_stop");
+  log->reset();
+  // Resumed after the block: the evaluation and run_stop are gone.
+  auto resumed = MlperfLog::Open(path.string(), after_block);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_TRUE((*resumed)->Sync().ok());
+  keys.clear();
+  for (const nlohmann::json& line : JsonLines(path, ":::MLLOG ")) keys.push_back(line["key"]);
+  EXPECT_EQ(keys.back(), "block_stop");
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "run_stop"), 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace
