@@ -35,6 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/model_sizes.h"
+#include "bench/synthetic.h"
 #include "data/batch.h"
 #include "data/histogram.h"
 #include "data/packing/pack.h"
@@ -48,6 +49,8 @@
 
 namespace {
 
+using pbert::bench::DrawLengths;
+using pbert::bench::MakeSequences;
 using pbert::data::Instance;
 using json = nlohmann::json;
 
@@ -61,44 +64,6 @@ int Usage(const std::string& why) {
                "[--warmup N] [--histogram FILE] [--peer COMMAND] [--lengths-out FILE]\n",
                why.c_str());
   return 2;
-}
-
-// Sequences of the given lengths: [CLS] A [SEP] B [SEP], random tokens, 15%
-// of the others masked (at most 76, MLPerf's limit at 512).
-std::vector<Instance> MakeSequences(const std::vector<int>& lengths, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> token(1000, 30000);
-  std::bernoulli_distribution mask(0.15);
-  std::vector<Instance> out(lengths.size());
-  for (size_t n = 0; n < lengths.size(); ++n) {
-    Instance& in = out[n];
-    const int len = lengths[n], split = len / 2;
-    for (int i = 0; i < len; ++i) {
-      const bool special = i == 0 || i == split || i == len - 1;
-      in.input_ids.push_back(i == 0 ? 101 : special ? 102 : token(rng));
-      in.segment_ids.push_back(i <= split ? 0 : 1);
-      if (!special && in.masked_positions.size() < 76 && mask(rng)) {
-        in.masked_positions.push_back(i);
-        in.masked_ids.push_back(token(rng));
-      }
-    }
-    in.next_sentence_label = static_cast<int>(rng() % 2);
-  }
-  return out;
-}
-
-// Lengths drawn from `histogram` (counts by length), or uniform in [32, 512].
-std::vector<int> DrawLengths(const std::vector<uint64_t>& histogram, size_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int> out(count);
-  if (histogram.empty()) {
-    std::uniform_int_distribution<int> uniform(32, kMaxLen);
-    for (int& l : out) l = uniform(rng);
-    return out;
-  }
-  std::discrete_distribution<int> pick(histogram.begin(), histogram.end());
-  for (int& l : out) l = std::max(8, pick(rng));
-  return out;
 }
 
 struct Side {
