@@ -151,7 +151,9 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const 
   ASSIGN_OR_RETURN(parts.resume, train::FindResumePoint(args.Get("resume"), args.Has("force"),
                                                         config, s.environment));
   if (s.folder && !parts.resume) RETURN_IF_ERROR(s.folder->AcceptNewRun());
-  ASSIGN_OR_RETURN(parts.data, train::TrainingData::Open(config));
+  // Each rank checks the checksums of its share of the store's shards.
+  ASSIGN_OR_RETURN(parts.data, train::TrainingData::Open(
+                                   config, {s.communicator.rank(), s.communicator.world_size()}));
   train::FaultPoint("checks", 0, s.communicator.rank());
   ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.data, s.communicator.rank(),
                                                          s.communicator.world_size(), s.device));

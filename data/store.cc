@@ -364,9 +364,14 @@ absl::Status InstanceStore::AddShard(const std::string& path, uint32_t index, ui
   return absl::OkStatus();
 }
 
-absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir, StoreChecks checks) {
+absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir, StoreChecks checks,
+                                                  ShardShare share) {
+  if (share.parts < 1 || share.part < 0 || share.part >= share.parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no part ", share.part, " of ", share.parts, " to check of store ", dir));
+  }
   ASSIGN_OR_RETURN(InstanceStore store, OpenHeaders(dir));
-  if (checks == StoreChecks::kChecksums) RETURN_IF_ERROR(store.VerifyChecksums());
+  if (checks == StoreChecks::kChecksums) RETURN_IF_ERROR(store.VerifyChecksums(share));
   return store;
 }
 
@@ -573,23 +578,28 @@ absl::Status CheckShardChecksum(const std::string& path, absl::Span<const uint8_
 
 }  // namespace
 
-absl::Status InstanceStore::VerifyChecksums() const {
+absl::Status InstanceStore::VerifyChecksums(ShardShare share) const {
+  std::vector<const Shard*> mine;
   uint64_t bytes = 0;
-  for (const auto& shard : shards_) bytes += shard->file.bytes().size();
+  for (size_t i = static_cast<size_t>(share.part); i < shards_.size();
+       i += static_cast<size_t>(share.parts)) {
+    mine.push_back(shards_[i].get());
+    bytes += shards_[i]->file.bytes().size();
+  }
   std::unique_ptr<Progress> progress;
   if (bytes > (uint64_t{1} << 30)) {
-    progress = std::make_unique<Progress>("checksums", shards_.size(), "shards");
+    progress = std::make_unique<Progress>("checksums", mine.size(), "shards");
   }
   std::atomic<size_t> next{0}, done{0};
-  std::vector<absl::Status> status(shards_.size());
+  std::vector<absl::Status> status(mine.size());
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < shards_.size();) {
-      status[i] = CheckShardChecksum(shards_[i]->path, shards_[i]->file.bytes());
+    for (size_t i; (i = next.fetch_add(1)) < mine.size();) {
+      status[i] = CheckShardChecksum(mine[i]->path, mine[i]->file.bytes());
       ++done;
     }
   };
   const size_t threads =
-      std::min<size_t>(shards_.size(), std::max(1u, std::thread::hardware_concurrency()));
+      std::min<size_t>(mine.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();

@@ -90,14 +90,24 @@ enum class StoreChecks {
   kChecksums,  // also every shard's checksum: the data read is the data written
 };
 
+// The shards whose checksums one of several processes checks: shard i is
+// part (i mod parts)'s. Ranks that open one store together each take their
+// part, so that each shard is read once between them, not once per rank.
+struct ShardShare {
+  int part = 0;
+  int parts = 1;
+};
+
 class InstanceStore : public SequenceSource {
  public:
-  // Maps every shard and checks headers and sizes, and with kChecksums every
-  // shard's checksum (all CPUs, a progress bar for large stores); Verify()
-  // checks more. Commands that train or evaluate on the records use
-  // kChecksums, so that a changed byte is refused as verify refuses it.
+  // Maps every shard and checks headers and sizes, and with kChecksums the
+  // checksum of every shard of `share` (all CPUs, a progress bar for large
+  // stores); Verify() checks more. Commands that train or evaluate on the
+  // records use kChecksums, so that a changed byte is refused as verify
+  // refuses it; train's ranks each check their share.
   static absl::StatusOr<InstanceStore> Open(const std::string& dir,
-                                            StoreChecks checks = StoreChecks::kHeaders);
+                                            StoreChecks checks = StoreChecks::kHeaders,
+                                            ShardShare share = {});
 
   uint64_t size() const override { return total_; }
   InstanceLimits limits() const override {
@@ -125,9 +135,9 @@ class InstanceStore : public SequenceSource {
   // Checks every shard's checksum and every record's bounds; the error names
   // the shard file and the first bad record. `progress` gets records done.
   absl::Status Verify(const std::function<void(uint64_t)>& progress = nullptr) const;
-  // Checks every shard's checksum (parallel over shards); the error names
-  // the first damaged shard.
-  absl::Status VerifyChecksums() const;
+  // Checks the checksum of every shard of `share` (parallel over shards);
+  // the error names the first damaged shard.
+  absl::Status VerifyChecksums(ShardShare share = {}) const;
 
  private:
   static absl::StatusOr<InstanceStore> OpenHeaders(const std::string& dir);

@@ -27,7 +27,7 @@ absl::Status CheckFits(const data::SequenceSource& source, const ExperimentConfi
 }
 
 absl::StatusOr<std::shared_ptr<const data::SequenceSource>> OpenStore(
-    const ExperimentConfig& config) {
+    const ExperimentConfig& config, data::ShardShare share) {
   const std::string& dir = config.data.store;
   if (dir.empty()) {
     return absl::InvalidArgumentError(
@@ -39,7 +39,7 @@ absl::StatusOr<std::shared_ptr<const data::SequenceSource>> OpenStore(
         "prepare (MLPerf HDF5 files too: --input-format hdf5)"));
   }
   ASSIGN_OR_RETURN(data::InstanceStore store,
-                   data::InstanceStore::Open(dir, data::StoreChecks::kChecksums));
+                   data::InstanceStore::Open(dir, data::StoreChecks::kChecksums, share));
   auto source = std::make_shared<const data::InstanceStore>(std::move(store));
   RETURN_IF_ERROR(CheckFits(*source, config, dir));
   return source;
@@ -72,9 +72,10 @@ absl::Status TrainingData::WritePackedRows(const std::string& run_dir) const {
   return rows->Write(run_dir + "/pack.pbpack", packed_with);
 }
 
-absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config) {
+absl::StatusOr<TrainingData> TrainingData::Open(const ExperimentConfig& config,
+                                                data::ShardShare share) {
   TrainingData data;
-  ASSIGN_OR_RETURN(data.train, OpenStore(config));
+  ASSIGN_OR_RETURN(data.train, OpenStore(config, share));
   ASSIGN_OR_RETURN(data.rows, TrainRows(config, *data.train, &data.packed_with));
   if (config.data.eval.empty()) {
     logging::Get("train")->warn(

@@ -11,6 +11,7 @@
 #include "data/loader.h"
 #include "data/packing/pack_index.h"
 #include "data/source.h"
+#include "data/store.h"
 #include "train/experiment.h"
 
 namespace pbert::train {
@@ -32,8 +33,11 @@ struct TrainingData {
 
   // Opens and checks data.store and data.eval against the model and
   // data.max_seq_len; the training rows are data.pack_index or the store
-  // packed with the packing section. Writes nothing.
-  static absl::StatusOr<TrainingData> Open(const ExperimentConfig& config);
+  // packed with the packing section. Of the store's shard checksums this
+  // process checks those of `share` (a rank's part: each shard is read once
+  // between the ranks). Writes nothing.
+  static absl::StatusOr<TrainingData> Open(const ExperimentConfig& config,
+                                           data::ShardShare share = {});
 
   // Rows packed by `Open`: written to RUN_DIR/pack.pbpack, so that the run
   // can be repeated from them. Does nothing for rows read from a file.

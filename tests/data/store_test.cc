@@ -124,6 +124,27 @@ TEST_F(StoreTest, StaleTemporaryFoldersOfKilledWritersGo) {
   EXPECT_TRUE(fs::exists(dir + ".tmp-notes"));
 }
 
+// Ranks that open a store together each check the checksums of their share
+// of its shards (shard i is part i mod parts's): a damaged shard is found
+// by the rank whose part it is, and by a process that checks all. Mutation
+// tried: every part checking shard 0 onwards (part 1 of 2 then finds shard 2).
+TEST_F(StoreTest, EachRankChecksItsShareOfTheShards) {
+  std::string dir = Write(testing::RandomInstances(40, 3, 60, 1000, 3), 1000, 10);
+  const std::string shard = dir + "/shard-00002.pbstore";
+  std::string bytes = *ReadFile(shard);
+  bytes[bytes.size() - 5] ^= 0x40;
+  ASSERT_TRUE(WriteFileAtomically(shard, bytes).ok());
+  auto open = [&](ShardShare share) {
+    return InstanceStore::Open(dir, StoreChecks::kChecksums, share).status();
+  };
+  EXPECT_NE(open({}).message().find(shard + ": checksum mismatch"), std::string::npos);
+  EXPECT_NE(open({0, 2}).message().find(shard + ": checksum mismatch"), std::string::npos);
+  EXPECT_TRUE(open({1, 2}).ok()) << open({1, 2});
+  EXPECT_NE(open({2, 4}).message().find(shard), std::string::npos);
+  for (int part : {0, 1, 3}) EXPECT_TRUE(open({part, 4}).ok()) << part;
+  EXPECT_EQ(open({2, 2}).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(StoreTest, DamageIsFoundAndNamed) {
   std::string dir = Write(testing::RandomInstances(50, 3, 60, 1000, 3), 1000, 100);
   std::string shard = dir + "/shard-00000.pbstore";
