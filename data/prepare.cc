@@ -33,7 +33,9 @@ void Count(const Instance& in, PrepareSummary* summary) {
 absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
                         const PrepareProgress& progress, PrepareSummary* summary) {
   std::unique_ptr<StoreWriter> writer;
-  std::vector<std::vector<uint32_t>> rows;  // every row's sequence ids
+  // Every row's sequence count (its sequences are the next ones in input
+  // order) and every sequence's length: 3 bytes a sequence at most.
+  std::vector<uint8_t> row_depths;
   std::vector<uint16_t> lengths;
   std::vector<Instance> picked_from;  // with o.pick: every sequence, in input order
   bool packed = false;
@@ -90,10 +92,15 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
         continue;
       }
       size_t next = 0;
-      for (int depth : depths) {
-        std::vector<uint32_t>& row = rows.emplace_back();
+      for (size_t r = 0; r < depths.size(); ++r) {
+        const int depth = depths[r];
+        if (depth > 255) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": row ", begin + static_cast<int64_t>(r), " holds ", depth,
+                           " sequences; a packed row may hold at most 255"));
+        }
+        row_depths.push_back(static_cast<uint8_t>(depth));
         for (int k = 0; k < depth; ++k, ++next) {
-          row.push_back(static_cast<uint32_t>(lengths.size()));
           lengths.push_back(static_cast<uint16_t>(chunk[next].length()));
           RETURN_IF_ERROR(Annotate(writer->Add(chunk[next]), path));
           Count(chunk[next], summary);
@@ -119,7 +126,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
   if (packed) {
     // Their packing, kept: train reads it with data.pack_index, or re-packs.
     ASSIGN_OR_RETURN(PackIndex index,
-                     PackIndexFromRows(o.instances.max_seq_len, rows, lengths));
+                     PackIndexFromRows(o.instances.max_seq_len, row_depths, lengths));
     RETURN_IF_ERROR(
         index.Write(absl::StrCat(writer->staging_dir(), "/", kKeptPackIndex), "nvidia-packed"));
     summary->kept_rows = index.rows();

@@ -245,21 +245,21 @@ absl::StatusOr<PackIndex> AssignSequences(const PackingPlan& plan,
   return PackIndex(plan, std::move(ids));
 }
 
-absl::StatusOr<PackIndex> PackIndexFromRows(int max_len,
-                                            const std::vector<std::vector<uint32_t>>& rows,
+absl::StatusOr<PackIndex> PackIndexFromRows(int max_len, absl::Span<const uint8_t> depths,
                                             absl::Span<const uint16_t> lengths) {
   // Rows grouped by strategy, in the order StrategyCounter gives plans
   // (lexicographic by lengths, longest first within a row).
   std::map<std::vector<int>, std::vector<uint32_t>> members;
   std::map<std::vector<int>, uint64_t> counts;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    std::vector<uint32_t> row = rows[r];
-    for (uint32_t id : row) {
-      if (id >= lengths.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("row ", r, " names sequence ", id, " of ", lengths.size()));
-      }
+  uint64_t next = 0;
+  std::vector<uint32_t> row;
+  for (size_t r = 0; r < depths.size(); ++r) {
+    if (next + depths[r] > lengths.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "row ", r, " of ", depths.size(), " goes past the ", lengths.size(), " sequences"));
     }
+    row.resize(depths[r]);
+    for (uint32_t& id : row) id = static_cast<uint32_t>(next++);
     std::stable_sort(row.begin(), row.end(),
                      [&](uint32_t a, uint32_t b) { return lengths[a] > lengths[b]; });
     std::vector<int> shape;
@@ -267,6 +267,10 @@ absl::StatusOr<PackIndex> PackIndexFromRows(int max_len,
     auto& ids = members[shape];
     ids.insert(ids.end(), row.begin(), row.end());
     counts[shape] += 1;
+  }
+  if (next != lengths.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the rows hold ", next, " of the ", lengths.size(), " sequences"));
   }
   PackingPlan plan;
   plan.max_len = max_len;

@@ -55,11 +55,12 @@ class PackIndex {
   std::vector<uint64_t> id_start_;
 };
 
-// The pack index of rows made elsewhere (NVIDIA's packed HDF5): `rows` lists
-// each row's sequence ids; `lengths[i]` is sequence i's length. Fails unless
-// every sequence is in exactly one row and every row fits `max_len`.
-absl::StatusOr<PackIndex> PackIndexFromRows(int max_len,
-                                            const std::vector<std::vector<uint32_t>>& rows,
+// The pack index of rows made elsewhere (NVIDIA's packed HDF5), whose
+// sequences are numbered in row order: row r holds the next `depths[r]`
+// sequences; `lengths[i]` is sequence i's length. 1 byte per row in, so
+// that an import of any size keeps little. Fails unless the depths cover
+// every sequence once and every row fits `max_len`.
+absl::StatusOr<PackIndex> PackIndexFromRows(int max_len, absl::Span<const uint8_t> depths,
                                             absl::Span<const uint16_t> lengths);
 
 // Assigns real sequences to the rows of `plan`: the sequences of each length
