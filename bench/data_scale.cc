@@ -48,7 +48,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/synthetic.h"
-#include "data/histogram.h"
 #include "tests/source_paths.h"
 
 namespace {
@@ -198,15 +197,10 @@ int main(int argc, char** argv) {
       return Usage("bad argument " + flag + " " + value);
     }
   }
-  std::vector<uint64_t> histogram;
-  std::string lengths_from = "uniform in [32, 512] (no ../shared/data)";
-  auto read = pbert::data::ReadHistogramFile(histogram_path, kMaxLen);
-  if (read.ok()) {
-    histogram = read->counts;
-    lengths_from = histogram_path;
-  } else if (histogram_given) {
-    return Usage(std::string(read.status().message()));
-  }
+  auto chosen = pbert::bench::ChooseHistogram(histogram_path, histogram_given, kMaxLen);
+  if (!chosen.ok()) return Usage(std::string(chosen.status().message()));
+  const std::vector<uint64_t>& histogram = chosen->counts;
+  const std::string& lengths_from = chosen->described;
   const std::string binary = pbert::testing::BinaryPath();
   const std::string config = std::string(pbert::testing::SourceDir()) + "/configs/bert-tiny.yaml";
   fs::remove_all(dir);

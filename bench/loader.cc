@@ -19,6 +19,8 @@
 // On a CPU the inputs stay in host memory; on a GPU machine the loader's
 // threads also page-lock them and start their copy, which this does not
 // measure.
+#include "data/loader.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,11 +34,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/synthetic.h"
-#include "data/histogram.h"
-#include "data/loader.h"
+#include "common/choices.h"
 #include "data/packing/pack.h"
 #include "data/source.h"
-#include "common/choices.h"
 #include "model/bert_options.h"
 #include "model/inputs.h"
 #include "tests/source_paths.h"
@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> layouts = {"dense", "varlen"};
   std::string histogram_path =
       std::string(pbert::testing::SharedDataDir()) + "/histogram_wikipedia_512.txt";
+  bool histogram_given = false;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return Usage(flag + " needs a value");
@@ -97,19 +98,15 @@ int main(int argc, char** argv) {
       layouts = absl::StrSplit(value, ',');
     } else if (flag == "--histogram") {
       histogram_path = value;
+      histogram_given = true;
     } else {
       return Usage("bad argument " + flag + " " + value);
     }
   }
-  std::vector<uint64_t> histogram;
-  std::string lengths_from = "uniform in [32, 512] (no ../shared/data)";
-  auto read = pbert::data::ReadHistogramFile(histogram_path, kMaxLen);
-  if (read.ok()) {
-    histogram = read->counts;
-    lengths_from = histogram_path;
-  } else if (argc > 1 && std::find(argv, argv + argc, std::string("--histogram")) != argv + argc) {
-    return Usage(std::string(read.status().message()));
-  }
+  auto chosen = pbert::bench::ChooseHistogram(histogram_path, histogram_given, kMaxLen);
+  if (!chosen.ok()) return Usage(std::string(chosen.status().message()));
+  const std::vector<uint64_t>& histogram = chosen->counts;
+  const std::string& lengths_from = chosen->described;
   const std::vector<int> lengths = pbert::bench::DrawLengths(histogram, sequences, 7, kMaxLen);
   auto source = pbert::data::MemorySource::Create(
       "synthetic", pbert::bench::MakeSequences(lengths, 11), {30522, kMaxLen, 76});

@@ -21,7 +21,6 @@
 
 #include "absl/strings/numbers.h"
 #include "bench/synthetic.h"
-#include "data/histogram.h"
 #include "data/packing/pack.h"
 #include "data/packing/pack_index.h"
 #include "tests/source_paths.h"
@@ -84,15 +83,10 @@ int main(int argc, char** argv) {
       return Usage("bad argument " + flag + " " + value);
     }
   }
-  std::vector<uint64_t> histogram;
-  std::string lengths_from = "uniform in [32, 512] (no ../shared/data)";
-  auto read = pbert::data::ReadHistogramFile(histogram_path, kMaxLen);
-  if (read.ok()) {
-    histogram = read->counts;
-    lengths_from = histogram_path;
-  } else if (histogram_given) {
-    return Usage(std::string(read.status().message()));
-  }
+  auto chosen = pbert::bench::ChooseHistogram(histogram_path, histogram_given, kMaxLen);
+  if (!chosen.ok()) return Usage(std::string(chosen.status().message()));
+  const std::vector<uint64_t>& histogram = chosen->counts;
+  const std::string& lengths_from = chosen->described;
   std::printf("# %lld sequences (lengths %s), lp at depth %d, rows of %d; the index at %s\n\n",
               static_cast<long long>(sequences), lengths_from.c_str(), depth, kMaxLen, out.c_str());
   Phases phases;

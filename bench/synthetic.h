@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "data/histogram.h"
 #include "data/instance.h"
 
 namespace pbert::bench {
@@ -49,6 +52,23 @@ inline std::vector<int> DrawLengths(const std::vector<uint64_t>& histogram, size
   std::discrete_distribution<int> pick(histogram.begin(), histogram.end());
   for (int& l : out) l = std::max(8, pick(rng));
   return out;
+}
+
+// The histogram lengths are drawn from: the file at `path` (a benchmark's
+// default is Wikipedia-512's published one in ../shared/data), or none, for
+// uniform lengths, where that default is absent. A file the user `given`
+// must be read.
+struct HistogramChoice {
+  std::vector<uint64_t> counts;  // empty: uniform
+  std::string described;         // for the benchmark's heading
+};
+inline absl::StatusOr<HistogramChoice> ChooseHistogram(const std::string& path, bool given,
+                                                       int max_len) {
+  auto read = data::ReadHistogramFile(path, max_len);
+  if (read.ok()) return HistogramChoice{read->counts, path};
+  if (given) return read.status();
+  return HistogramChoice{{},
+                         "uniform in [32, " + std::to_string(max_len) + "] (no ../shared/data)"};
 }
 
 }  // namespace pbert::bench
