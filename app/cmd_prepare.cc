@@ -3,7 +3,6 @@
 #include <memory>
 #include <mutex>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -77,10 +76,9 @@ class StageProgress {
     auto& bar = bars_[stage];
     if (bar == nullptr) {
       Finish();
-      const char* unit = stage == "read"                     ? "files"
-                         : stage == "tokenize"               ? "B"
-                         : absl::StartsWith(stage, "import") ? "rows"
-                                                             : "instances";
+      const char* unit = stage == "read"                            ? "files"
+                         : stage == "tokenize" || stage == "import" ? "B"
+                                                                    : "instances";
       bar = std::make_unique<Progress>(stage, total, unit);
     }
     bar->Add(done);

@@ -17,10 +17,33 @@
 namespace pbert::data {
 namespace {
 
-// One progress bar per imported file, counting its rows.
-std::string ImportStage(const std::string& path) {
-  return "import " + std::filesystem::path(path).filename().string();
-}
+// One progress bar over all inputs, in their bytes: a file's bytes count
+// as its rows are read, so that the rate and ETA cover thousands of shards.
+class ImportProgress {
+ public:
+  ImportProgress(const std::vector<std::string>& inputs, const PrepareProgress& progress)
+      : progress_(progress) {
+    std::error_code error;
+    for (const std::string& path : inputs) {
+      const uintmax_t size = std::filesystem::file_size(path, error);
+      total_ += error ? 0 : static_cast<uint64_t>(size);
+    }
+  }
+  // `rows` more of the current file's `of` rows read; the file's bytes are
+  // `file_bytes`.
+  void Rows(uint64_t rows, uint64_t of, uint64_t file_bytes) {
+    rows_ += rows;
+    const uint64_t counted = of == 0 ? file_bytes : file_bytes * std::min(rows_, of) / of;
+    if (progress_ && counted > file_counted_) progress_("import", counted - file_counted_, total_);
+    file_counted_ = counted;
+  }
+  void NextFile() { rows_ = file_counted_ = 0; }
+
+ private:
+  const PrepareProgress& progress_;
+  uint64_t total_ = 0;
+  uint64_t rows_ = 0, file_counted_ = 0;
+};
 
 void Count(const Instance& in, PrepareSummary* summary) {
   summary->instances += 1;
@@ -39,8 +62,15 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
   std::vector<uint16_t> lengths;
   std::vector<Instance> picked_from;  // with o.pick: every sequence, in input order
   bool packed = false;
+  ImportProgress bar(o.inputs, progress);
   for (const std::string& path : o.inputs) {
     ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
+    std::error_code size_error;
+    const uint64_t file_bytes = static_cast<uint64_t>(std::filesystem::file_size(path, size_error));
+    bar.NextFile();
+    auto read_rows = [&](size_t rows) {
+      bar.Rows(rows, static_cast<uint64_t>(reader->size()), size_error ? 0 : file_bytes);
+    };
     packed |= reader->layout() == Hdf5Layout::kPacked;
     // A fixed-width file's width says nothing of its sequences (a 512-wide
     // file may hold none longer than 128): those are checked as they are
@@ -82,13 +112,13 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
         }
         // Read on to the end to name the longest; write nothing more.
         if (first_too_long >= 0) {
-          if (progress) progress(ImportStage(path), depths.size(), reader->size());
+          read_rows(depths.size());
           continue;
         }
       }
       if (o.pick > 0) {  // picked from all inputs at the end
         for (Instance& in : chunk) picked_from.push_back(std::move(in));
-        if (progress) progress(ImportStage(path), depths.size(), reader->size());
+        read_rows(depths.size());
         continue;
       }
       size_t next = 0;
@@ -106,7 +136,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
           Count(chunk[next], summary);
         }
       }
-      if (progress) progress(ImportStage(path), depths.size(), reader->size());
+      read_rows(depths.size());
     }
     if (first_too_long >= 0) {
       return absl::InvalidArgumentError(
