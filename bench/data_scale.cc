@@ -23,8 +23,10 @@
 // bench/loader's.
 //
 //   build/bench/data_scale [--sizes 100000,1000000] [--per-shard 34000]
-//       [--dir /tmp/pbert_data_scale] [--histogram FILE] [--keep]
+//       [--dir DIR] [--histogram FILE] [--keep]
 //
+// Everything goes into a new folder of its own, DIR/pbert_data_scale.XXXXXX
+// (DIR: the temporary folder by default); nothing else in DIR is touched.
 // The shards and stores take about 1.2 KB per sequence on disk (1.2 GB at
 // 10^6); --sizes 10000000 needs about 12 GB. The folder is removed at the
 // end unless --keep.
@@ -34,9 +36,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -168,7 +173,7 @@ struct Size {
 int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {100000, 1000000};
   int64_t per_shard = 34000;
-  std::string dir = (fs::temp_directory_path() / "pbert_data_scale").string();
+  std::string parent = fs::temp_directory_path().string();
   std::string histogram_path =
       std::string(pbert::testing::SharedDataDir()) + "/histogram_wikipedia_512.txt";
   bool histogram_given = false, keep = false;
@@ -189,7 +194,7 @@ int main(int argc, char** argv) {
       }
     } else if (flag == "--per-shard" && absl::SimpleAtoi(value, &per_shard) && per_shard > 0) {
     } else if (flag == "--dir") {
-      dir = value;
+      parent = value;
     } else if (flag == "--histogram") {
       histogram_path = value;
       histogram_given = true;
@@ -203,8 +208,11 @@ int main(int argc, char** argv) {
   const std::string& lengths_from = chosen->described;
   const std::string binary = pbert::testing::BinaryPath();
   const std::string config = std::string(pbert::testing::SourceDir()) + "/configs/bert-tiny.yaml";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  std::string pattern = parent + "/pbert_data_scale.XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return Usage("--dir " + parent + ": cannot make a folder in it (" + std::strerror(errno) + ")");
+  }
+  const std::string dir = pattern;
   const std::string vocab = dir + "/vocab.txt";
   WriteVocabulary(vocab);
   std::printf(
@@ -288,6 +296,7 @@ int main(int argc, char** argv) {
                   y.peak_mb * std::pow(scale, bm));
     }
   }
+  if (keep) std::printf("\nkept: %s\n", dir.c_str());
   if (!keep) fs::remove_all(dir);
   return 0;
 }

@@ -10,11 +10,18 @@
 // seconds and the process's peak RSS after it, and the index's size.
 //
 //   build/bench/pack_scale [--sequences 156700000] [--depth 8] [--histogram FILE]
-//       [--out FILE]
+//       [--dir DIR]
+//
+// The index (4 bytes per sequence) is written into a new folder of its own,
+// DIR/pbert_pack_scale.XXXXXX (DIR: the temporary folder by default), which
+// goes at the end.
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -32,7 +39,7 @@ constexpr int kMaxLen = 512;
 int Usage(const std::string& why) {
   std::fprintf(stderr,
                "bench/pack_scale: %s\nusage: pack_scale [--sequences N] [--depth D] "
-               "[--histogram FILE] [--out FILE]\n",
+               "[--histogram FILE] [--dir DIR]\n",
                why.c_str());
   return 2;
 }
@@ -66,7 +73,7 @@ int main(int argc, char** argv) {
   std::string histogram_path =
       std::string(pbert::testing::SharedDataDir()) + "/histogram_wikipedia_512.txt";
   bool histogram_given = false;
-  std::string out = (std::filesystem::temp_directory_path() / "pbert_pack_scale.pbpack").string();
+  std::string parent = std::filesystem::temp_directory_path().string();
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return Usage(flag + " needs a value");
@@ -77,8 +84,8 @@ int main(int argc, char** argv) {
     } else if (flag == "--histogram") {
       histogram_path = value;
       histogram_given = true;
-    } else if (flag == "--out") {
-      out = value;
+    } else if (flag == "--dir") {
+      parent = value;
     } else {
       return Usage("bad argument " + flag + " " + value);
     }
@@ -87,6 +94,16 @@ int main(int argc, char** argv) {
   if (!chosen.ok()) return Usage(std::string(chosen.status().message()));
   const std::vector<uint64_t>& histogram = chosen->counts;
   const std::string& lengths_from = chosen->described;
+  std::string folder = parent + "/pbert_pack_scale.XXXXXX";
+  if (mkdtemp(folder.data()) == nullptr) {
+    return Usage("--dir " + parent + ": cannot make a folder in it (" + std::strerror(errno) + ")");
+  }
+  // The folder goes however this ends.
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove_all(path); }
+  } remove{folder};
+  const std::string out = folder + "/rows.pbpack";
   std::printf("# %lld sequences (lengths %s), lp at depth %d, rows of %d; the index at %s\n\n",
               static_cast<long long>(sequences), lengths_from.c_str(), depth, kMaxLen, out.c_str());
   Phases phases;
@@ -120,6 +137,5 @@ int main(int argc, char** argv) {
       "per sequence), checksum %016llx\n",
       rows, packed->run.report.packing_factor, 100 * packed->run.report.efficiency, bytes / 1e6,
       bytes / static_cast<double>(sequences), static_cast<unsigned long long>(checksum));
-  std::filesystem::remove(out);
   return 0;
 }

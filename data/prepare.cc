@@ -23,26 +23,30 @@ class ImportProgress {
  public:
   ImportProgress(const std::vector<std::string>& inputs, const PrepareProgress& progress)
       : progress_(progress) {
-    std::error_code error;
     for (const std::string& path : inputs) {
+      std::error_code error;
       const uintmax_t size = std::filesystem::file_size(path, error);
-      total_ += error ? 0 : static_cast<uint64_t>(size);
+      bytes_.push_back(error ? 0 : static_cast<uint64_t>(size));
+      total_ += bytes_.back();
     }
   }
-  // `rows` more of the current file's `of` rows read; the file's bytes are
-  // `file_bytes`.
-  void Rows(uint64_t rows, uint64_t of, uint64_t file_bytes) {
+  // Input `input` starts.
+  void Start(size_t input) { input_ = input, rows_ = counted_ = 0; }
+  // `rows` more of its `of` rows read.
+  void Rows(uint64_t rows, uint64_t of) {
     rows_ += rows;
-    const uint64_t counted = of == 0 ? file_bytes : file_bytes * std::min(rows_, of) / of;
-    if (progress_ && counted > file_counted_) progress_("import", counted - file_counted_, total_);
-    file_counted_ = counted;
+    const uint64_t bytes = bytes_[input_];
+    const uint64_t counted = of == 0 ? bytes : bytes * std::min(rows_, of) / of;
+    if (progress_ && counted > counted_) progress_("import", counted - counted_, total_);
+    counted_ = counted;
   }
-  void NextFile() { rows_ = file_counted_ = 0; }
 
  private:
   const PrepareProgress& progress_;
+  std::vector<uint64_t> bytes_;  // of each input
   uint64_t total_ = 0;
-  uint64_t rows_ = 0, file_counted_ = 0;
+  size_t input_ = 0;
+  uint64_t rows_ = 0, counted_ = 0;  // of the current input
 };
 
 void Count(const Instance& in, PrepareSummary* summary) {
@@ -63,14 +67,11 @@ absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
   std::vector<Instance> picked_from;  // with o.pick: every sequence, in input order
   bool packed = false;
   ImportProgress bar(o.inputs, progress);
-  for (const std::string& path : o.inputs) {
+  for (size_t input = 0; input < o.inputs.size(); ++input) {
+    const std::string& path = o.inputs[input];
     ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
-    std::error_code size_error;
-    const uint64_t file_bytes = static_cast<uint64_t>(std::filesystem::file_size(path, size_error));
-    bar.NextFile();
-    auto read_rows = [&](size_t rows) {
-      bar.Rows(rows, static_cast<uint64_t>(reader->size()), size_error ? 0 : file_bytes);
-    };
+    bar.Start(input);
+    auto read_rows = [&](size_t rows) { bar.Rows(rows, static_cast<uint64_t>(reader->size())); };
     packed |= reader->layout() == Hdf5Layout::kPacked;
     // A fixed-width file's width says nothing of its sequences (a 512-wide
     // file may hold none longer than 128): those are checked as they are
