@@ -68,18 +68,24 @@ std::string Report(const data::PrepareSummary& s, const std::string& store) {
   return report;
 }
 
-// One progress bar per stage, each finished when the next starts.
+// One progress bar per stage, each finished when the next starts, drawn
+// from the stage's first work on. A stage's first report is the work done
+// before this run (data::Prepare).
 class StageProgress {
  public:
   void operator()(const std::string& stage, uint64_t done, uint64_t total) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!before_.count(stage)) {
+      before_[stage] = done;
+      return;
+    }
     auto& bar = bars_[stage];
     if (bar == nullptr) {
       Finish();
       const char* unit = stage == "read"                            ? "files"
                          : stage == "tokenize" || stage == "import" ? "B"
                                                                     : "instances";
-      bar = std::make_unique<Progress>(stage, total, unit);
+      bar = std::make_unique<Progress>(stage, total, unit, before_[stage]);
     }
     bar->Add(done);
   }
@@ -91,6 +97,7 @@ class StageProgress {
 
  private:
   std::mutex mu_;
+  std::map<std::string, uint64_t> before_;
   std::map<std::string, std::unique_ptr<Progress>> bars_;
 };
 

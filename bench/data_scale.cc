@@ -13,14 +13,17 @@
 //   train                          a tiny BERT, one step: start-up (store,
 //                                  index, loader) and the first step
 //
-// measuring each one's wall time and peak RSS (the child's, from wait4).
+// measuring each one's wall time and peak RSS (the child's, from wait4);
+// prepare imports on all CPUs (run.threads' default). Between pack and
+// train, the loader alone (in this process, one thread) makes phase-2
+// micro-batches from the store and the pack index.
 // Prints a table, the exponent of each cost between the smallest and the
 // largest size (time ~ sequences^b), and each cost extrapolated to the
 // 156.7M sequences of NVIDIA's preparation of the MLPerf data, by that
 // exponent and linearly from the largest size. Peak RSS counts the pages
 // of the store that a command has mapped and touched (verify reads them
-// all), which are the page cache's. The loader alone at phase-2 shapes is
-// bench/loader's.
+// all), which are the page cache's. The loader at phase-2 shapes with the
+// model's input layouts and several threads is bench/loader's.
 //
 //   build/bench/data_scale [--sizes 100000,1000000] [--per-shard 34000]
 //       [--dir DIR] [--histogram FILE] [--keep]
@@ -28,8 +31,8 @@
 // Everything goes into a new folder of its own, DIR/pbert_data_scale.XXXXXX
 // (DIR: the temporary folder by default); nothing else in DIR is touched.
 // The shards and stores take about 1.2 KB per sequence on disk (1.2 GB at
-// 10^6); --sizes 10000000 needs about 12 GB. The folder is removed at the
-// end unless --keep.
+// 10^6); --sizes 10000000 needs about 12 GB. Each size's shards are removed
+// once it is measured, and the folder at the end, unless --keep.
 #include <H5Cpp.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -53,6 +56,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/synthetic.h"
+#include "data/loader.h"
+#include "data/packing/pack_index.h"
+#include "data/store.h"
 #include "tests/source_paths.h"
 
 namespace {
@@ -166,7 +172,42 @@ struct Size {
   int64_t sequences = 0;
   std::map<std::string, Cost> costs;
   double shard_bytes = 0, store_bytes = 0, index_bytes = 0;
+  double loader = 0;  // sequences/s
 };
+
+// The loader alone on one thread, in this process, over the store and its
+// pack index: micro-batches of 48 rows of 512 at depth 8 (a phase-2
+// micro-batch per GPU), as fast as it makes them, in sequences/s. The
+// model's input layouts on top of these batches are bench/loader's.
+double LoaderAlone(const std::string& store_dir, const std::string& pack) {
+  auto store = pbert::data::InstanceStore::Open(store_dir);
+  auto index = pbert::data::PackIndex::Read(pack);
+  if (!store.ok() || !index.ok()) {
+    std::fprintf(stderr, "bench/data_scale: %s %s\n", std::string(store.status().message()).c_str(),
+                 std::string(index.status().message()).c_str());
+    std::exit(1);
+  }
+  pbert::data::LoaderOptions o;
+  o.rows_per_batch = 48;
+  o.shape = {kMaxLen, 8, 0};
+  o.threads = 1;
+  auto loader = pbert::data::Loader::Create(
+      std::make_shared<pbert::data::InstanceStore>(std::move(*store)),
+      std::make_shared<const pbert::data::PackIndex>(std::move(*index)), o);
+  if (!loader.ok()) {
+    std::fprintf(stderr, "bench/data_scale: %s\n", std::string(loader.status().message()).c_str());
+    std::exit(1);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  double sequences = 0;
+  for (int step = 0; step < 300; ++step) {
+    auto batches = (*loader)->Next();
+    if (!batches.ok() || batches->batches.empty()) break;
+    sequences += static_cast<double>(batches->sequences);
+  }
+  return sequences /
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace
 
@@ -246,6 +287,7 @@ int main(int argc, char** argv) {
                               "lp", "--out", pack, "--log-level", "warn"},
                              base + "/pack.log");
     size.index_bytes = static_cast<double>(fs::file_size(pack));
+    size.loader = LoaderAlone(store, pack);
     size.costs["train"] = Run({binary,        "train",
                                "--config",    config,
                                "--set",       "data.store=" + store,
@@ -260,20 +302,21 @@ int main(int argc, char** argv) {
                                "--log-level", "warn"},
                               base + "/train.log");
     results.push_back(size);
-    fs::remove_all(base + "/shards");  // the next size's room
+    if (!keep) fs::remove_all(base + "/shards");  // the next size's room
   }
   std::printf(
       "| sequences | shards GB | prepare s | prepare seq/s | prepare peak MB | store bytes/seq | "
-      "verify s | pack s | pack peak MB | index bytes/seq | train: start + 1 step s | train peak "
-      "MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "verify s | pack s | pack peak MB | index bytes/seq | loader alone seq/s | train: start + 1 "
+      "step s | train peak MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Size& s : results) {
     const auto& c = s.costs;
     std::printf(
-        "| %lld | %.2f | %.1f | %.0f | %.0f | %.0f | %.1f | %.1f | %.0f | %.2f | %.1f | %.0f |\n",
+        "| %lld | %.2f | %.1f | %.0f | %.0f | %.0f | %.1f | %.1f | %.0f | %.2f | %.0f | %.1f | "
+        "%.0f |\n",
         static_cast<long long>(s.sequences), s.shard_bytes / 1e9, c.at("prepare").seconds,
         s.sequences / c.at("prepare").seconds, c.at("prepare").peak_mb, s.store_bytes / s.sequences,
         c.at("verify").seconds, c.at("pack").seconds, c.at("pack").peak_mb,
-        s.index_bytes / s.sequences, c.at("train").seconds, c.at("train").peak_mb);
+        s.index_bytes / s.sequences, s.loader, c.at("train").seconds, c.at("train").peak_mb);
   }
   if (results.size() >= 2) {
     const Size& a = results.front();

@@ -5,17 +5,28 @@
 // consumer reads it) against reading it unchecked, and opening it (manifest
 // and shard checks) against a verify of every checksum.
 //
-//   build/bench/prepare [SHARED_DATA_DIR]
+// With --reference, the tokenization of the same text against Google's
+// tokenization.py (what create_pretraining_data.py runs, one process):
+// every line through prepare's tokenizer on 1 thread and on all CPUs (the
+// lines split between the threads as prepare splits documents), taking
+// turns with bench/tokenization_peer.py, best of 3 rounds each; the token
+// counts must agree.
+//
+//   build/bench/prepare [SHARED_DATA_DIR] [--reference PATH/tokenization.py]
 #include "data/prepare.h"
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "data/store.h"
+#include "data/tokenizer.h"
 #include "tests/source_paths.h"
 
 namespace {
@@ -64,10 +75,108 @@ void MeasureChecks(const std::string& dir, double prepare_seconds) {
   if (tokens == 0) std::printf("(no tokens)\n");
 }
 
+// Tokens of `lines` [first, last), as prepare's tokenize stage makes them.
+uint64_t TokenizeLines(const pbert::data::Tokenizer& tokenizer,
+                       const std::vector<std::string>& lines, size_t first, size_t last) {
+  uint64_t tokens = 0;
+  std::vector<int32_t> ids;
+  for (size_t i = first; i < last; ++i) {
+    ids.clear();
+    tokenizer.Encode(lines[i], &ids);
+    tokens += ids.size();
+  }
+  return tokens;
+}
+
+int MeasureTokenization(const std::string& dir, int cpus, const std::string& reference) {
+  const std::vector<std::string> files = {dir + "/wiki_00", dir + "/wiki_01"};
+  const std::string vocab_path = dir + "/bert-base-uncased-vocab.txt";
+  std::vector<std::string> lines;
+  double mb = 0;
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      mb += (line.size() + 1) / 1e6;
+      lines.push_back(line);
+    }
+  }
+  auto vocabulary = pbert::data::Vocabulary::Load(vocab_path);
+  if (!vocabulary.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(vocabulary.status().message()).c_str());
+    return 1;
+  }
+  const pbert::data::Tokenizer tokenizer(
+      std::make_shared<const pbert::data::Vocabulary>(std::move(*vocabulary)), true,
+      pbert::data::Tokenizer::kDefaultMaxCharsPerWord);
+  std::string command = std::string("/usr/bin/python3 ") + pbert::testing::SourceDir() +
+                        "/bench/tokenization_peer.py '" + reference + "' '" + vocab_path + "'";
+  for (const std::string& file : files) command += " '" + file + "'";
+  double best[3] = {1e30, 1e30, 1e30};  // reference, 1 thread, all CPUs
+  uint64_t tokens[3] = {0, 0, 0};
+  for (int round = 0; round < 3; ++round) {
+    FILE* peer = ::popen(command.c_str(), "r");
+    char buffer[256] = {0};
+    const bool read = peer != nullptr && std::fgets(buffer, sizeof(buffer), peer) != nullptr;
+    const int status = peer != nullptr ? ::pclose(peer) : -1;
+    unsigned long long n = 0;
+    double seconds = 0;
+    if (!read || status != 0 ||
+        std::sscanf(buffer, "{\"tokens\": %llu, \"seconds\": %lf", &n, &seconds) != 2) {
+      std::fprintf(stderr, "the reference failed (%s): %s\n", command.c_str(), buffer);
+      return 1;
+    }
+    tokens[0] = n;
+    best[0] = std::min(best[0], seconds);
+    for (int side = 1; side <= 2; ++side) {
+      const size_t threads = side == 1 ? 1 : static_cast<size_t>(cpus);
+      std::vector<uint64_t> counts(threads, 0);
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<std::thread> pool;
+      for (size_t t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+          counts[t] = TokenizeLines(tokenizer, lines, lines.size() * t / threads,
+                                    lines.size() * (t + 1) / threads);
+        });
+      }
+      for (auto& thread : pool) thread.join();
+      best[side] = std::min(best[side], Seconds(start));
+      tokens[side] = 0;
+      for (uint64_t c : counts) tokens[side] += c;
+    }
+  }
+  std::printf(
+      "\n# tokenization of every line of wiki_00 + wiki_01 (%.2f MB), against Google's "
+      "tokenization.py (%s), best of 3 rounds taking turns\n\n| tokenizer | threads | tokens | "
+      "seconds | MB/s | x tokenization.py |\n|---|---|---|---|---|---|\n",
+      mb, reference.c_str());
+  const char* names[3] = {"tokenization.py (Python)", "packed-bert", "packed-bert"};
+  const int threads[3] = {1, 1, cpus};
+  for (int side = 0; side < 3; ++side) {
+    std::printf("| %s | %d | %llu | %.3f | %.2f | %.1fx |\n", names[side], threads[side],
+                static_cast<unsigned long long>(tokens[side]), best[side], mb / best[side],
+                best[0] / best[side]);
+  }
+  const bool same = tokens[0] == tokens[1] && tokens[1] == tokens[2];
+  std::printf("\ntoken counts %s\n", same ? "agree" : "DIFFER");
+  return same ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = argc > 1 ? argv[1] : pbert::testing::SharedDataDir();
+  std::string dir = pbert::testing::SharedDataDir();
+  std::string reference;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--reference" && i + 1 < argc) {
+      reference = argv[++i];
+    } else if (arg.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "usage: prepare [SHARED_DATA_DIR] [--reference PATH/tokenization.py]\n");
+      return 2;
+    } else {
+      dir = arg;
+    }
+  }
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::printf("# prepare benchmark: wiki_00 + wiki_01, max length 128, dupe factor 10\n\n");
   std::printf("%-8s %10s %12s %10s %10s\n", "threads", "text MB", "instances", "seconds", "MB/s");
@@ -106,5 +215,5 @@ int main(int argc, char** argv) {
   std::printf("\nspeed-up with %d threads: %.2fx\n", cpus, rate[1] / rate[0]);
   MeasureChecks(kept, kept_seconds);
   std::filesystem::remove_all(kept);
-  return 0;
+  return reference.empty() ? 0 : MeasureTokenization(dir, cpus, reference);
 }

@@ -65,6 +65,42 @@ bool IsHdf5File(const std::string& path) {
   }
 }
 
+absl::StatusOr<Hdf5Shape> Hdf5Reader::Inspect(const std::string& path) {
+  H5::Exception::dontPrint();
+  RETURN_IF_ERROR(CheckReadableFile(path, "HDF5 file"));
+  if (!H5::H5File::isHdf5(path)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not an HDF5 file"));
+  }
+  try {
+    H5::H5File file(path, H5F_ACC_RDONLY);
+    Hdf5Shape shape;
+    const bool variable =
+        file.nameExists("input_ids") && file.openDataSet("input_ids").getTypeClass() == H5T_VLEN;
+    if (variable) {
+      shape.layout =
+          file.nameExists("packed_input_len") ? Hdf5Layout::kPacked : Hdf5Layout::kVariable;
+    }
+    const char* counted = variable ? "input_ids" : kLabels;
+    if (!file.nameExists(counted)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": no dataset '", counted,
+                       "'; an MLPerf BERT file has input_ids, input_mask, "
+                       "segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels"));
+    }
+    H5::DataSpace space = file.openDataSet(counted).getSpace();
+    if (space.getSimpleExtentNdims() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": dataset '", counted, "' is a scalar, not one entry per row"));
+    }
+    std::vector<hsize_t> dims(space.getSimpleExtentNdims());
+    space.getSimpleExtentDims(dims.data());
+    shape.rows = static_cast<int64_t>(dims[0]);
+    return shape;
+  } catch (const H5::Exception& e) {
+    return Hdf5Error(path, e);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& path) {
   H5::Exception::dontPrint();
   RETURN_IF_ERROR(CheckReadableFile(path, "HDF5 file"));

@@ -31,8 +31,18 @@ bool IsHdf5File(const std::string& path);
 // "MLPerf fixed-width", "NVIDIA variable-length", "NVIDIA packed".
 const char* Hdf5LayoutName(Hdf5Layout layout);
 
+// What a file holds, told from its datasets' types and extents alone.
+struct Hdf5Shape {
+  Hdf5Layout layout = Hdf5Layout::kFixed;
+  int64_t rows = 0;  // packed rows hold several sequences
+};
+
 class Hdf5Reader {
  public:
+  // The layout and rows of `path` without reading a row (an import plans
+  // its work with it); Open checks the file whole.
+  static absl::StatusOr<Hdf5Shape> Inspect(const std::string& path);
+
   // Opens `path`, tells its layout from its datasets and checks that they
   // exist with matching shapes (an error names the dataset that differs)
   // and hold at least one row. The variable-length layouts are read (and

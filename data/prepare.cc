@@ -1,24 +1,33 @@
 #include "data/prepare.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "data/hdf5.h"
 #include "data/packing/pack_index.h"
 #include "data/store.h"
 #include "data/tokenizer.h"
+#include "nlohmann/json.hpp"
 
 namespace pbert::data {
 namespace {
 
 // One progress bar over all inputs, in their bytes: a file's bytes count
-// as its rows are read, so that the rate and ETA cover thousands of shards.
+// as its rows are read (in proportion), so that the rate and ETA cover
+// thousands of shards. Safe to call from several threads.
 class ImportProgress {
  public:
   ImportProgress(const std::vector<std::string>& inputs, const PrepareProgress& progress)
@@ -30,23 +39,26 @@ class ImportProgress {
       total_ += bytes_.back();
     }
   }
-  // Input `input` starts.
-  void Start(size_t input) { input_ = input, rows_ = counted_ = 0; }
-  // `rows` more of its `of` rows read.
-  void Rows(uint64_t rows, uint64_t of) {
-    rows_ += rows;
-    const uint64_t bytes = bytes_[input_];
-    const uint64_t counted = of == 0 ? bytes : bytes * std::min(rows_, of) / of;
-    if (progress_ && counted > counted_) progress_("import", counted - counted_, total_);
-    counted_ = counted;
+  uint64_t total() const { return total_; }
+  // The bytes that rows [begin, end) of input `input`, of `rows`, stand for.
+  uint64_t Bytes(size_t input, int64_t begin, int64_t end, int64_t rows) const {
+    auto at = [&](int64_t row) {
+      return rows == 0 ? bytes_[input] : bytes_[input] * static_cast<uint64_t>(row) / rows;
+    };
+    return at(end) - at(begin);
+  }
+  // The first report: bytes done by an earlier run.
+  void Start(uint64_t resumed) {
+    if (progress_) progress_("import", resumed, total_);
+  }
+  void Add(uint64_t bytes) {
+    if (progress_ && bytes > 0) progress_("import", bytes, total_);
   }
 
  private:
   const PrepareProgress& progress_;
   std::vector<uint64_t> bytes_;  // of each input
   uint64_t total_ = 0;
-  size_t input_ = 0;
-  uint64_t rows_ = 0, counted_ = 0;  // of the current input
 };
 
 void Count(const Instance& in, PrepareSummary* summary) {
@@ -57,112 +69,353 @@ void Count(const Instance& in, PrepareSummary* summary) {
   summary->histogram.counts[in.length()] += 1;
 }
 
-absl::Status ImportHdf5(const PrepareOptions& o, const Vocabulary& vocabulary,
-                        const PrepareProgress& progress, PrepareSummary* summary) {
-  std::unique_ptr<StoreWriter> writer;
-  // Every row's sequence count (its sequences are the next ones in input
-  // order) and every sequence's length: 3 bytes a sequence at most.
-  std::vector<uint8_t> row_depths;
-  std::vector<uint16_t> lengths;
-  std::vector<Instance> picked_from;  // with o.pick: every sequence, in input order
-  bool packed = false;
-  ImportProgress bar(o.inputs, progress);
-  for (size_t input = 0; input < o.inputs.size(); ++input) {
-    const std::string& path = o.inputs[input];
-    ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(path));
-    bar.Start(input);
-    auto read_rows = [&](size_t rows) { bar.Rows(rows, static_cast<uint64_t>(reader->size())); };
-    packed |= reader->layout() == Hdf5Layout::kPacked;
-    // A fixed-width file's width says nothing of its sequences (a 512-wide
-    // file may hold none longer than 128): those are checked as they are
-    // read. A variable-length file's widest row is its longest sequence (or
-    // packed row), known now.
-    const bool fixed = reader->layout() == Hdf5Layout::kFixed;
-    if (!fixed && reader->max_len() > o.instances.max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, " holds ", reader->layout() == Hdf5Layout::kPacked ? "packed rows" : "sequences",
-          " of up to ", reader->max_len(),
-          " tokens; raise data.max_seq_len to ", reader->max_len()));
-    }
-    int longest = 0;  // of a fixed-width file's sequences, once one is too long
-    int64_t first_too_long = -1;
-    if (writer == nullptr) {
-      // NVIDIA's variable-length files have no fixed slot count: MLPerf's 76
-      // at 512 (or the first file's widest, if wider) bounds the store.
-      const int predictions =
-          reader->layout() == Hdf5Layout::kFixed
-              ? reader->max_predictions()
-              : std::max(reader->max_predictions(), o.instances.max_predictions_per_seq);
-      StoreInfo info{static_cast<uint32_t>(vocabulary.size()), vocabulary.checksum(),
-                     static_cast<uint32_t>(o.instances.max_seq_len),
-                     static_cast<uint32_t>(predictions),
-                     absl::StrCat(Hdf5LayoutName(reader->layout()), " HDF5")};
-      ASSIGN_OR_RETURN(writer, StoreWriter::Create(o.output, info, static_cast<uint64_t>(o.records_per_shard),
-                                                  o.overwrite));
-    }
-    constexpr int64_t kChunk = 8192;
-    for (int64_t begin = 0; begin < reader->size(); begin += kChunk) {
-      std::vector<int> depths;
-      ASSIGN_OR_RETURN(auto chunk,
-                       reader->Read(begin, std::min(kChunk, reader->size() - begin), &depths));
-      if (fixed) {
-        for (size_t r = 0; r < chunk.size(); ++r) {
-          if (chunk[r].length() <= o.instances.max_seq_len) continue;
-          if (first_too_long < 0) first_too_long = begin + static_cast<int64_t>(r);
-          longest = std::max(longest, chunk[r].length());
-        }
-        // Read on to the end to name the longest; write nothing more.
-        if (first_too_long >= 0) {
-          read_rows(depths.size());
-          continue;
-        }
+// The store's limits for HDF5 inputs, from the first input.
+absl::StatusOr<StoreInfo> Hdf5StoreInfo(const PrepareOptions& o, const Vocabulary& vocabulary) {
+  ASSIGN_OR_RETURN(auto first, Hdf5Reader::Open(o.inputs[0]));
+  // NVIDIA's variable-length files have no fixed slot count: MLPerf's 76
+  // at 512 (or the first file's widest, if wider) bounds the store.
+  const int predictions =
+      first->layout() == Hdf5Layout::kFixed
+          ? first->max_predictions()
+          : std::max(first->max_predictions(), o.instances.max_predictions_per_seq);
+  return StoreInfo{static_cast<uint32_t>(vocabulary.size()), vocabulary.checksum(),
+                   static_cast<uint32_t>(o.instances.max_seq_len),
+                   static_cast<uint32_t>(predictions),
+                   absl::StrCat(Hdf5LayoutName(first->layout()), " HDF5")};
+}
+
+// Rows [begin, end) of input `input`, appended in input order to `out`
+// (`depths`: each row's sequence count), each sequence checked against the
+// store's limits; errors name the file and the row.
+absl::Status ReadRows(
+    const PrepareOptions& o, size_t input, int64_t begin, int64_t end, Hdf5Reader& reader,
+    const std::function<absl::Status(int64_t row, int depth, std::vector<Instance>&)>& take) {
+  const std::string& path = o.inputs[input];
+  // A fixed-width file's width says nothing of its sequences (a 512-wide
+  // file may hold none longer than 128): those are checked as they are
+  // read. A variable-length file's widest row is its longest sequence (or
+  // packed row), known once it is open.
+  const bool fixed = reader.layout() == Hdf5Layout::kFixed;
+  if (!fixed && reader.max_len() > o.instances.max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " holds ", reader.layout() == Hdf5Layout::kPacked ? "packed rows" : "sequences",
+        " of up to ", reader.max_len(), " tokens; raise data.max_seq_len to ", reader.max_len()));
+  }
+  int longest = 0;  // of a fixed-width file's sequences, once one is too long
+  int64_t first_too_long = -1;
+  constexpr int64_t kChunk = 8192;
+  std::vector<Instance> row;
+  for (int64_t at = begin; at < end; at += kChunk) {
+    std::vector<int> depths;
+    ASSIGN_OR_RETURN(std::vector<Instance> chunk,
+                     reader.Read(at, std::min(kChunk, end - at), &depths));
+    if (fixed) {
+      for (size_t r = 0; r < chunk.size(); ++r) {
+        if (chunk[r].length() <= o.instances.max_seq_len) continue;
+        if (first_too_long < 0) first_too_long = at + static_cast<int64_t>(r);
+        longest = std::max(longest, chunk[r].length());
       }
-      if (o.pick > 0) {  // picked from all inputs at the end
-        for (Instance& in : chunk) picked_from.push_back(std::move(in));
-        read_rows(depths.size());
-        continue;
-      }
-      size_t next = 0;
-      for (size_t r = 0; r < depths.size(); ++r) {
-        const int depth = depths[r];
-        if (depth > 255) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(path, ": row ", begin + static_cast<int64_t>(r), " holds ", depth,
-                           " sequences; a packed row may hold at most 255"));
-        }
-        row_depths.push_back(static_cast<uint8_t>(depth));
-        for (int k = 0; k < depth; ++k, ++next) {
-          lengths.push_back(static_cast<uint16_t>(chunk[next].length()));
-          RETURN_IF_ERROR(Annotate(writer->Add(chunk[next]), path));
-          Count(chunk[next], summary);
-        }
-      }
-      read_rows(depths.size());
+      if (first_too_long >= 0) continue;  // read on to name the longest
     }
-    if (first_too_long >= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " holds sequences of up to ", longest, " tokens (the first at row ",
-                       first_too_long, "), more than data.max_seq_len ", o.instances.max_seq_len,
-                       "; raise data.max_seq_len to ", longest));
+    size_t next = 0;
+    for (size_t r = 0; r < depths.size(); ++r) {
+      const int64_t index = at + static_cast<int64_t>(r);
+      if (depths[r] > 255) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": row ", index, " holds ", depths[r],
+                         " sequences; a packed row may hold at most 255"));
+      }
+      row.clear();
+      for (int k = 0; k < depths[r]; ++k) row.push_back(std::move(chunk[next++]));
+      absl::Status taken = take(index, depths[r], row);
+      if (!taken.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": row ", index, ": ", taken.message()));
+      }
     }
   }
-  if (o.pick > 0) {
-    ASSIGN_OR_RETURN(std::vector<uint64_t> picks, PickEvenly(picked_from.size(), static_cast<uint64_t>(o.pick)));
-    for (uint64_t i : picks) {
-      RETURN_IF_ERROR(writer->Add(picked_from[i]));
-      Count(picked_from[i], summary);
+  if (first_too_long >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds sequences of up to ", longest, " tokens (the first at row ",
+                     first_too_long, "), more than data.max_seq_len ", o.instances.max_seq_len,
+                     "; raise data.max_seq_len to ", longest));
+  }
+  return absl::OkStatus();
+}
+
+// MLPerf's eval set (prepare.pick): every sequence of the inputs in order,
+// then the picked ones into a store. Eval inputs are small: one thread.
+absl::Status ImportHdf5Picked(const PrepareOptions& o, const StoreInfo& info,
+                              const PrepareProgress& progress, PrepareSummary* summary) {
+  ImportProgress bar(o.inputs, progress);
+  bar.Start(0);
+  std::vector<Instance> all;
+  for (size_t input = 0; input < o.inputs.size(); ++input) {
+    ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(o.inputs[input]));
+    RETURN_IF_ERROR(ReadRows(o, input, 0, reader->size(), *reader,
+                             [&](int64_t, int, std::vector<Instance>& row) {
+                               for (Instance& in : row) all.push_back(std::move(in));
+                               return absl::OkStatus();
+                             }));
+    bar.Add(bar.Bytes(input, 0, reader->size(), reader->size()));
+  }
+  ASSIGN_OR_RETURN(std::vector<uint64_t> picks,
+                   PickEvenly(all.size(), static_cast<uint64_t>(o.pick)));
+  ASSIGN_OR_RETURN(
+      auto writer,
+      StoreWriter::Create(o.output, info, static_cast<uint64_t>(o.records_per_shard), o.overwrite));
+  for (uint64_t i : picks) {
+    RETURN_IF_ERROR(writer->Add(all[i]));
+    Count(all[i], summary);
+  }
+  return writer->Finish();  // a pick of sequences keeps no rows
+}
+
+// The import's unit of work: rows [begin, end) of one input.
+struct Piece {
+  size_t input;
+  int64_t begin, end, rows;  // rows: the input's
+};
+
+// The store's shards, each made of consecutive pieces of at most
+// records_per_shard rows in all: an input longer than that is cut into
+// pieces; a variable-length input (read whole when opened) is one piece.
+// Made from the inputs' row counts alone, so the same whatever the threads.
+absl::StatusOr<std::vector<std::vector<Piece>>> PlanShards(const PrepareOptions& o, bool* packed) {
+  std::vector<std::vector<Piece>> shards;
+  int64_t in_shard = 0;
+  for (size_t input = 0; input < o.inputs.size(); ++input) {
+    ASSIGN_OR_RETURN(Hdf5Shape shape, Hdf5Reader::Inspect(o.inputs[input]));
+    *packed |= shape.layout == Hdf5Layout::kPacked;
+    const int64_t cut =
+        shape.layout == Hdf5Layout::kFixed ? o.records_per_shard : std::max<int64_t>(shape.rows, 1);
+    for (int64_t begin = 0; begin < shape.rows || begin == 0; begin += cut) {
+      const Piece piece{input, begin, std::min(shape.rows, begin + cut), shape.rows};
+      if (shards.empty() || in_shard + (piece.end - piece.begin) > o.records_per_shard) {
+        shards.emplace_back();
+        in_shard = 0;
+      }
+      shards.back().push_back(piece);
+      in_shard += piece.end - piece.begin;
     }
-    return writer->Finish();  // a pick of sequences keeps no rows
+  }
+  return shards;
+}
+
+// What a shard is made from, for the journal: each piece's file (absolute
+// path, size, modification time) and rows. A changed file is made again.
+std::string WorkOf(const PrepareOptions& o, const std::vector<Piece>& pieces) {
+  nlohmann::json work = nlohmann::json::array();
+  for (const Piece& p : pieces) {
+    const std::string& path = o.inputs[p.input];
+    struct stat st {};
+    ::stat(path.c_str(), &st);
+    std::error_code error;
+    const std::string absolute = std::filesystem::absolute(path, error).lexically_normal().string();
+    work.push_back({absolute, static_cast<uint64_t>(st.st_size),
+                    static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                    p.begin, p.end});
+  }
+  return work.dump();
+}
+
+// A shard's figures, in its journal line.
+struct ShardFigures {
+  uint64_t instances = 0, tokens = 0, masked = 0, random_next = 0;
+  std::map<int, uint64_t> lengths;  // length -> sequences
+};
+
+std::string NoteOf(const ShardFigures& f) {
+  nlohmann::json histogram = nlohmann::json::array();
+  for (const auto& [length, count] : f.lengths) histogram.push_back({length, count});
+  return nlohmann::json{{"instances", f.instances},
+                        {"tokens", f.tokens},
+                        {"masked", f.masked},
+                        {"random_next", f.random_next},
+                        {"lengths", histogram}}
+      .dump();
+}
+
+bool ParseNote(const std::string& note, int max_len, ShardFigures* f) {
+  auto json = nlohmann::json::parse(note, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return false;
+  try {
+    f->instances = json.at("instances").get<uint64_t>();
+    f->tokens = json.at("tokens").get<uint64_t>();
+    f->masked = json.at("masked").get<uint64_t>();
+    f->random_next = json.at("random_next").get<uint64_t>();
+    for (const auto& pair : json.at("lengths")) {
+      const int length = pair.at(0).get<int>();
+      if (length < 1 || length > max_len) return false;
+      f->lengths[length] += pair.at(1).get<uint64_t>();
+    }
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  return true;
+}
+
+void AddFigures(const ShardFigures& f, PrepareSummary* summary) {
+  summary->instances += f.instances;
+  summary->tokens += f.tokens;
+  summary->masked_tokens += f.masked;
+  summary->random_next += f.random_next;
+  for (const auto& [length, count] : f.lengths) summary->histogram.counts[length] += count;
+}
+
+// A shard's rows, for the pack index of packed inputs: each row's sequence
+// count, then each sequence's length; a file beside the shard until the
+// store is finished.
+struct ShardRows {
+  std::vector<uint8_t> depths;
+  std::vector<uint16_t> lengths;
+};
+
+std::string RowsPath(const std::string& staging, uint32_t shard) {
+  return absl::StrFormat("%s/rows-%05d.bin", staging, shard);
+}
+
+absl::Status WriteRows(const std::string& path, const ShardRows& rows) {
+  std::string bytes;
+  const uint64_t counts[2] = {rows.depths.size(), rows.lengths.size()};
+  bytes.append(reinterpret_cast<const char*>(counts), sizeof(counts));
+  bytes.append(reinterpret_cast<const char*>(rows.depths.data()), rows.depths.size());
+  bytes.append(reinterpret_cast<const char*>(rows.lengths.data()), rows.lengths.size() * 2);
+  return WriteFileAtomically(path, bytes);
+}
+
+bool ReadRowsFile(const std::string& path, ShardRows* rows) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  uint64_t counts[2];
+  if (!bytes.ok() || bytes->size() < sizeof(counts)) return false;
+  std::memcpy(counts, bytes->data(), sizeof(counts));
+  if (bytes->size() != sizeof(counts) + counts[0] + counts[1] * 2) return false;
+  const char* p = bytes->data() + sizeof(counts);
+  rows->depths.assign(p, p + counts[0]);
+  rows->lengths.resize(counts[1]);
+  std::memcpy(rows->lengths.data(), p + counts[0], counts[1] * 2);
+  return true;
+}
+
+// The HDF5 import: shards made in parallel (each from its own inputs, by
+// one thread), written as they are done into STORE.partial with a journal
+// line each, so that an interrupted import continues where it stopped.
+// The store's bytes do not depend on the thread count.
+absl::Status ImportHdf5(const PrepareOptions& o, const StoreInfo& info,
+                        const PrepareProgress& progress, PrepareSummary* summary) {
+  bool packed = false;
+  ASSIGN_OR_RETURN(const std::vector<std::vector<Piece>> plan, PlanShards(o, &packed));
+  const std::string plan_words = absl::StrCat("hdf5 import 1; rows per shard ", o.records_per_shard,
+                                              packed ? "; rows kept" : "");
+  ASSIGN_OR_RETURN(auto store, PartialStore::Open(o.output, info, plan_words, o.overwrite));
+  const auto shards = static_cast<uint32_t>(plan.size());
+  ImportProgress bar(o.inputs, progress);
+  std::vector<ShardRows> rows(packed ? shards : 0);
+  std::vector<uint8_t> resumed(shards, 0);
+  uint64_t resumed_bytes = 0;
+  for (uint32_t k = 0; k < shards; ++k) {
+    const PartialStore::Done* done = store->Resumed(k, WorkOf(o, plan[k]));
+    ShardFigures figures;
+    if (done == nullptr || !ParseNote(done->note, o.instances.max_seq_len, &figures) ||
+        (packed && !ReadRowsFile(RowsPath(store->staging_dir(), k), &rows[k]))) {
+      continue;
+    }
+    resumed[k] = 1;
+    AddFigures(figures, summary);
+    for (const Piece& p : plan[k]) resumed_bytes += bar.Bytes(p.input, p.begin, p.end, p.rows);
+  }
+  const uint32_t to_make =
+      shards - static_cast<uint32_t>(std::count(resumed.begin(), resumed.end(), uint8_t{1}));
+  if (to_make < shards) {
+    logging::Get("prepare")->info("continuing the import in {}: {} of {} shards done before",
+                                  store->staging_dir(), shards - to_make, shards);
+  }
+  bar.Start(resumed_bytes);
+
+  std::mutex mu;  // guards summary, failure
+  std::atomic<uint32_t> next{0};
+  std::atomic<bool> failed{false};
+  uint32_t failed_shard = shards;
+  absl::Status failure;
+  auto make = [&](uint32_t k, ShardBuilder& builder) -> absl::Status {
+    builder.Clear();
+    ShardFigures figures;
+    ShardRows shard_rows;
+    for (const Piece& p : plan[k]) {
+      ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(o.inputs[p.input]));
+      if (reader->size() != p.rows) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(o.inputs[p.input], " changed during the import (", reader->size(),
+                         " rows, ", p.rows, " before); run again once it is written"));
+      }
+      RETURN_IF_ERROR(ReadRows(o, p.input, p.begin, p.end, *reader,
+                               [&](int64_t, int depth, std::vector<Instance>& row) {
+                                 if (packed)
+                                   shard_rows.depths.push_back(static_cast<uint8_t>(depth));
+                                 for (const Instance& in : row) {
+                                   RETURN_IF_ERROR(builder.Add(in));
+                                   figures.instances += 1;
+                                   figures.tokens += in.length();
+                                   figures.masked += in.masked_positions.size();
+                                   figures.random_next += in.next_sentence_label;
+                                   figures.lengths[in.length()] += 1;
+                                   if (packed) shard_rows.lengths.push_back(in.length());
+                                 }
+                                 return absl::OkStatus();
+                               }));
+      bar.Add(bar.Bytes(p.input, p.begin, p.end, p.rows));
+      if (failed.load()) return absl::OkStatus();  // another shard failed: stop soon
+    }
+    if (packed) RETURN_IF_ERROR(WriteRows(RowsPath(store->staging_dir(), k), shard_rows));
+    RETURN_IF_ERROR(store->Write(k, builder, WorkOf(o, plan[k]), NoteOf(figures)));
+    std::lock_guard<std::mutex> lock(mu);
+    AddFigures(figures, summary);
+    if (packed) rows[k] = std::move(shard_rows);
+    return absl::OkStatus();
+  };
+  auto worker = [&] {
+    ShardBuilder builder(info);
+    for (uint32_t k = next++; k < shards && !failed.load(); k = next++) {
+      if (resumed[k]) continue;
+      absl::Status made = make(k, builder);
+      if (made.ok()) continue;
+      std::lock_guard<std::mutex> lock(mu);
+      failed = true;
+      if (k < failed_shard) failed_shard = k, failure = made;  // the first in input order
+    }
+  };
+  const uint32_t workers = std::max<uint32_t>(1, std::min<uint32_t>(o.threads, to_make));
+  std::vector<std::thread> pool;
+  for (uint32_t w = 1; w < workers; ++w) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (!failure.ok()) {
+    const size_t done = store->shards_done();
+    if (done == 0) return failure;  // and the folder goes
+    return absl::Status(failure.code(),
+                        absl::StrCat(failure.message(), "; ", done, " of ", shards,
+                                     " store shards are made and kept in ", store->staging_dir(),
+                                     ": the same command run again continues there"));
   }
   if (packed) {
     // Their packing, kept: train reads it with data.pack_index, or re-packs.
+    ShardRows all;
+    for (ShardRows& r : rows) {
+      all.depths.insert(all.depths.end(), r.depths.begin(), r.depths.end());
+      all.lengths.insert(all.lengths.end(), r.lengths.begin(), r.lengths.end());
+      r = ShardRows();
+    }
     ASSIGN_OR_RETURN(PackIndex index,
-                     PackIndexFromRows(o.instances.max_seq_len, row_depths, lengths));
+                     PackIndexFromRows(o.instances.max_seq_len, all.depths, all.lengths));
     RETURN_IF_ERROR(
-        index.Write(absl::StrCat(writer->staging_dir(), "/", kKeptPackIndex), "nvidia-packed"));
+        index.Write(absl::StrCat(store->staging_dir(), "/", kKeptPackIndex), "nvidia-packed"));
+    for (uint32_t k = 0; k < shards; ++k) {
+      std::error_code ignored;
+      std::filesystem::remove(RowsPath(store->staging_dir(), k), ignored);
+    }
     summary->kept_rows = index.rows();
   }
-  return writer->Finish();
+  return store->Finish(shards);
 }
 
 CorpusFormat CorpusFormatOf(InputFormat format) {
@@ -233,11 +486,14 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   PrepareSummary summary;
   summary.histogram = LengthHistogram(o.instances.max_seq_len);
   if (input_format == InputFormat::kHdf5) {
-    RETURN_IF_ERROR(ImportHdf5(o, *vocabulary, progress, &summary));
+    ASSIGN_OR_RETURN(const StoreInfo info, Hdf5StoreInfo(o, *vocabulary));
+    RETURN_IF_ERROR(o.pick > 0 ? ImportHdf5Picked(o, info, progress, &summary)
+                               : ImportHdf5(o, info, progress, &summary));
     return summary;
   }
 
   std::vector<Document> documents;
+  if (progress) progress("read", 0, o.inputs.size());
   for (const std::string& path : o.inputs) {
     RETURN_IF_ERROR(ReadCorpus(
         path, CorpusFormatOf(input_format),
@@ -275,6 +531,7 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
     summary.long_sentence_tokens_cut += cut;
     summary.longest_sentence = std::max(summary.longest_sentence, longest);
   };
+  if (progress) progress("tokenize", 0, text_bytes);
   const size_t workers = std::max<size_t>(1, std::min<size_t>(o.threads, documents.size()));
   std::vector<std::thread> pool;
   for (size_t w = 0; w < workers; ++w) {
@@ -310,6 +567,7 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
                  absl::StrCat("prepare of ", o.inputs.size(), " file(s), seed ", o.instances.seed)};
   ASSIGN_OR_RETURN(auto writer, StoreWriter::Create(o.output, info, static_cast<uint64_t>(o.records_per_shard),
                                                   o.overwrite));
+  if (progress) progress("write", 0, instances.size());
   for (size_t i = 0; i < instances.size(); ++i) {
     RETURN_IF_ERROR(writer->Add(instances[i]));
     Count(instances[i], &summary);

@@ -84,7 +84,9 @@ struct PrepareSummary {
 // The pack index `prepare` writes into a store made from packed HDF5.
 inline constexpr char kKeptPackIndex[] = "packs.pbpack";
 
-// Reports (stage, units done, units in all; 0 if unknown).
+// Reports (stage, units done, units in all; 0 if unknown). A stage's first
+// report gives the units an earlier run did (an import that continues), 0
+// for a new one; each later report, the units done since the last.
 using PrepareProgress = std::function<void(const std::string&, uint64_t, uint64_t)>;
 
 

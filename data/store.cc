@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -16,6 +18,7 @@
 #include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/folders.h"
+#include "common/logging.h"
 #include "common/outputs.h"
 #include "common/progress.h"
 #include "common/status.h"
@@ -107,8 +110,6 @@ int32_t GetId(const uint8_t* p, int id_bytes) {
   return static_cast<int32_t>(v);
 }
 
-std::string ShardName(size_t i) { return absl::StrFormat("shard-%05d.pbstore", i); }
-
 }  // namespace
 
 StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard,
@@ -117,11 +118,10 @@ StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, 
       temp_dir_(std::move(temp_dir)),
       info_(std::move(info)),
       per_shard_(per_shard),
+      shard_(info_),
       store_id_(NewStoreId()),
       overwrite_(overwrite),
-      lock_fd_(LockTemporary(temp_dir_)) {
-  offsets_.push_back(0);
-}
+      lock_fd_(LockTemporary(temp_dir_)) {}
 
 StoreWriter::~StoreWriter() {
   if (!finished_) {
@@ -200,109 +200,379 @@ absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(const std::stri
       new StoreWriter(dir, std::string(buffer.data()), info, records_per_shard, overwrite));
 }
 
-absl::Status StoreWriter::Add(const Instance& in) {
-  absl::Status valid =
-      ValidateInstance(in, {info_.vocab_size, info_.max_len, info_.max_predictions});
-  if (!valid.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("instance ", records_, ": ", valid.message()));
-  }
+std::string ShardFileName(uint32_t index) { return absl::StrFormat("shard-%05d.pbstore", index); }
+
+ShardBuilder::ShardBuilder(const StoreInfo& info)
+    : info_(info), id_bytes_(IdBytes(info.vocab_size)), offsets_{0} {}
+
+absl::Status ShardBuilder::Add(const Instance& in) {
+  RETURN_IF_ERROR(ValidateInstance(in, {info_.vocab_size, info_.max_len, info_.max_predictions}));
   const int length = in.length();
   int a_length = 0;
   while (a_length < length && in.segment_ids[a_length] == 0) ++a_length;
-  const int id_bytes = IdBytes(info_.vocab_size);
   RecordHead head{static_cast<uint16_t>(length), static_cast<uint16_t>(a_length),
                   static_cast<uint16_t>(in.masked_positions.size()),
                   static_cast<uint8_t>(in.next_sentence_label), 0};
-  const size_t start = body_.size();
-  body_.resize(start + RecordBytes(head, id_bytes));
-  char* out = body_.data() + start;
+  constexpr size_t kBlock = 4 << 20;
+  const size_t bytes = RecordBytes(head, id_bytes_);
+  if (body_.empty() || body_.back().size() + bytes > body_.back().capacity()) {
+    body_.emplace_back().reserve(std::max(kBlock, bytes));
+  }
+  std::string& block = body_.back();
+  const size_t start = block.size();
+  block.resize(start + bytes);
+  char* out = block.data() + start;
   std::memcpy(out, &head, sizeof(head));
-  out = PutAll(out + sizeof(head), in.input_ids, id_bytes);
+  out = PutAll(out + sizeof(head), in.input_ids, id_bytes_);
   out = PutAll(out, in.masked_positions, 2);
-  PutAll(out, in.masked_ids, id_bytes);
+  PutAll(out, in.masked_ids, id_bytes_);
+  body_bytes_ += bytes;
   lengths_.push_back(static_cast<uint16_t>(length));
-  offsets_.push_back(body_.size());
-  ++records_;
-  if (lengths_.size() == per_shard_) RETURN_IF_ERROR(FlushShard());
+  offsets_.push_back(body_bytes_);
   return absl::OkStatus();
 }
 
-absl::Status StoreWriter::FlushShard() {
-  if (lengths_.empty()) return absl::OkStatus();
+void ShardBuilder::Clear() {
+  lengths_.clear();
+  offsets_.assign(1, 0);
+  body_.clear();
+  body_bytes_ = 0;
+}
+
+absl::StatusOr<uint64_t> ShardBuilder::Write(const std::string& path, uint32_t index,
+                                             uint64_t store_id) const {
   const uint64_t n = lengths_.size();
-  std::string payload(LengthsBytes(n), '\0');
-  std::memcpy(payload.data(), lengths_.data(), n * 2);
-  payload.append(reinterpret_cast<const char*>(offsets_.data()), offsets_.size() * 8);
-  payload += body_;
+  // The payload: the length table (padded to 8 bytes), the offsets, the
+  // body; written and checksummed piece by piece, never copied whole.
+  std::string lengths(LengthsBytes(n), '\0');
+  std::memcpy(lengths.data(), lengths_.data(), n * 2);
+  std::vector<absl::Span<const uint8_t>> pieces = {
+      {reinterpret_cast<const uint8_t*>(lengths.data()), lengths.size()},
+      {reinterpret_cast<const uint8_t*>(offsets_.data()), offsets_.size() * 8}};
+  for (const std::string& block : body_) {
+    pieces.emplace_back(reinterpret_cast<const uint8_t*>(block.data()), block.size());
+  }
+  ChecksumStream checksum;
+  for (const auto& piece : pieces) checksum.Update(piece);
   ShardHeader header{};
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.version = kStoreVersion;
-  header.id_bytes = static_cast<uint32_t>(IdBytes(info_.vocab_size));
+  header.id_bytes = static_cast<uint32_t>(id_bytes_);
   header.vocab_size = info_.vocab_size;
   header.max_len = info_.max_len;
   header.max_predictions = info_.max_predictions;
   header.records = n;
   header.vocab_checksum = info_.vocab_checksum;
-  header.body_bytes = body_.size();
-  header.payload_checksum =
-      Checksum64({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()});
-  header.store_id = store_id_;
-  header.shard_index = static_cast<uint32_t>(shards_.size());
-  std::string name = ShardName(shards_.size());
-  ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(temp_dir_ + "/" + name));
+  header.body_bytes = body_bytes_;
+  header.payload_checksum = checksum.Digest();
+  header.store_id = store_id;
+  header.shard_index = index;
+  ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
   RETURN_IF_ERROR(writer.Write({reinterpret_cast<const uint8_t*>(&header), sizeof(header)}));
-  RETURN_IF_ERROR(writer.Write(payload));
+  for (const auto& piece : pieces) RETURN_IF_ERROR(writer.Write(piece));
   RETURN_IF_ERROR(writer.Commit());
-  shards_.push_back({name, n, header.payload_checksum});
-  lengths_.clear();
-  offsets_.assign(1, 0);
-  body_.clear();
+  return header.payload_checksum;
+}
+
+absl::Status StoreWriter::Add(const Instance& in) {
+  absl::Status added = shard_.Add(in);
+  if (!added.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("instance ", records_, ": ", added.message()));
+  }
+  ++records_;
+  if (shard_.records() == per_shard_) RETURN_IF_ERROR(FlushShard());
   return absl::OkStatus();
 }
 
-absl::Status StoreWriter::Finish() {
-  RETURN_IF_ERROR(FlushShard());
+absl::Status StoreWriter::FlushShard() {
+  if (shard_.records() == 0) return absl::OkStatus();
+  const auto index = static_cast<uint32_t>(shards_.size());
+  ASSIGN_OR_RETURN(uint64_t checksum,
+                   shard_.Write(temp_dir_ + "/" + ShardFileName(index), index, store_id_));
+  shards_.emplace_back(shard_.records(), checksum);
+  shard_.Clear();
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Writes store.json for `shards` (records, checksum) into `staging` and
+// renames `staging` to `dir`. With `overwrite` the store at `dir` is moved
+// aside first and removed after: one of the two is whole at every moment.
+// Without, of two writers racing to one new store, one fails here.
+absl::Status PublishStore(const std::string& staging, const std::string& dir, const StoreInfo& info,
+                          uint64_t store_id,
+                          const std::vector<std::pair<uint64_t, uint64_t>>& shards,
+                          bool overwrite) {
+  uint64_t records = 0;
+  for (const auto& shard : shards) records += shard.first;
   nlohmann::ordered_json manifest;
   manifest["format"] = "packed-bert instance store";
   manifest["version"] = kStoreVersion;
-  manifest["records"] = records_;
-  manifest["max_len"] = info_.max_len;
-  manifest["max_predictions"] = info_.max_predictions;
-  manifest["vocab_size"] = info_.vocab_size;
-  manifest["vocab_checksum"] = absl::StrFormat("%016x", info_.vocab_checksum);
-  manifest["id_bytes"] = IdBytes(info_.vocab_size);
-  manifest["source"] = info_.source;
-  manifest["store_id"] = absl::StrFormat("%016x", store_id_);
+  manifest["records"] = records;
+  manifest["max_len"] = info.max_len;
+  manifest["max_predictions"] = info.max_predictions;
+  manifest["vocab_size"] = info.vocab_size;
+  manifest["vocab_checksum"] = absl::StrFormat("%016x", info.vocab_checksum);
+  manifest["id_bytes"] = IdBytes(info.vocab_size);
+  manifest["source"] = info.source;
+  manifest["store_id"] = absl::StrFormat("%016x", store_id);
   manifest["shards"] = nlohmann::json::array();
-  for (const ShardEntry& s : shards_) {
-    manifest["shards"].push_back({{"file", s.file},
-                                  {"records", s.records},
-                                  {"checksum", absl::StrFormat("%016x", s.checksum)}});
+  for (size_t i = 0; i < shards.size(); ++i) {
+    manifest["shards"].push_back({{"file", ShardFileName(static_cast<uint32_t>(i))},
+                                  {"records", shards[i].first},
+                                  {"checksum", absl::StrFormat("%016x", shards[i].second)}});
   }
   manifest["manifest_checksum"] = ManifestChecksum(manifest);
-  RETURN_IF_ERROR(WriteFileAtomically(temp_dir_ + "/" + kManifest, manifest.dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kManifest, manifest.dump(2) + "\n"));
   std::error_code error;
-  // The old store, if replaced, is moved aside first: one of the two is
-  // whole at every moment.
-  const std::string old = temp_dir_ + ".old";
-  if (overwrite_ && fs::exists(dir_)) {
-    fs::rename(dir_, old, error);
+  const std::string old = staging + ".old";
+  if (overwrite && fs::exists(dir)) {
+    fs::rename(dir, old, error);
     if (error) {
-      return absl::InternalError(absl::StrCat("cannot move ", dir_, " aside: ", error.message()));
+      return absl::InternalError(absl::StrCat("cannot move ", dir, " aside: ", error.message()));
     }
   }
-  if (!overwrite_) {
-    // Of two prepares racing to one new store, one fails here.
-    RETURN_IF_ERROR(RenameWithoutReplacing(temp_dir_, dir_));
+  if (!overwrite) {
+    RETURN_IF_ERROR(RenameWithoutReplacing(staging, dir));
   } else {
-    fs::rename(temp_dir_, dir_, error);
+    fs::rename(staging, dir, error);
     if (error) {
       return absl::InternalError(
-          absl::StrCat("cannot rename ", temp_dir_, " to ", dir_, ": ", error.message()));
+          absl::StrCat("cannot rename ", staging, " to ", dir, ": ", error.message()));
     }
   }
-  finished_ = true;
   fs::remove_all(old, error);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StoreWriter::Finish() {
+  RETURN_IF_ERROR(FlushShard());
+  RETURN_IF_ERROR(PublishStore(temp_dir_, dir_, info_, store_id_, shards_, overwrite_));
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+namespace {
+
+constexpr char kJournal[] = "import.log";
+constexpr char kJournalFormat[] = "packed-bert partial store";
+
+nlohmann::ordered_json InfoJson(const StoreInfo& info) {
+  return {{"vocab_size", info.vocab_size},
+          {"vocab_checksum", absl::StrFormat("%016x", info.vocab_checksum)},
+          {"max_len", info.max_len},
+          {"max_predictions", info.max_predictions},
+          {"source", info.source}};
+}
+
+// The file of a journalled shard is the one its line describes: its size
+// and its header (the payload's checksum is checked when the store opens).
+bool ShardFileMatches(const std::string& path, const StoreInfo& info, uint64_t store_id,
+                      uint32_t index, const PartialStore::Done& done) {
+  std::error_code error;
+  const uintmax_t size = fs::file_size(path, error);
+  ShardHeader header{};
+  std::ifstream in(path, std::ios::binary);
+  if (error || !in.read(reinterpret_cast<char*>(&header), sizeof(header))) return false;
+  return std::memcmp(header.magic, kMagic, sizeof(kMagic)) == 0 &&
+         header.version == kStoreVersion && header.store_id == store_id &&
+         header.shard_index == index && header.records == done.records &&
+         header.payload_checksum == done.checksum && header.vocab_size == info.vocab_size &&
+         header.max_len == info.max_len && header.max_predictions == info.max_predictions &&
+         header.vocab_checksum == info.vocab_checksum &&
+         size == sizeof(header) + LengthsBytes(done.records) + (done.records + 1) * 8 +
+                     header.body_bytes;
+}
+
+}  // namespace
+
+PartialStore::PartialStore(std::string dir, std::string staging, StoreInfo info, uint64_t store_id,
+                           bool overwrite, int lock_fd)
+    : dir_(std::move(dir)),
+      staging_(std::move(staging)),
+      info_(std::move(info)),
+      store_id_(store_id),
+      overwrite_(overwrite),
+      lock_fd_(lock_fd) {}
+
+PartialStore::~PartialStore() {
+  journal_.reset();
+  if (!finished_ && done_.empty() && written_.empty()) {
+    std::error_code ignored;
+    fs::remove_all(staging_, ignored);
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+absl::StatusOr<std::unique_ptr<PartialStore>> PartialStore::Open(const std::string& given,
+                                                                 const StoreInfo& info,
+                                                                 const std::string& plan,
+                                                                 bool overwrite) {
+  const std::string dir = WithoutTrailingSlash(given);
+  RETURN_IF_ERROR(CheckStoreTarget(dir, {}, overwrite));
+  if (info.max_len == 0 || info.max_len > kMaxSequenceLength || info.vocab_size == 0) {
+    return absl::InvalidArgumentError("store limits must be positive (max_len <= 65535)");
+  }
+  const std::string staging = dir + ".partial";
+  const std::string journal_path = staging + "/" + kJournal;
+  std::error_code error;
+  nlohmann::ordered_json head = {{"format", kJournalFormat},
+                                 {"version", 1},
+                                 {"store_id", ""},
+                                 {"info", InfoJson(info)},
+                                 {"plan", plan}};
+  if (!fs::exists(staging, error)) {
+    // Made whole beside it (journal header included), then renamed: a
+    // folder named .partial always has its journal.
+    const std::string parent = fs::path(dir).parent_path().string();
+    if (!parent.empty()) fs::create_directories(parent, error);
+    RemoveStaleTemporaries(staging, ".tmp-");
+    ASSIGN_OR_RETURN(std::string fresh, CreateTemporaryFolder(staging + ".tmp-"));
+    head["store_id"] = absl::StrFormat("%016x", NewStoreId());
+    absl::Status made = WriteFileAtomically(fresh + "/" + kJournal, head.dump() + "\n");
+    if (made.ok()) made = RenameWithoutReplacing(fresh, staging);
+    if (!made.ok()) {
+      fs::remove_all(fresh, error);
+      if (!absl::IsAlreadyExists(made)) return made;  // else: another run made it first
+    }
+  }
+  if (!fs::is_directory(staging, error) || !fs::is_regular_file(journal_path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(staging, " exists and is not an import in progress (no ", kJournal,
+                     "); packed-bert prepare writes its store there first: move it away"));
+  }
+  const int lock = LockTemporary(staging);
+  if (lock < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("another process is writing the store ", dir,
+                                                      " (", staging, " is in use); wait for it"));
+  }
+  // Closed on every early return; the store owns it once made.
+  struct Held {
+    int fd;
+    ~Held() {
+      if (fd >= 0) ::close(fd);
+    }
+  } held{lock};
+  ASSIGN_OR_RETURN(std::string text, ReadFile(journal_path));
+  // Lines up to the first that is cut off or unreadable (a kill during an
+  // append) count; the rest is cut away when the journal is reopened.
+  std::vector<nlohmann::ordered_json> lines;
+  uint64_t kept_bytes = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    if (end == std::string::npos) break;
+    auto line = nlohmann::ordered_json::parse(text.begin() + at, text.begin() + end, nullptr,
+                                              /*allow_exceptions=*/false);
+    if (line.is_discarded() || !line.is_object()) break;
+    lines.push_back(std::move(line));
+    at = kept_bytes = end + 1;
+  }
+  uint64_t store_id = 0;
+  bool same = !lines.empty() && lines[0].value("format", "") == kJournalFormat &&
+              lines[0].value("version", 0) == 1 && lines[0].contains("info") &&
+              lines[0]["info"] == head["info"] && lines[0].value("plan", "") == plan &&
+              absl::SimpleHexAtoi(lines[0].value("store_id", ""), &store_id);
+  if (lines.empty() || !lines[0].is_object() || lines[0].value("format", "") != kJournalFormat) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        journal_path, " is not a packed-bert import journal; move ", staging, " away"));
+  }
+  if (!same) {
+    // Our own folder, begun with other options: nothing in it can be used.
+    logging::Get("prepare")->warn(
+        "{} holds an import begun with other options or another vocabulary; starting over",
+        staging);
+    for (const auto& entry : fs::directory_iterator(staging, error)) {
+      fs::remove_all(entry.path(), error);
+    }
+    store_id = NewStoreId();
+    head["store_id"] = absl::StrFormat("%016x", store_id);
+    absl::Status reset = WriteFileAtomically(journal_path, head.dump() + "\n");
+    RETURN_IF_ERROR(reset);
+    lines.assign(1, head);
+    kept_bytes = head.dump().size() + 1;
+  }
+  std::unique_ptr<PartialStore> store(
+      new PartialStore(dir, staging, info, store_id, overwrite, lock));
+  held.fd = -1;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto& line = lines[i];
+    Done done;
+    uint32_t index = 0;
+    try {
+      index = line.at("shard").get<uint32_t>();
+      done.records = line.at("records").get<uint64_t>();
+      done.work = line.at("work").get<std::string>();
+      done.note = line.at("note").get<std::string>();
+      if (!absl::SimpleHexAtoi(line.at("checksum").get<std::string>(), &done.checksum)) continue;
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    // A later line for a shard (made again) replaces an earlier one.
+    store->done_.erase(index);
+    if (ShardFileMatches(staging + "/" + ShardFileName(index), info, store_id, index, done)) {
+      store->done_[index] = std::move(done);
+    }
+  }
+  // Temporaries of a killed run (this process holds the folder now).
+  for (const auto& entry : fs::directory_iterator(staging, error)) {
+    if (entry.path().filename().string().find(".tmp.") != std::string::npos) {
+      fs::remove(entry.path(), error);
+    }
+  }
+  ASSIGN_OR_RETURN(store->journal_, AppendLog::Open(journal_path, kept_bytes));
+  return store;
+}
+
+const PartialStore::Done* PartialStore::Resumed(uint32_t index, const std::string& work) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = done_.find(index);
+  return it != done_.end() && it->second.work == work ? &it->second : nullptr;
+}
+
+size_t PartialStore::shards_done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = written_.size();
+  for (const auto& [index, done] : done_) n += written_.count(index) == 0;
+  return n;
+}
+
+absl::Status PartialStore::Write(uint32_t index, const ShardBuilder& shard, const std::string& work,
+                                 const std::string& note) {
+  ASSIGN_OR_RETURN(uint64_t checksum,
+                   shard.Write(staging_ + "/" + ShardFileName(index), index, store_id_));
+  nlohmann::ordered_json line = {{"shard", index},
+                                 {"records", shard.records()},
+                                 {"checksum", absl::StrFormat("%016x", checksum)},
+                                 {"work", work},
+                                 {"note", note}};
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(journal_->Append(line.dump()));
+  RETURN_IF_ERROR(journal_->Sync());
+  written_[index] = Done{shard.records(), checksum, work, note};
+  return absl::OkStatus();
+}
+
+absl::Status PartialStore::Finish(uint32_t count) {
+  std::vector<std::pair<uint64_t, uint64_t>> shards;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t i = 0; i < count; ++i) {
+      auto it = written_.find(i);
+      if (it == written_.end()) it = done_.find(i);
+      if (it == done_.end()) {
+        return absl::InternalError(absl::StrCat("shard ", i, " of ", staging_, " was not made"));
+      }
+      shards.emplace_back(it->second.records, it->second.checksum);
+    }
+  }
+  journal_.reset();
+  RETURN_IF_ERROR(PublishStore(staging_, dir_, info_, store_id_, shards, overwrite_));
+  finished_ = true;
+  std::error_code ignored;
+  fs::remove(fs::path(dir_) / kJournal, ignored);
   return absl::OkStatus();
 }
 

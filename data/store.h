@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/append_log.h"
 #include "common/mmap_file.h"
 #include "data/histogram.h"
 #include "data/instance.h"
@@ -38,6 +41,37 @@ absl::StatusOr<StoreInfo> ReadStoreInfo(const std::string& dir);
 // store is made from) lies inside it. InvalidArgument or AlreadyExists.
 absl::Status CheckStoreTarget(const std::string& dir, const std::vector<std::string>& inputs,
                               bool overwrite);
+
+// One shard's records, each checked against the store's limits ([CLS] A
+// [SEP] B [SEP] segments, ids below vocab_size, positions inside the
+// sequence) and encoded as it is added. StoreWriter fills one after
+// another; an import fills several at once, one per thread.
+class ShardBuilder {
+ public:
+  explicit ShardBuilder(const StoreInfo& info);
+
+  // An error says what is wrong with the instance (the caller names it).
+  absl::Status Add(const Instance& instance);
+  uint64_t records() const { return lengths_.size(); }
+  const std::vector<uint16_t>& lengths() const { return lengths_; }
+  // Writes the records as shard `index` of the store `store_id` to `path`
+  // (atomically: the whole file or none) and returns the payload's
+  // checksum, store.json's entry for it.
+  absl::StatusOr<uint64_t> Write(const std::string& path, uint32_t index, uint64_t store_id) const;
+  void Clear();
+
+ private:
+  StoreInfo info_;
+  int id_bytes_;
+  std::vector<uint16_t> lengths_;
+  std::vector<uint64_t> offsets_;
+  // The records, in blocks of a few MB: a growing shard is never copied.
+  std::vector<std::string> body_;
+  uint64_t body_bytes_ = 0;
+};
+
+// A shard file's name in its store: shard-00000.pbstore for shard 0.
+std::string ShardFileName(uint32_t index);
 
 // Writes a store into a temporary folder beside `dir` and renames it into
 // place on Finish(), so a failed or interrupted run leaves nothing behind.
@@ -69,19 +103,79 @@ class StoreWriter {
   StoreInfo info_;
   uint64_t per_shard_;
   uint64_t records_ = 0;
-  std::vector<uint16_t> lengths_;
-  std::vector<uint64_t> offsets_;
-  std::string body_;
-  struct ShardEntry {
-    std::string file;
-    uint64_t records;
-    uint64_t checksum;
-  };
-  std::vector<ShardEntry> shards_;
+  ShardBuilder shard_;
+  std::vector<std::pair<uint64_t, uint64_t>> shards_;  // records, checksum
   uint64_t store_id_;
   bool overwrite_;
   bool finished_ = false;
   int lock_fd_ = -1;  // marks temp_dir_ as in use (common/atomic_file.h)
+};
+
+// A store written shard by shard, in any order and from several threads,
+// into the folder `dir`.partial, with a journal (import.log: one line per
+// shard done, fsynced) of what each shard was made from. A run that stops
+// early (an error, a kill, a full disk, a lost machine) leaves the folder;
+// the same work run again finds its shards there and makes only the rest.
+// Finish() writes store.json and renames the folder to `dir`. The folder
+// holds no store.json before then, so nothing takes it for a store.
+class PartialStore {
+ public:
+  // A shard an earlier run wrote, as its journal line says.
+  struct Done {
+    uint64_t records = 0;
+    uint64_t checksum = 0;
+    std::string work;  // what it was made from (the caller's words)
+    std::string note;  // the caller's figures about it
+  };
+
+  // Opens `dir`.partial, continuing the import there if its journal was
+  // begun for the same `info` and `plan` (the caller's description of how
+  // shards are made: options, not inputs), or starting a new one (an
+  // import of other options there is removed first, with a warning). A
+  // folder there that is not an import, or one that another running
+  // process writes, is an error that names it. `overwrite`: as StoreWriter.
+  static absl::StatusOr<std::unique_ptr<PartialStore>> Open(const std::string& dir,
+                                                            const StoreInfo& info,
+                                                            const std::string& plan,
+                                                            bool overwrite);
+  // Keeps the folder if a shard was done in it (for the next run), else
+  // removes it, unless Finish() succeeded.
+  ~PartialStore();
+  PartialStore(const PartialStore&) = delete;
+  PartialStore& operator=(const PartialStore&) = delete;
+
+  // Shard `index` as an earlier run made it from `work`, its file checked
+  // (size and header); null if there is none.
+  const Done* Resumed(uint32_t index, const std::string& work) const;
+  // Shards resumed from earlier runs.
+  size_t resumed() const { return done_.size(); }
+  // Writes `shard` as shard `index`, then its journal line: safe to call
+  // from several threads at once.
+  absl::Status Write(uint32_t index, const ShardBuilder& shard, const std::string& work,
+                     const std::string& note);
+  // Once shards [0, count) are all written or resumed: store.json, then
+  // the rename to the store. Files the caller put in staging_dir() become
+  // part of the store.
+  absl::Status Finish(uint32_t count);
+
+  const std::string& staging_dir() const { return staging_; }
+  // Shards in the folder now, resumed or written by this run.
+  size_t shards_done() const;
+
+ private:
+  PartialStore(std::string dir, std::string staging, StoreInfo info, uint64_t store_id,
+               bool overwrite, int lock_fd);
+
+  std::string dir_, staging_;
+  StoreInfo info_;
+  uint64_t store_id_;
+  bool overwrite_;
+  int lock_fd_;
+  std::unique_ptr<AppendLog> journal_;
+  mutable std::mutex mu_;
+  std::map<uint32_t, Done> done_;     // resumed
+  std::map<uint32_t, Done> written_;  // by this run
+  bool finished_ = false;
 };
 
 // What opening a store checks beyond its manifest.

@@ -1,11 +1,14 @@
 #include "data/hdf5.h"
 
 #include <H5Cpp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/data/random_instances.h"
+#include "tests/scratch_folder.h"
 #include "tests/source_paths.h"
 
 namespace pbert::data {
@@ -286,6 +290,172 @@ TEST(Hdf5Test, BadFilesAreClearErrors) {
   auto status = Hdf5Reader::Open(path).status();
   EXPECT_NE(status.message().find("no dataset 'input_ids'"), std::string::npos) << status;
   std::filesystem::remove(path);
+}
+
+// An HDF5 import of several MLPerf files into a store.
+class Hdf5ImportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = testing::ScratchFolder().string();
+    vocab_ = root_ + "/vocab.txt";
+    std::ofstream vocab(vocab_);
+    vocab << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (int i = 5; i < 30000; ++i) vocab << "w" << i << "\n";
+    // Rows per file, against 64 rows per shard: the plan's pieces are
+    // f0[0,64) | f0[64,70) f1 | f2[0,64) | f2[64,120) | f3 f4.
+    const int rows[] = {70, 30, 120, 10, 50};
+    for (int f = 0; f < 5; ++f) {
+      auto part = testing::RandomInstances(rows[f], 3, 48, 30000, 100 + f);
+      for (auto& in : part) {
+        in.masked_positions.resize(std::min<size_t>(in.masked_positions.size(), 8));
+        in.masked_ids.resize(in.masked_positions.size());
+      }
+      inputs_.push_back(absl::StrCat(root_, "/part-", f, ".hdf5"));
+      ASSERT_TRUE(WriteHdf5(inputs_.back(), part, 48, 8).ok());
+      all_.insert(all_.end(), part.begin(), part.end());
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  PrepareOptions Options(const std::string& store, int threads) const {
+    PrepareOptions o;
+    o.inputs = inputs_;
+    o.input_format = InputFormat::kHdf5;
+    o.vocab = vocab_;
+    o.instances.max_seq_len = 48;
+    o.records_per_shard = 64;
+    o.threads = threads;
+    o.output = root_ + "/" + store;
+    return o;
+  }
+  // store.json's shards: records and checksum of each.
+  nlohmann::json Shards(const std::string& store) const {
+    auto manifest = nlohmann::json::parse(*ReadFile(root_ + "/" + store + "/store.json"));
+    nlohmann::json out;
+    for (const auto& shard : manifest["shards"])
+      out.push_back({shard["records"], shard["checksum"]});
+    return out;
+  }
+  void ExpectAllRecords(const std::string& store) const {
+    auto opened = InstanceStore::Open(root_ + "/" + store, StoreChecks::kChecksums);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    ASSERT_EQ(opened->size(), all_.size());
+    for (size_t i = 0; i < all_.size(); ++i) testing::ExpectSameInstance(all_[i], opened->Get(i));
+  }
+
+  std::string root_, vocab_;
+  std::vector<std::string> inputs_;
+  std::vector<Instance> all_;
+};
+
+// Shards follow the inputs' rows, whatever the threads: the same records
+// and checksums from 1 and 3 threads, in input order.
+TEST_F(Hdf5ImportTest, ThreadsMakeTheSameStoreInInputOrder) {
+  auto one = Prepare(Options("one", 1));
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto three = Prepare(Options("three", 3));
+  ASSERT_TRUE(three.ok()) << three.status();
+  const nlohmann::json shards = Shards("one");
+  ASSERT_EQ(shards.size(), 5u);
+  const int records[] = {64, 36, 64, 56, 60};
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(shards[k][0].get<int>(), records[k]) << k;
+  EXPECT_EQ(Shards("three"), shards);
+  EXPECT_EQ(one->instances, all_.size());
+  EXPECT_EQ(three->tokens, one->tokens);
+  EXPECT_EQ(three->masked_tokens, one->masked_tokens);
+  EXPECT_EQ(three->histogram.counts, one->histogram.counts);
+  ExpectAllRecords("one");
+  ExpectAllRecords("three");
+}
+
+// A run killed half-way (no destructor runs) leaves STORE.partial with the
+// shards it finished; the same command then makes only the others: the
+// finished shards' files are the store's (the same inodes), the progress
+// starts at their bytes, and the store equals an uninterrupted one.
+// Mutation tried: the second run making every shard again (the kept
+// shards' files are then new ones).
+TEST_F(Hdf5ImportTest, AKilledImportContinuesWhereItStopped) {
+  ASSERT_TRUE(Prepare(Options("whole", 1)).ok());
+  const PrepareOptions o = Options("store", 1);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    uint64_t done = 0;
+    Prepare(o, [&](const std::string& stage, uint64_t n, uint64_t total) {
+      done += n;
+      if (stage == "import" && done > total / 2) _exit(9);  // as a kill would stop it
+    });
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 9) << status;
+  const std::string partial = o.output + ".partial";
+  EXPECT_FALSE(std::filesystem::exists(o.output));
+  EXPECT_FALSE(std::filesystem::exists(partial + "/store.json"));
+  std::map<std::string, ino_t> kept;
+  for (const auto& entry : std::filesystem::directory_iterator(partial)) {
+    if (entry.path().extension() == ".pbstore") {
+      struct stat st {};
+      ::stat(entry.path().c_str(), &st);
+      kept[entry.path().filename()] = st.st_ino;
+    }
+  }
+  ASSERT_GE(kept.size(), 2u);
+  ASSERT_LT(kept.size(), 5u);
+
+  uint64_t resumed = 0, total = 0;
+  bool first = true;
+  auto summary = Prepare(o, [&](const std::string& stage, uint64_t n, uint64_t all) {
+    if (stage == "import" && first) resumed = n, total = all, first = false;
+  });
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_GT(resumed, total / 3);
+  EXPECT_LT(resumed, total);
+  EXPECT_EQ(summary->instances, all_.size());
+  EXPECT_FALSE(std::filesystem::exists(partial));
+  for (const auto& [name, inode] : kept) {
+    struct stat st {};
+    ASSERT_EQ(::stat((o.output + "/" + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_ino, inode) << name << " was made again";
+  }
+  EXPECT_EQ(Shards("store"), Shards("whole"));
+  ExpectAllRecords("store");
+}
+
+// A damaged input among many: the error names it and the row; the shards
+// made before it are kept, and once the file is mended the same command
+// finishes the store, counting each record once. Mutation tried: the
+// second run making every shard again (its summary then counts the kept
+// shards twice).
+TEST_F(Hdf5ImportTest, ADamagedInputIsNamedAndTheImportContinuesOnceItIsMended) {
+  const std::string good = *ReadFile(inputs_[2]);
+  {
+    H5::H5File file(inputs_[2], H5F_ACC_RDWR);
+    H5::DataSet mask = file.openDataSet("input_mask");
+    hsize_t offset[2] = {100, 0}, count[2] = {1, 1};
+    H5::DataSpace space = mask.getSpace();
+    space.selectHyperslab(H5S_SELECT_SET, count, offset);
+    const int8_t zero = 0;
+    mask.write(&zero, H5::PredType::NATIVE_INT8, H5::DataSpace(2, count), space);
+  }
+  const PrepareOptions o = Options("store", 1);
+  auto failed = Prepare(o);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message().substr(0, failed.status().message().find(" (value")),
+            inputs_[2] + ": row 100: input_mask is not 1s followed by 0s");
+  EXPECT_NE(
+      failed.status().message().find("; 3 of 5 store shards are made and kept in " + o.output +
+                                     ".partial: the same command run again "
+                                     "continues there"),
+      std::string::npos)
+      << failed.status();
+  EXPECT_FALSE(std::filesystem::exists(o.output));
+  ASSERT_TRUE(WriteFileAtomically(inputs_[2], good).ok());
+  auto mended = Prepare(o);
+  ASSERT_TRUE(mended.ok()) << mended.status();
+  EXPECT_EQ(mended->instances, all_.size());
+  ExpectAllRecords("store");
 }
 
 TEST(Hdf5Test, RefusesInstancesThatDoNotFit) {

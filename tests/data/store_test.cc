@@ -81,8 +81,6 @@ TEST_F(StoreTest, AnUnfinishedWriterLeavesNothing) {
             absl::StatusCode::kAlreadyExists);
 }
 
-// A killed prepare leaves its temporary folder; the next writer of the same
-// store removes it, and leaves one that a running writer holds.
 TEST_F(StoreTest, ASymbolicLinkAsTheTargetIsRefusedBeforeTheWork) {
   // A store is renamed onto its path: a link there would be replaced, and
   // one to nothing or to itself is a mistake; all refused, nothing made.
@@ -105,6 +103,8 @@ TEST_F(StoreTest, ASymbolicLinkAsTheTargetIsRefusedBeforeTheWork) {
   EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator{}), 4);
 }
 
+// A killed prepare leaves its temporary folder; the next writer of the same
+// store removes it, and leaves one that a running writer holds.
 TEST_F(StoreTest, StaleTemporaryFoldersOfKilledWritersGo) {
   const std::string dir = root_ + "/store";
   fs::create_directories(dir + ".tmp-AbC123");  // as a killed writer leaves it
@@ -122,6 +122,107 @@ TEST_F(StoreTest, StaleTemporaryFoldersOfKilledWritersGo) {
   }
   EXPECT_EQ(temporaries, 3) << "both writers' folders and the look-alike";
   EXPECT_TRUE(fs::exists(dir + ".tmp-notes"));
+}
+
+// A shard builder holding `instances`.
+ShardBuilder Built(const std::vector<Instance>& instances, const StoreInfo& info) {
+  ShardBuilder shard(info);
+  for (const Instance& in : instances) EXPECT_TRUE(shard.Add(in).ok());
+  return shard;
+}
+
+// What a run that stops early leaves: the shards it wrote and their
+// journal lines; the next run with the same plan gets each back for the
+// same work only, and makes the rest. Mutations tried: Resumed ignoring
+// the work (the "x" lookup then finds shard 1), and the destructor removing
+// the folder whatever was done (the second Open then resumes nothing).
+TEST_F(StoreTest, APartialStoreKeepsWhatIsDoneAndTheNextRunContinues) {
+  const std::string dir = root_ + "/store";
+  const StoreInfo info{100, 42, 64, 64, "test"};
+  const auto records = testing::RandomInstances(30, 3, 64, 100, 5);
+  const std::vector<Instance> parts[3] = {{records.begin(), records.begin() + 10},
+                                          {records.begin() + 10, records.begin() + 25},
+                                          {records.begin() + 25, records.end()}};
+  {
+    auto first = PartialStore::Open(dir, info, "plan", false);
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE((*first)->Write(1, Built(parts[1], info), "b", "note b").ok());
+  }  // stops before the other shards
+  ASSERT_TRUE(fs::exists(dir + ".partial/shard-00001.pbstore"));
+  EXPECT_FALSE(fs::exists(dir + ".partial/store.json"));
+  EXPECT_FALSE(InstanceStore::Open(dir + ".partial").ok()) << "not a store before it is whole";
+  {
+    // A kill during an append leaves half a line: ignored, then cut.
+    std::ofstream(dir + ".partial/import.log", std::ios::app) << R"({"shard": 2, "rec)";
+  }
+  auto second = PartialStore::Open(dir, info, "plan", false);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->resumed(), 1u);
+  const PartialStore::Done* done = (*second)->Resumed(1, "b");
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->records, 15u);
+  EXPECT_EQ(done->note, "note b");
+  EXPECT_EQ((*second)->Resumed(1, "x"), nullptr) << "made from other inputs: made again";
+  EXPECT_EQ((*second)->Resumed(0, "a"), nullptr);
+  EXPECT_EQ((*second)->Finish(3).code(), absl::StatusCode::kInternal) << "shards 0 and 2 missing";
+  ASSERT_TRUE((*second)->Write(2, Built(parts[2], info), "c", "").ok());
+  ASSERT_TRUE((*second)->Write(0, Built(parts[0], info), "a", "").ok());
+  EXPECT_EQ((*second)->shards_done(), 3u);
+  ASSERT_TRUE((*second)->Finish(3).ok());
+  second->reset();
+  EXPECT_FALSE(fs::exists(dir + ".partial"));
+  EXPECT_FALSE(fs::exists(dir + "/import.log"));
+  auto store = InstanceStore::Open(dir, StoreChecks::kChecksums);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_EQ(store->size(), records.size());
+  for (size_t i = 0; i < records.size(); ++i)
+    testing::ExpectSameInstance(records[i], store->Get(i));
+  EXPECT_TRUE(store->Verify().ok());
+}
+
+// Options changed between runs: nothing is reused. A folder that is not
+// an import, or one another writer holds, is named and left as it is. A
+// run that made nothing leaves nothing.
+TEST_F(StoreTest, APartialStoreOfOtherOptionsStartsOverAndOthersFoldersAreLeft) {
+  const std::string dir = root_ + "/store";
+  const StoreInfo info{100, 42, 64, 64, "test"};
+  const auto records = testing::RandomInstances(5, 3, 64, 100, 6);
+  {
+    auto first = PartialStore::Open(dir, info, "plan 1", false);
+    ASSERT_TRUE(first.ok());
+    ASSERT_TRUE((*first)->Write(0, Built(records, info), "a", "").ok());
+    auto busy = PartialStore::Open(dir, info, "plan 1", false);
+    EXPECT_EQ(busy.status().message(), "another process is writing the store " + dir + " (" + dir +
+                                           ".partial is in use); wait for it");
+  }
+  for (const StoreInfo& other :
+       {StoreInfo{100, 42, 64, 64, "test"}, StoreInfo{100, 43, 64, 64, "test"}}) {
+    auto again =
+        PartialStore::Open(dir, other, other.vocab_checksum == 42 ? "plan 2" : "plan 1", false);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ((*again)->resumed(), 0u);
+    EXPECT_EQ((*again)->Resumed(0, "a"), nullptr);
+    EXPECT_FALSE(fs::exists(dir + ".partial/shard-00000.pbstore"));
+    ASSERT_TRUE((*again)->Write(0, Built(records, other), "a", "").ok());
+  }
+  EXPECT_TRUE(fs::exists(dir + ".partial/shard-00000.pbstore")) << "kept: a shard was made";
+
+  const std::string foreign = root_ + "/mine";
+  fs::create_directories(foreign + ".partial");
+  std::ofstream(foreign + ".partial/notes.txt") << "a user's file";
+  EXPECT_EQ(PartialStore::Open(foreign, info, "plan", false).status().message(),
+            foreign +
+                ".partial exists and is not an import in progress (no import.log); "
+                "packed-bert prepare writes its store there first: move it away");
+  EXPECT_TRUE(fs::exists(foreign + ".partial/notes.txt"));
+
+  {
+    auto nothing = PartialStore::Open(root_ + "/empty", info, "plan", false);
+    ASSERT_TRUE(nothing.ok());
+    EXPECT_TRUE(fs::exists(root_ + "/empty.partial"));
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/empty.partial"));
+  EXPECT_FALSE(fs::exists(root_ + "/empty"));
 }
 
 // Ranks that open a store together each check the checksums of their share
