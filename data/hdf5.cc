@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -44,10 +45,40 @@ const char* Hdf5LayoutName(Hdf5Layout layout) {
   return "?";
 }
 
+namespace {
+
+// Where HDF5 puts a variable-length file's rows: blocks of a few MB handed
+// out in order and freed together, so that a shard's hundreds of thousands
+// of rows cost no allocation each.
+class Arena {
+ public:
+  void* Allocate(size_t bytes) {
+    bytes = (bytes + 7) / 8 * 8;
+    if (blocks_.empty() || used_ + bytes > size_) {
+      size_ = std::max<size_t>(bytes, 8 << 20);
+      blocks_.push_back(std::make_unique<uint64_t[]>(size_ / 8));
+      used_ = 0;
+    }
+    void* out = reinterpret_cast<char*>(blocks_.back().get()) + used_;
+    used_ += bytes;
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<uint64_t[]>> blocks_;
+  size_t used_ = 0, size_ = 0;
+};
+
+using IntegerRows = std::vector<absl::Span<const int32_t>>;
+
+}  // namespace
+
 struct Hdf5Reader::Impl {
   H5::H5File file;
-  // Variable-length layouts: every sequence, and the first of each row.
-  std::vector<Instance> sequences;
+  // Variable-length layouts: every dataset's rows (in `arena`), and each
+  // row's first sequence.
+  Arena arena;
+  std::vector<IntegerRows> sets;  // by ReadVariable's names
   std::vector<int64_t> row_first;
 };
 
@@ -177,14 +208,18 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
 
 namespace {
 
-using IntegerRows = std::vector<std::vector<int32_t>>;
+void* ArenaAllocate(size_t bytes, void* arena) {
+  return static_cast<Arena*>(arena)->Allocate(bytes);
+}
+void ArenaFree(void*, void*) {}
 
-// Dataset `name` of a variable-length file as rows of integers: vlen rows,
-// or, where `scalars` allows, one value per row (NVIDIA's variable-length
-// files keep next_sentence_labels scalar). `rows`: the count every dataset
-// must have (-1: the first sets it).
+// Dataset `name` of a variable-length file as rows of integers (in
+// `arena`): vlen rows, or, where `scalars` allows, one value per row
+// (NVIDIA's variable-length files keep next_sentence_labels scalar).
+// `rows`: the count every dataset must have (-1: the first sets it).
 absl::StatusOr<IntegerRows> ReadIntegerRows(H5::H5File& file, const std::string& path,
-                                            const char* name, bool scalars, int64_t* rows) {
+                                            const char* name, bool scalars, int64_t* rows,
+                                            Arena* arena) {
   H5::DataSet set = file.openDataSet(name);
   H5::DataSpace space = set.getSpace();
   if (space.getSimpleExtentNdims() != 1) {
@@ -206,17 +241,17 @@ absl::StatusOr<IntegerRows> ReadIntegerRows(H5::H5File& file, const std::string&
           path, ": dataset '", name, "' holds variable-length rows of non-integers"));
     }
     H5::VarLenType memory(H5::PredType::NATIVE_INT32);
+    H5::DSetMemXferPropList transfer;
+    H5Pset_vlen_mem_manager(transfer.getId(), ArenaAllocate, arena, ArenaFree, nullptr);
     std::vector<hvl_t> buffer(n);
-    if (n > 0) set.read(buffer.data(), memory);
+    if (n > 0) set.read(buffer.data(), memory, H5::DataSpace::ALL, H5::DataSpace::ALL, transfer);
     for (hsize_t r = 0; r < n; ++r) {
-      const int32_t* v = static_cast<const int32_t*>(buffer[r].p);
-      out[r].assign(v, v + buffer[r].len);
+      out[r] = {static_cast<const int32_t*>(buffer[r].p), buffer[r].len};
     }
-    if (n > 0) H5Dvlen_reclaim(memory.getId(), space.getId(), H5P_DEFAULT, buffer.data());
   } else if (set.getTypeClass() == H5T_INTEGER && scalars) {
-    std::vector<int32_t> values(n);
-    if (n > 0) set.read(values.data(), H5::PredType::NATIVE_INT32);
-    for (hsize_t r = 0; r < n; ++r) out[r] = {values[r]};
+    auto* values = static_cast<int32_t*>(arena->Allocate(n * sizeof(int32_t)));
+    if (n > 0) set.read(values, H5::PredType::NATIVE_INT32);
+    for (hsize_t r = 0; r < n; ++r) out[r] = {values + r, 1};
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": dataset '", name, "' does not hold ",
@@ -227,13 +262,31 @@ absl::StatusOr<IntegerRows> ReadIntegerRows(H5::H5File& file, const std::string&
 
 // One row of a variable-length file, by dataset.
 struct VariableRow {
-  const std::vector<int32_t>& ids;
-  const std::vector<int32_t>& segments;
-  const std::vector<int32_t>& positions;
-  const std::vector<int32_t>& masked;
-  const std::vector<int32_t>& labels;
-  std::vector<int32_t> lengths;  // each sequence's tokens
-  std::vector<int32_t> slots;    // each sequence's masked slots
+  absl::Span<const int32_t> ids, segments, positions, masked, labels;
+  absl::Span<const int32_t> lengths;  // each sequence's tokens
+  absl::Span<const int32_t> slots;    // each sequence's masked slots
+  int32_t length = 0, slot = 0;       // of an unpacked row's one sequence
+
+  // Row `r` of the datasets `sets` (kVariable's order, then
+  // packed_input_len and packed_masked_lm_len if packed).
+  VariableRow(const std::vector<IntegerRows>& sets, int64_t r, bool packed)
+      : ids(sets[0][r]),
+        segments(sets[1][r]),
+        positions(sets[2][r]),
+        masked(sets[3][r]),
+        labels(sets[4][r]),
+        length(static_cast<int32_t>(ids.size())),
+        slot(static_cast<int32_t>(positions.size())) {
+    if (packed) {
+      lengths = sets[5][r];
+      slots = sets[6][r];
+    } else {
+      lengths = {&length, 1};
+      slots = {&slot, 1};
+    }
+  }
+  VariableRow(const VariableRow&) = delete;
+  VariableRow& operator=(const VariableRow&) = delete;
 };
 
 // The row's datasets agree with each other, and its packed lengths (if
@@ -250,7 +303,7 @@ std::string CheckRow(const VariableRow& row, bool packed) {
     int64_t tokens = 0, predictions = 0;
     for (int32_t l : row.lengths) tokens += l;
     for (int32_t s : row.slots) predictions += s;
-    auto below = [](const std::vector<int32_t>& v, int32_t low) {
+    auto below = [](absl::Span<const int32_t> v, int32_t low) {
       return std::any_of(v.begin(), v.end(), [&](int32_t x) { return x < low; });
     };
     if (row.lengths.empty() || row.lengths.size() != row.slots.size() || below(row.lengths, 1) ||
@@ -271,14 +324,19 @@ std::string CheckRow(const VariableRow& row, bool packed) {
   return "";
 }
 
-// The row's sequences, appended to `out`; "" or what is wrong.
-std::string SplitRow(const VariableRow& row, bool packed, std::vector<Instance>* out) {
+// The row's sequences, appended to `out` (if given); "" or what is wrong.
+// `predictions`: the most masked slots of one of them.
+std::string SplitRow(const VariableRow& row, bool packed, std::vector<Instance>* out,
+                     int* predictions) {
   int32_t offset = 0, slot = 0;
   for (size_t k = 0; k < row.lengths.size(); ++k) {
     const int32_t length = row.lengths[k];
     Instance in;
-    in.input_ids.assign(row.ids.begin() + offset, row.ids.begin() + offset + length);
-    in.segment_ids.assign(row.segments.begin() + offset, row.segments.begin() + offset + length);
+    if (out != nullptr) {
+      in.input_ids.assign(row.ids.begin() + offset, row.ids.begin() + offset + length);
+      in.segment_ids.assign(row.segments.begin() + offset, row.segments.begin() + offset + length);
+    }
+    int masked = 0;
     for (int32_t s = slot; s < slot + row.slots[k]; ++s) {
       const int32_t position = row.positions[s];
       const int32_t local = position - offset;  // packed positions count from the row
@@ -287,11 +345,17 @@ std::string SplitRow(const VariableRow& row, bool packed, std::vector<Instance>*
         return absl::StrCat("sequence ", k, " masks position ", position,
                             ", outside its tokens [", offset + 1, ", ", offset + length, ")");
       }
-      in.masked_positions.push_back(local);
-      in.masked_ids.push_back(row.masked[s]);
+      ++masked;
+      if (out != nullptr) {
+        in.masked_positions.push_back(local);
+        in.masked_ids.push_back(row.masked[s]);
+      }
     }
-    in.next_sentence_label = row.labels[k];
-    out->push_back(std::move(in));
+    *predictions = std::max(*predictions, masked);
+    if (out != nullptr) {
+      in.next_sentence_label = row.labels[k];
+      out->push_back(std::move(in));
+    }
     offset += length;
     slot += row.slots[k];
   }
@@ -313,7 +377,7 @@ absl::Status Hdf5Reader::ReadVariable() {
     names.push_back("packed_input_len");
     names.push_back("packed_masked_lm_len");
   }
-  std::map<std::string, IntegerRows> rows;
+  impl_->sets.clear();
   rows_ = -1;
   for (const char* name : names) {
     if (!impl_->file.nameExists(name)) {
@@ -324,31 +388,24 @@ absl::Status Hdf5Reader::ReadVariable() {
                  : "input_ids, segment_ids, masked_lm_positions, masked_lm_ids and "
                    "next_sentence_labels"));
     }
-    ASSIGN_OR_RETURN(rows[name], ReadIntegerRows(impl_->file, path_, name, !packed, &rows_));
+    ASSIGN_OR_RETURN(IntegerRows set,
+                     ReadIntegerRows(impl_->file, path_, name, !packed, &rows_, &impl_->arena));
+    impl_->sets.push_back(std::move(set));
   }
-  std::vector<Instance>& sequences = impl_->sequences;
+  // Every row is checked now; Read makes the sequences of the rows it is
+  // asked for.
   impl_->row_first.assign(1, 0);
   for (int64_t r = 0; r < rows_; ++r) {
-    VariableRow row{rows["input_ids"][r], rows["segment_ids"][r], rows["masked_lm_positions"][r],
-                    rows["masked_lm_ids"][r], rows["next_sentence_labels"][r], {}, {}};
-    row.lengths = {static_cast<int32_t>(row.ids.size())};
-    row.slots = {static_cast<int32_t>(row.positions.size())};
-    if (packed) {
-      row.lengths = rows["packed_input_len"][r];
-      row.slots = rows["packed_masked_lm_len"][r];
-    }
+    const VariableRow row(impl_->sets, r, packed);
     std::string problem = CheckRow(row, packed);
-    if (problem.empty()) problem = SplitRow(row, packed, &sequences);
+    if (problem.empty()) problem = SplitRow(row, packed, nullptr, &max_predictions_);
     if (!problem.empty()) {
       return absl::DataLossError(absl::StrCat(path_, ": row ", r, ": ", problem,
                                               "; the file is damaged or not ",
                                               Hdf5LayoutName(layout_), " BERT data"));
     }
-    for (int64_t i = impl_->row_first.back(); i < static_cast<int64_t>(sequences.size()); ++i) {
-      max_predictions_ = std::max<int>(max_predictions_, sequences[i].masked_positions.size());
-    }
     max_len_ = std::max<int>(max_len_, static_cast<int>(row.ids.size()));
-    impl_->row_first.push_back(sequences.size());
+    impl_->row_first.push_back(impl_->row_first.back() + static_cast<int64_t>(row.lengths.size()));
   }
   return absl::OkStatus();
 }
@@ -367,8 +424,14 @@ absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t co
         depths->push_back(static_cast<int>(first[r + 1] - first[r]));
       }
     }
-    return std::vector<Instance>(impl_->sequences.begin() + first[begin],
-                                 impl_->sequences.begin() + first[begin + count]);
+    std::vector<Instance> out;
+    out.reserve(first[begin + count] - first[begin]);
+    const bool packed = layout_ == Hdf5Layout::kPacked;
+    int predictions = 0;
+    for (int64_t r = begin; r < begin + count; ++r) {
+      SplitRow(VariableRow(impl_->sets, r, packed), packed, &out, &predictions);  // checked
+    }
+    return out;
   }
   if (depths != nullptr) depths->assign(count, 1);
   try {
