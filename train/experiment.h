@@ -34,8 +34,8 @@ struct RunConfig {
     v.Field("output_dir", &output_dir, "folder for the run's outputs (created if missing)");
     v.Field("seed", &seed, "seed of every random choice of the run", config::AtLeast<int64_t>(0));
     v.Field("threads", &threads,
-            "intra-op threads; 0 = the CPUs available to the process, shared among the workers "
-            "of a distributed run on the node",
+            "intra-op threads, and prepare's (tokenizing text, importing HDF5); 0 = the CPUs "
+            "available to the process, shared among the workers of a distributed run on the node",
             config::InRange<int64_t>(0, 1 << 16));
     v.Field("device", &device,
             "auto: the GPU of the process's local rank where LibTorch has CUDA and one is "
