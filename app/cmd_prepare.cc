@@ -142,9 +142,11 @@ Command PrepareCommand() {
       "documents) or HDF5 (MLPerf fixed-width, NVIDIA variable-length or NVIDIA packed, told\n"
       "apart by their datasets), makes BERT pretraining instances as create_pretraining_data.py\n"
       "does (prepare.* keys), and writes them to a new instance store folder. NVIDIA's packed\n"
-      "rows are kept as the store's packs.pbpack. --pick 10000 makes the MLPerf eval set from\n"
-      "MLPerf's eval HDF5 as pick_eval_samples.py does: sequence floor(i * total / 10000) for\n"
-      "i = 0..9999, over the inputs in the order given.";
+      "rows are kept as the store's packs.pbpack. HDF5 is imported on all CPUs (run.threads)\n"
+      "into STORE.partial, with a journal of the shards done: an interrupted import continues\n"
+      "where it stopped when the same command runs again. --pick 10000 makes the MLPerf eval\n"
+      "set from MLPerf's eval HDF5 as pick_eval_samples.py does: sequence\n"
+      "floor(i * total / 10000) for i = 0..9999, over the inputs in the order given.";
   command.flags = {
       {"vocab", "FILE", "BERT vocab.txt (prepare.vocab)"},
       {"out", "DIR", "the store folder to create (data.store); must not exist"},
