@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -221,13 +220,16 @@ std::string WorkOf(const PrepareOptions& o, const std::vector<Piece>& pieces) {
 
 // A shard's figures, in its journal line.
 struct ShardFigures {
+  explicit ShardFigures(int max_len) : lengths(max_len + 1, 0) {}
   uint64_t instances = 0, tokens = 0, masked = 0, random_next = 0;
-  std::map<int, uint64_t> lengths;  // length -> sequences
+  std::vector<uint64_t> lengths;  // [length]: sequences
 };
 
 std::string NoteOf(const ShardFigures& f) {
   nlohmann::json histogram = nlohmann::json::array();
-  for (const auto& [length, count] : f.lengths) histogram.push_back({length, count});
+  for (size_t length = 1; length < f.lengths.size(); ++length) {
+    if (f.lengths[length] > 0) histogram.push_back({length, f.lengths[length]});
+  }
   return nlohmann::json{{"instances", f.instances},
                         {"tokens", f.tokens},
                         {"masked", f.masked},
@@ -236,7 +238,8 @@ std::string NoteOf(const ShardFigures& f) {
       .dump();
 }
 
-bool ParseNote(const std::string& note, int max_len, ShardFigures* f) {
+bool ParseNote(const std::string& note, ShardFigures* f) {
+  const int max_len = static_cast<int>(f->lengths.size()) - 1;
   auto json = nlohmann::json::parse(note, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) return false;
   try {
@@ -260,7 +263,9 @@ void AddFigures(const ShardFigures& f, PrepareSummary* summary) {
   summary->tokens += f.tokens;
   summary->masked_tokens += f.masked;
   summary->random_next += f.random_next;
-  for (const auto& [length, count] : f.lengths) summary->histogram.counts[length] += count;
+  for (size_t length = 1; length < f.lengths.size(); ++length) {
+    summary->histogram.counts[length] += f.lengths[length];
+  }
 }
 
 // A shard's rows, for the pack index of packed inputs: each row's sequence
@@ -315,8 +320,8 @@ absl::Status ImportHdf5(const PrepareOptions& o, const StoreInfo& info,
   uint64_t resumed_bytes = 0;
   for (uint32_t k = 0; k < shards; ++k) {
     const PartialStore::Done* done = store->Resumed(k, WorkOf(o, plan[k]));
-    ShardFigures figures;
-    if (done == nullptr || !ParseNote(done->note, o.instances.max_seq_len, &figures) ||
+    ShardFigures figures(o.instances.max_seq_len);
+    if (done == nullptr || !ParseNote(done->note, &figures) ||
         (packed && !ReadRowsFile(RowsPath(store->staging_dir(), k), &rows[k]))) {
       continue;
     }
@@ -339,7 +344,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const StoreInfo& info,
   absl::Status failure;
   auto make = [&](uint32_t k, ShardBuilder& builder) -> absl::Status {
     builder.Clear();
-    ShardFigures figures;
+    ShardFigures figures(o.instances.max_seq_len);
     ShardRows shard_rows;
     for (const Piece& p : plan[k]) {
       ASSIGN_OR_RETURN(auto reader, Hdf5Reader::Open(o.inputs[p.input]));
