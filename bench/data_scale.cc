@@ -215,9 +215,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {100000, 1000000};
   int64_t per_shard = 34000;
   std::string parent = fs::temp_directory_path().string();
-  std::string histogram_path =
-      std::string(pbert::testing::SharedDataDir()) + "/histogram_wikipedia_512.txt";
-  bool histogram_given = false, keep = false;
+  std::string histogram;  // --histogram; default: bench/synthetic.h's
+  bool keep = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--keep") {
@@ -237,23 +236,20 @@ int main(int argc, char** argv) {
     } else if (flag == "--dir") {
       parent = value;
     } else if (flag == "--histogram") {
-      histogram_path = value;
-      histogram_given = true;
+      histogram = value;
     } else {
       return Usage("bad argument " + flag + " " + value);
     }
   }
-  auto chosen = pbert::bench::ChooseHistogram(histogram_path, histogram_given, kMaxLen);
+  auto chosen = pbert::bench::ChooseHistogram(histogram, kMaxLen);
   if (!chosen.ok()) return Usage(std::string(chosen.status().message()));
-  const std::vector<uint64_t>& histogram = chosen->counts;
+  const std::vector<uint64_t>& counts = chosen->counts;
   const std::string& lengths_from = chosen->described;
   const std::string binary = pbert::testing::BinaryPath();
   const std::string config = std::string(pbert::testing::SourceDir()) + "/configs/bert-tiny.yaml";
-  std::string pattern = parent + "/pbert_data_scale.XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return Usage("--dir " + parent + ": cannot make a folder in it (" + std::strerror(errno) + ")");
-  }
-  const std::string dir = pattern;
+  auto made = pbert::bench::NewBenchFolder(parent, "data_scale");
+  if (!made.ok()) return Usage(std::string(made.status().message()));
+  const std::string dir = *made;
   const std::string vocab = dir + "/vocab.txt";
   WriteVocabulary(vocab);
   std::printf(
@@ -270,7 +266,7 @@ int main(int argc, char** argv) {
     for (int64_t begin = 0, k = 0; begin < n; begin += per_shard, ++k) {
       const int64_t count = std::min(per_shard, n - begin);
       const auto lengths =
-          pbert::bench::DrawLengths(histogram, count, static_cast<uint32_t>(k), kMaxLen);
+          pbert::bench::DrawLengths(counts, count, static_cast<uint32_t>(k), kMaxLen);
       shards.push_back(absl::StrCat(base, "/shards/part-", k, ".hdf5"));
       WriteShard(shards.back(), pbert::bench::MakeSequences(lengths, static_cast<uint32_t>(k)));
     }

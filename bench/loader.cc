@@ -81,9 +81,7 @@ int main(int argc, char** argv) {
   int sequences = 100000, rows = 48, steps = 100, rounds = 3;
   std::vector<int> depths = {3, 8}, threads = {1, 2};
   std::vector<std::string> layouts = {"dense", "varlen"};
-  std::string histogram_path =
-      std::string(pbert::testing::SharedDataDir()) + "/histogram_wikipedia_512.txt";
-  bool histogram_given = false;
+  std::string histogram;  // --histogram; default: bench/synthetic.h's
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return Usage(flag + " needs a value");
@@ -97,17 +95,16 @@ int main(int argc, char** argv) {
     } else if (flag == "--layouts") {
       layouts = absl::StrSplit(value, ',');
     } else if (flag == "--histogram") {
-      histogram_path = value;
-      histogram_given = true;
+      histogram = value;
     } else {
       return Usage("bad argument " + flag + " " + value);
     }
   }
-  auto chosen = pbert::bench::ChooseHistogram(histogram_path, histogram_given, kMaxLen);
+  auto chosen = pbert::bench::ChooseHistogram(histogram, kMaxLen);
   if (!chosen.ok()) return Usage(std::string(chosen.status().message()));
-  const std::vector<uint64_t>& histogram = chosen->counts;
+  const std::vector<uint64_t>& counts = chosen->counts;
   const std::string& lengths_from = chosen->described;
-  const std::vector<int> lengths = pbert::bench::DrawLengths(histogram, sequences, 7, kMaxLen);
+  const std::vector<int> lengths = pbert::bench::DrawLengths(counts, sequences, 7, kMaxLen);
   auto source = pbert::data::MemorySource::Create(
       "synthetic", pbert::bench::MakeSequences(lengths, 11), {30522, kMaxLen, 76});
   if (!source.ok()) return Usage(std::string(source.status().message()));

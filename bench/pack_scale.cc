@@ -70,9 +70,7 @@ class Phases {
 int main(int argc, char** argv) {
   int64_t sequences = 156'700'000;
   int depth = 8;
-  std::string histogram_path =
-      std::string(pbert::testing::SharedDataDir()) + "/histogram_wikipedia_512.txt";
-  bool histogram_given = false;
+  std::string histogram;  // --histogram; default: bench/synthetic.h's
   std::string parent = std::filesystem::temp_directory_path().string();
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
@@ -82,22 +80,20 @@ int main(int argc, char** argv) {
         sequences <= UINT32_MAX) {
     } else if (flag == "--depth" && absl::SimpleAtoi(value, &depth) && depth > 0) {
     } else if (flag == "--histogram") {
-      histogram_path = value;
-      histogram_given = true;
+      histogram = value;
     } else if (flag == "--dir") {
       parent = value;
     } else {
       return Usage("bad argument " + flag + " " + value);
     }
   }
-  auto chosen = pbert::bench::ChooseHistogram(histogram_path, histogram_given, kMaxLen);
+  auto chosen = pbert::bench::ChooseHistogram(histogram, kMaxLen);
   if (!chosen.ok()) return Usage(std::string(chosen.status().message()));
-  const std::vector<uint64_t>& histogram = chosen->counts;
+  const std::vector<uint64_t>& counts = chosen->counts;
   const std::string& lengths_from = chosen->described;
-  std::string folder = parent + "/pbert_pack_scale.XXXXXX";
-  if (mkdtemp(folder.data()) == nullptr) {
-    return Usage("--dir " + parent + ": cannot make a folder in it (" + std::strerror(errno) + ")");
-  }
+  auto made = pbert::bench::NewBenchFolder(parent, "pack_scale");
+  if (!made.ok()) return Usage(std::string(made.status().message()));
+  const std::string folder = *made;
   // The folder goes however this ends.
   struct Remove {
     std::string path;
@@ -113,7 +109,7 @@ int main(int argc, char** argv) {
   for (size_t begin = 0; begin < lengths.size(); begin += kBlock) {
     const size_t n = std::min(kBlock, lengths.size() - begin);
     const std::vector<int> block =
-        pbert::bench::DrawLengths(histogram, n, static_cast<uint32_t>(begin / kBlock), kMaxLen);
+        pbert::bench::DrawLengths(counts, n, static_cast<uint32_t>(begin / kBlock), kMaxLen);
     std::copy(block.begin(), block.end(), lengths.begin() + static_cast<int64_t>(begin));
   }
   phases.Done("lengths drawn (not pack's work; 2 bytes each)");

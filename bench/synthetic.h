@@ -2,8 +2,12 @@
 // histogram, and sequences of those lengths shaped as BERT's instances.
 #pragma once
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "data/histogram.h"
 #include "data/instance.h"
+#include "tests/source_paths.h"
 
 namespace pbert::bench {
 
@@ -54,21 +59,34 @@ inline std::vector<int> DrawLengths(const std::vector<uint64_t>& histogram, size
   return out;
 }
 
-// The histogram lengths are drawn from: the file at `path` (a benchmark's
-// default is Wikipedia-512's published one in ../shared/data), or none, for
-// uniform lengths, where that default is absent. A file the user `given`
-// must be read.
+// The histogram lengths are drawn from: the file `given` (--histogram),
+// which must be read; or, with none given, Wikipedia-512's published one in
+// ../shared/data, or uniform lengths where that is absent.
 struct HistogramChoice {
   std::vector<uint64_t> counts;  // empty: uniform
   std::string described;         // for the benchmark's heading
 };
-inline absl::StatusOr<HistogramChoice> ChooseHistogram(const std::string& path, bool given,
-                                                       int max_len) {
+inline absl::StatusOr<HistogramChoice> ChooseHistogram(const std::string& given, int max_len) {
+  const std::string path =
+      given.empty() ? std::string(testing::SharedDataDir()) + "/histogram_wikipedia_512.txt"
+                    : given;
   auto read = data::ReadHistogramFile(path, max_len);
   if (read.ok()) return HistogramChoice{read->counts, path};
-  if (given) return read.status();
+  if (!given.empty()) return read.status();
   return HistogramChoice{{},
                          "uniform in [32, " + std::to_string(max_len) + "] (no ../shared/data)"};
+}
+
+// A new folder PARENT/pbert_NAME.XXXXXX for a benchmark's files (its own:
+// nothing else in PARENT is touched); the error names --dir.
+inline absl::StatusOr<std::string> NewBenchFolder(const std::string& parent,
+                                                  const std::string& name) {
+  std::string pattern = parent + "/pbert_" + name + ".XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return absl::InvalidArgumentError("--dir " + parent + ": cannot make a folder in it (" +
+                                      std::strerror(errno) + ")");
+  }
+  return pattern;
 }
 
 }  // namespace pbert::bench
