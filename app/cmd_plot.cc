@@ -8,6 +8,7 @@
 #include "common/atomic_file.h"
 #include "common/folders.h"
 #include "common/status.h"
+#include "common/structured_text.h"
 #include "common/svg_chart.h"
 #include "common/text_lines.h"
 #include "nlohmann/json.hpp"
@@ -43,6 +44,7 @@ absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
   while (lines.Next(&line)) {
     const uint64_t number = lines.line_number();
     if (line.empty()) continue;
+    RETURN_IF_ERROR(CheckJsonText(line, absl::StrCat(path, ":", number), line.size()));
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("kind")) {
       return absl::InvalidArgumentError(

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
+#include "common/structured_text.h"
 
 namespace pbert::config {
 Check<std::string> OneOf(std::vector<std::string> choices) {
@@ -150,6 +151,16 @@ bool ReadsBackPlain(const std::string& text) {
   }
 }
 
+namespace {
+
+// A config holds a few hundred values in three levels; CheckYamlTree
+// refuses a tree past these limits (an alias bomb, an alias cycle, deep
+// nesting) before any walk below, and a file past kMaxConfigBytes is not read.
+constexpr int64_t kMaxValues = 100'000;
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+
+}  // namespace
+
 std::vector<Override> SetFlags(const std::vector<std::string>& assignments) {
   std::vector<Override> out;
   for (const std::string& a : assignments) out.push_back({a, absl::StrCat("--set ", a)});
@@ -181,6 +192,7 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
       // string field takes and any other field names as what it got.
       value = YAML::Node(typed);
     }
+    RETURN_IF_ERROR(CheckYamlTree(value, flag, kMaxValues));
     sources->literal[path] = typed;
     if (!root->IsDefined() || root->IsNull()) *root = YAML::Node(YAML::NodeType::Map);
     YAML::Node current;
@@ -204,24 +216,12 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
 
 namespace {
 
-// A config holds a few hundred values. YAML aliases can make a few hundred
-// bytes stand for billions of them (an "alias bomb"); every walk over the
-// tree would take that long, so such a file is refused before any.
-constexpr int64_t kMaxValues = 100'000;
-
 // YAML parsers keep both entries of a key written twice; a config is
 // refused instead, naming both lines (a second `run:` section too).
-// `budget`: values still allowed.
 absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& file,
-                                  const std::string& path, int64_t* budget) {
-  if (--*budget < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file, ": more than ", kMaxValues,
-        " values once its aliases (*name) are expanded; a config needs a few hundred: write the "
-        "values out"));
-  }
+                                  const std::string& path) {
   if (node.IsSequence()) {
-    for (const auto& item : node) RETURN_IF_ERROR(CheckNoDuplicateKeys(item, file, path, budget));
+    for (const auto& item : node) RETURN_IF_ERROR(CheckNoDuplicateKeys(item, file, path));
   }
   if (!node.IsMap()) return absl::OkStatus();
   std::map<std::string, int> first_line;
@@ -236,9 +236,15 @@ absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& fil
                                                      ": given twice (first at line ", it->second,
                                                      "); keep one"));
     }
-    RETURN_IF_ERROR(CheckNoDuplicateKeys(entry.second, file, full, budget));
+    RETURN_IF_ERROR(CheckNoDuplicateKeys(entry.second, file, full));
   }
   return absl::OkStatus();
+}
+
+// The checks of a tree as read, in order: its shape, then its keys.
+absl::Status CheckTree(const YAML::Node& root, const std::string& file) {
+  RETURN_IF_ERROR(CheckYamlTree(root, file, kMaxValues));
+  return CheckNoDuplicateKeys(root, file, "");
 }
 
 // YAML's merge key: `<<: *base` (or a list of maps) in a map adds the keys
@@ -287,13 +293,19 @@ absl::Status ApplyMergeKeys(YAML::Node node, const std::string& file) {
 // them names no tab) and a second document (which YAML::Load would drop
 // silently) are errors naming their line.
 absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::string& name) {
+  if (text.size() > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " is ", text.size(),
+                                                   " bytes, over the ", kMaxConfigBytes,
+                                                   " a config may have; a config is a few KB"));
+  }
+  // One pass: each line is looked at up to its first non-blank character.
   size_t line = 1, start = 0;
   while (start < text.size()) {
     const size_t end = std::min(text.find('\n', start), text.size());
-    const size_t first = text.find_first_not_of(" \t", start);
-    const size_t tab = text.find('\t', start);
-    if (tab < end && tab < first && first < end && text[first] != '#') {
-      return absl::InvalidArgumentError(absl::StrCat(name, ":", line, ":", tab - start + 1,
+    const size_t first = std::min(text.find_first_not_of(" \t", start), end);
+    const size_t tab = absl::string_view(text).substr(start, first - start).find('\t');
+    if (tab != absl::string_view::npos && first < end && text[first] != '#') {
+      return absl::InvalidArgumentError(absl::StrCat(name, ":", line, ":", tab + 1,
                                                      ": a tab indents this line; YAML indents with "
                                                      "spaces only"));
     }
@@ -317,8 +329,7 @@ absl::Status ParseTree(const std::string& text, const std::string& name, YAML::N
   sources->file = name;
   try {
     ASSIGN_OR_RETURN(*root, LoadOneDocument(text, name));
-    int64_t budget = kMaxValues;
-    RETURN_IF_ERROR(CheckNoDuplicateKeys(*root, name, "", &budget));
+    RETURN_IF_ERROR(CheckTree(*root, name));
     RETURN_IF_ERROR(ApplyMergeKeys(*root, name));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(name, ":", e.mark.line + 1, ":",
@@ -344,8 +355,7 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
     ASSIGN_OR_RETURN(const std::string text, ReadFile(file));
     try {
       ASSIGN_OR_RETURN(YAML::Node loaded, LoadOneDocument(text, file));
-      int64_t budget = kMaxValues;
-      RETURN_IF_ERROR(CheckNoDuplicateKeys(loaded, file, "", &budget));
+      RETURN_IF_ERROR(CheckTree(loaded, file));
       RETURN_IF_ERROR(ApplyMergeKeys(loaded, file));
       if (loaded.IsMap()) {
         *root = loaded;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
+#include "common/structured_text.h"
 #include "common/text_lines.h"
 #include "nlohmann/json.hpp"
 
@@ -26,7 +27,9 @@ absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
     const uint64_t number = lines.line_number();
     const size_t at = line.find(marker);
     if (at == std::string::npos) continue;
-    nlohmann::json j = nlohmann::json::parse(line.substr(at + marker.size()), nullptr, false);
+    const absl::string_view text = absl::string_view(line).substr(at + marker.size());
+    RETURN_IF_ERROR(CheckJsonText(text, absl::StrCat(path, ":", number), text.size()));
+    nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string() ||
         !j.contains("time_ms") || !j["time_ms"].is_number()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -320,6 +320,49 @@ TEST_F(ConfigTest, AnAliasBombIsRefusedAtOnce) {
   EXPECT_LT(seconds, 5.0);  // 9^10 values: hours if walked
 }
 
+// Structure no config has, refused in one line naming the file and the
+// limit before anything recurses over it: an alias inside the value it
+// names (a sequence or a map: a value without end, which overflowed the
+// stack of the duplicate-key check), nesting past 64 levels, in the file
+// or in a --set value.
+TEST_F(ConfigTest, AliasCyclesAndDeepNestingAreRefusedInOneLine) {
+  for (const char* text : {"cyc: &c [*c]\n", "train: &m {inputs: *m}\n",
+                           "train:\n  inputs: &l [a, [b, *l]]\n"}) {
+    absl::Status s = LoadText(text);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(s.message().rfind(path_ + ":", 0), 0u) << s.message();
+    EXPECT_NE(s.message().find("an alias (*name) inside the value it names"), std::string::npos)
+        << s.message();
+  }
+  const std::string deep = "train:\n  inputs: " + std::string(200, '[') + std::string(200, ']') + "\n";
+  absl::Status s = LoadText(deep);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("nested over 64 levels deep"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos);
+  s = LoadText("train: {steps: 3}\n", {"train.inputs=&l [*l]"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("--set train.inputs=&l [*l]:", 0), 0u) << s.message();
+  // Nesting a config may have is read as before.
+  ASSERT_TRUE(LoadText("train:\n  inputs: &i [a.txt]\nrun: {threads: 2}\n").ok());
+}
+
+// The tab check looks at each line's indentation only: a config of 400,000
+// comment lines loads in time linear in its size (it scanned the rest of
+// the file from every line, 20 s at 160,000 lines); over 16 MiB it is
+// refused unread.
+TEST_F(ConfigTest, ALongConfigLoadsInLinearTime) {
+  std::string text = "train:\n  steps: 7\n";
+  for (int i = 0; i < 400'000; ++i) text += "# a comment line\n";
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(LoadText(text).ok());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(config_.train.steps, 7);
+  EXPECT_LT(seconds, 10.0);  // quadratic: minutes
+  absl::Status s = LoadText(std::string(17 << 20, '#'));
+  EXPECT_NE(s.message().find("over the 16777216 a config may have"), std::string::npos) << s;
+}
+
 TEST(ConfigFileTest, ADuplicateKeyOrSectionNamesBothLines) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "pbert_config_duplicate.yaml").string();

@@ -1,0 +1,63 @@
+// JSON and YAML as packed-bert reads them: every reader bounds a file's
+// size and nesting before any parser or walk recurses over it. A value
+// nested a million deep overflows the stack of any recursive reader (a
+// segfault, not an error), and a YAML alias that refers to its own anchor
+// makes a tree without end; both are refused here, in one line naming the
+// file and the limit.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace YAML {
+class Node;
+}
+
+namespace pbert {
+
+// The deepest nesting of any file packed-bert writes is 5 (a store's
+// shard list, a trainer state's loader part); 64 leaves room for what a
+// person writes by hand and is far below what a recursive reader's stack
+// takes.
+inline constexpr int kMaxNesting = 64;
+
+// The deepest nesting of `text` read as JSON: brackets and braces outside
+// strings, in one pass (text that is not JSON gets some number; the parser
+// says what is wrong with it).
+int JsonNesting(absl::string_view text);
+
+// Whether `text` (`name`: the file it came from) is at most `max_bytes`
+// long and nests at most `max_depth` levels; an error names the file and
+// the limit (InvalidArgument: exit 2).
+absl::Status CheckJsonText(absl::string_view text, absl::string_view name, size_t max_bytes,
+                           int max_depth = kMaxNesting);
+
+// Parses `text` after CheckJsonText. A syntax error is a DataLoss error
+// naming `name` and where the parser stopped.
+template <typename Json = nlohmann::json>
+absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view name, size_t max_bytes,
+                               int max_depth = kMaxNesting) {
+  if (absl::Status checked = CheckJsonText(text, name, max_bytes, max_depth); !checked.ok()) {
+    return checked;
+  }
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat(name, " is not valid JSON (", e.what(), ")"));
+  }
+}
+
+// Walks a YAML tree once, before anything else does: refuses nesting deeper
+// than `max_depth`, an alias inside the node it names (a cycle), and more
+// than `max_values` values once aliases are expanded (an "alias bomb" of a
+// few hundred bytes). Iterative: its own stack is on the heap.
+absl::Status CheckYamlTree(const YAML::Node& root, absl::string_view name, int64_t max_values,
+                           int max_depth = kMaxNesting);
+
+}  // namespace pbert
