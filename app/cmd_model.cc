@@ -29,7 +29,7 @@ absl::Status Convert(const Args& args) {
   if (!weights.unknown.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         in, ": tensors with names no BERT mapping knows (they would be lost): ",
-        absl::StrJoin(weights.unknown, ", "), "; docs/formats.md lists the names read"));
+        NameList(weights.unknown), "; docs/formats.md lists the names read"));
   }
   std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"converted_from", NameOf(weights.format)}};

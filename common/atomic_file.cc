@@ -306,7 +306,7 @@ absl::Status CheckReadableFile(const std::string& path, absl::string_view what, 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+absl::StatusOr<std::string> ReadFile(const std::string& path, uint64_t max_bytes) {
   // Opened without blocking, and read only if it is a file: a named pipe or
   // a device in its place is refused, not waited on.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -318,6 +318,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     status = ErrnoError(absl::StrCat("cannot open ", path), errno);
   } else if (const std::string kind = NotAFile(st.st_mode); !kind.empty()) {
     status = absl::InvalidArgumentError(absl::StrCat(path, " is ", kind, "; give a file"));
+  } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    status = absl::InvalidArgumentError(absl::StrCat(path, " is ", st.st_size,
+                                                     " bytes, over the ", max_bytes,
+                                                     " its reader takes; it is not the file meant"));
   } else {
     out.reserve(static_cast<size_t>(st.st_size));
     char buffer[1 << 16];

@@ -138,7 +138,9 @@ absl::Status CheckReadableFile(const std::string& path, absl::string_view what,
 std::string NotAFile(unsigned mode);
 
 // Reads a whole (small) file into a string. A folder, pipe, device or
-// socket at `path` is an error naming what it is (never waited on).
-absl::StatusOr<std::string> ReadFile(const std::string& path);
+// socket at `path` is an error naming what it is (never waited on); so is a
+// file over `max_bytes`, refused before a byte of it is read.
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     uint64_t max_bytes = uint64_t{1} << 30);
 
 }  // namespace pbert

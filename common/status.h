@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -45,6 +46,10 @@ absl::Status ErrnoError(absl::string_view what, int errno_value);
 // The first line of an exception's message: LibTorch's carry a C++ stack
 // trace after it, which is no use to a user.
 std::string FirstLine(const std::exception& e);
+
+// Names for a one-line message: the first `shown` of `names`, then "and N
+// more" (a file of a million tensors must not make a message of 10 MB).
+std::string NameList(const std::vector<std::string>& names, size_t shown = 8);
 
 // Whether `e` is an allocation failure: std::bad_alloc, or LibTorch's
 // allocators ("not enough memory", "out of memory").

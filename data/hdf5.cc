@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -21,9 +23,83 @@ constexpr const char* kMatrices[] = {"input_ids", "input_mask", "segment_ids"};
 constexpr const char* kPredictions[] = {"masked_lm_positions", "masked_lm_ids"};
 constexpr const char* kLabels = "next_sentence_labels";
 
+// HDF5's own words ("H5Fopen failed") name its function, not the cause:
+// what packed-bert was doing, what that means, and what to do come first.
 absl::Status Hdf5Error(const std::string& path, const H5::Exception& e) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, ": HDF5 error in ", e.getFuncName(), ": ", e.getDetailMsg()));
+  const std::string function = e.getFuncName(), detail = e.getDetailMsg();
+  const bool opening = function.find("H5File") != std::string::npos ||
+                       detail.find("H5Fopen") != std::string::npos;
+  return absl::DataLossError(absl::StrCat(
+      path, opening ? ": HDF5 cannot open this file" : ": HDF5 cannot read this file",
+      " (", function, ": ", detail,
+      "); it is cut short or damaged: check it with 'h5ls -r ", path,
+      "' and copy or write it again"));
+}
+
+// The datasets any layout reads.
+constexpr const char* kAllDatasets[] = {
+    "input_ids",     "input_mask",           "segment_ids",      "masked_lm_positions",
+    "masked_lm_ids", "next_sentence_labels", "packed_input_len", "packed_masked_lm_len"};
+
+// Whether each dataset of `file` that a layout reads has all its declared
+// rows stored: a file may declare 10^12 rows and store none (HDF5 then
+// returns fill values that look like rows), or claim storage past its own
+// end. Checked from the datasets' layouts alone, before any row is read.
+absl::Status CheckStoredWhole(H5::H5File& file, const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(absl::StrCat("cannot stat ", path), errno);
+  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
+  for (const char* name : kAllDatasets) {
+    if (!file.nameExists(name)) continue;
+    H5::DataSet set = file.openDataSet(name);
+    const hid_t id = set.getId();
+    H5::DataSpace space = set.getSpace();
+    const int rank = space.getSimpleExtentNdims();
+    std::vector<hsize_t> dims(std::max(rank, 0));
+    if (rank > 0) space.getSimpleExtentDims(dims.data());
+    uint64_t elements = 1;
+    for (hsize_t d : dims) elements = d == 0 || elements <= UINT64_MAX / d ? elements * d : UINT64_MAX;
+    auto refuse = [&](const std::string& what) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": dataset '", name, "' declares ", absl::StrJoin(dims, " x "), " entries but ",
+          what, "; the file was not written whole: write it again"));
+    };
+    const uint64_t stored = H5Dget_storage_size(id);
+    if (stored > file_bytes) {
+      return refuse(absl::StrCat("claims ", stored, " bytes of storage in a file of ", file_bytes));
+    }
+    H5::DSetCreatPropList create = set.getCreatePlist();
+    switch (create.getLayout()) {
+      case H5D_COMPACT:  // in the file's header: there whole, or the file does not open
+        break;
+      case H5D_CONTIGUOUS: {
+        const uint64_t entry = set.getDataType().getSize();
+        if (elements > 0 && (entry == 0 || stored / entry < elements)) {
+          return refuse(absl::StrCat("stores ", stored, " bytes, room for ",
+                                     entry == 0 ? 0 : stored / entry));
+        }
+        break;
+      }
+      case H5D_CHUNKED: {
+        std::vector<hsize_t> chunk(std::max(rank, 0));
+        if (rank > 0) create.getChunk(rank, chunk.data());
+        uint64_t needed = elements == 0 ? 0 : 1;
+        for (int i = 0; i < rank && needed > 0; ++i) {
+          const uint64_t per = chunk[i] == 0 ? 1 : (dims[i] + chunk[i] - 1) / chunk[i];
+          needed = needed <= UINT64_MAX / std::max<uint64_t>(per, 1) ? needed * per : UINT64_MAX;
+        }
+        hsize_t chunks = 0;
+        if (H5Dget_num_chunks(id, space.getId(), &chunks) < 0) return refuse("its chunks cannot be counted");
+        if (chunks < needed) {
+          return refuse(absl::StrCat("stores ", chunks, " of the ", needed, " chunks they take"));
+        }
+        break;
+      }
+      default:
+        return refuse("its storage is not in this file (a virtual or external dataset)");
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The datasets of the variable-length layouts (plus packed_input_len and
@@ -45,7 +121,9 @@ const char* Hdf5LayoutName(Hdf5Layout layout) {
   return "?";
 }
 
-namespace {
+// Named, not anonymous: Hdf5Reader::Impl, which has external linkage,
+// holds them.
+namespace hdf5_rows {
 
 // Where HDF5 puts a variable-length file's rows: blocks of a few MB handed
 // out in order and freed together, so that a shard's hundreds of thousands
@@ -71,7 +149,10 @@ class Arena {
 
 using IntegerRows = std::vector<absl::Span<const int32_t>>;
 
-}  // namespace
+}  // namespace hdf5_rows
+
+using hdf5_rows::Arena;
+using hdf5_rows::IntegerRows;
 
 struct Hdf5Reader::Impl {
   H5::H5File file;
@@ -104,6 +185,7 @@ absl::StatusOr<Hdf5Shape> Hdf5Reader::Inspect(const std::string& path) {
   }
   try {
     H5::H5File file(path, H5F_ACC_RDONLY);
+    RETURN_IF_ERROR(CheckStoredWhole(file, path));
     Hdf5Shape shape;
     const bool variable =
         file.nameExists("input_ids") && file.openDataSet("input_ids").getTypeClass() == H5T_VLEN;
@@ -141,6 +223,7 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
   try {
     auto impl = std::make_unique<Impl>();
     impl->file.openFile(path, H5F_ACC_RDONLY);
+    RETURN_IF_ERROR(CheckStoredWhole(impl->file, path));
     std::unique_ptr<Hdf5Reader> reader(new Hdf5Reader(std::move(impl)));
     reader->path_ = path;
     auto dims_of = [&](const char* name, int rank) -> absl::StatusOr<std::vector<hsize_t>> {

@@ -330,10 +330,12 @@ class Unpickler {
     ASSIGN_OR_RETURN(Bytes bytes, archive_->Read("data/" + storage.s));
     const size_t size = bytes.size();
     const int64_t element = static_cast<int64_t>(c10::elementSize(storage.dtype));
-    if (static_cast<int64_t>(size) != storage.i * element) {
+    int64_t needed = 0;
+    if (storage.i < 0 || __builtin_mul_overflow(storage.i, element, &needed) ||
+        static_cast<int64_t>(size) != needed) {
       return absl::DataLossError(absl::StrCat("storage '", storage.s, "' has ", size,
-                                              " bytes, its ", storage.i, " elements need ",
-                                              storage.i * element));
+                                              " bytes, not the ", storage.i, " elements of ",
+                                              element, " bytes it declares"));
     }
     at::Tensor t = at::empty({storage.i}, at::TensorOptions().dtype(storage.dtype));
     if (size > 0) std::memcpy(t.data_ptr(), bytes.data(), size);

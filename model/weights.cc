@@ -22,15 +22,38 @@ std::string ShapeText(at::IntArrayRef shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
+// The weights file `given` stands for: itself, or a checkpoint folder's
+// model.safetensors; a folder without one is named for what it is.
+absl::StatusOr<std::string> WeightsPath(const std::string& given) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(given, error)) return given;
+  const fs::path dir(given);
+  if (fs::is_regular_file(dir / "model.safetensors", error)) return (dir / "model.safetensors").string();
+  if (fs::exists(dir / "model.safetensors", error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat((dir / "model.safetensors").string(), " is not a file"));
+  }
+  if (fs::exists(dir / "trainer_state.json", error)) {
+    return absl::NotFoundError(absl::StrCat(
+        "the checkpoint ", given, " has no model.safetensors (removed or lost); take an ",
+        "earlier checkpoint of its run"));
+  }
+  if (fs::is_directory(dir / "checkpoints", error)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        given, " is a run folder; give one of its checkpoints (", given,
+        "/checkpoints/step-N) or a weights file"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      given, " is a folder without model.safetensors; give a weights file (safetensors, "
+      "torch.save or TensorFlow checkpoint) or a checkpoint folder"));
+}
+
 }  // namespace
 
 absl::StatusOr<Weights> ReadWeights(const std::string& given) {
   // A checkpoint folder of ours stands for its weights.
-  std::error_code error;
-  const std::string path = std::filesystem::is_directory(given, error) &&
-                                   std::filesystem::is_regular_file(given + "/model.safetensors")
-                               ? given + "/model.safetensors"
-                               : given;
+  ASSIGN_OR_RETURN(const std::string path, WeightsPath(given));
   ASSIGN_OR_RETURN(formats::TensorFile file, formats::ReadTensorFile(path));
   Weights out;
   out.format = file.format;
@@ -61,7 +84,7 @@ absl::StatusOr<Weights> ReadWeights(const std::string& given) {
 absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
   ASSIGN_OR_RETURN(Weights weights, ReadWeights(path));
   if (!weights.skipped.empty()) {
-    logging::Get("model")->debug("{}: skipped {}", path, absl::StrJoin(weights.skipped, ", "));
+    logging::Get("model")->debug("{}: skipped {}", path, NameList(weights.skipped, 50));
   }
   auto params = module.named_parameters();
   std::map<std::string, at::Tensor> found;
@@ -93,7 +116,7 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
   std::vector<std::string> parts;
   for (const auto& [what, list] : {std::pair{"missing", &missing}, {"unexpected", &unexpected},
                                    {"mis-shaped", &misshaped}, {"not floating-point", &mistyped}}) {
-    if (!list->empty()) parts.push_back(absl::StrCat(what, ": ", absl::StrJoin(*list, ", ")));
+    if (!list->empty()) parts.push_back(absl::StrCat(what, ": ", NameList(*list)));
   }
   if (!parts.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " does not match the model config (",

@@ -77,6 +77,10 @@ absl::Status PackIndex::Verify(absl::Span<const uint16_t> lengths) const {
     if (strategy.tokens() > plan_.max_len) {
       return absl::DataLossError(absl::StrCat("strategy ", s, " overfills a row"));
     }
+    if (strategy.lengths.empty() && strategy.count > 0) {
+      return absl::DataLossError(absl::StrCat("strategy ", s, " has ", strategy.count,
+                                              " rows that hold no sequence"));
+    }
     for (uint64_t i = id_start_[s]; i < id_start_[s + 1]; ++i) {
       uint32_t id = ids_[i];
       int want = strategy.lengths[(i - id_start_[s]) % strategy.lengths.size()];
@@ -179,10 +183,24 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
     if (!take(&strategy.count, 8) || !take(&depth, 4) || depth > header.max_len) {
       return corrupt(absl::StrCat("strategy ", s, " is cut off"));
     }
+    // Every row holds at least one sequence (a row of none is no part of a
+    // partition), and no strategy has more rows than there are sequences.
+    if (depth == 0 && strategy.count > 0) {
+      return corrupt(absl::StrCat("strategy ", s, " has ", strategy.count,
+                                  " rows that hold no sequence"));
+    }
+    if (strategy.count > header.sequences) {
+      return corrupt(absl::StrCat("strategy ", s, " has ", strategy.count, " rows for ",
+                                  header.sequences, " sequences"));
+    }
     strategy.lengths.resize(depth);
     for (uint32_t k = 0; k < depth; ++k) {
       uint32_t l;
       if (!take(&l, 4)) return corrupt(absl::StrCat("strategy ", s, " is cut off"));
+      if (l == 0 || l > header.max_len) {
+        return corrupt(absl::StrCat("strategy ", s, " has a slot of length ", l, ", outside 1..",
+                                    header.max_len));
+      }
       strategy.lengths[k] = static_cast<int>(l);
     }
     plan.strategies.push_back(std::move(strategy));

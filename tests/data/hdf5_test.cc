@@ -121,7 +121,7 @@ TEST_F(H5pyFilesTest, EveryDtypeAndLayoutReadsAsWritten) {
 }
 
 TEST_F(H5pyFilesTest, BadFilesAreOneErrorNamingTheFileAndTheFault) {
-  ASSERT_EQ(expected_["bad"].size(), 10u);
+  ASSERT_EQ(expected_["bad"].size(), 13u);
   ExpectEachRefused(expected_["bad"], "/bad-");
 }
 
@@ -285,7 +285,9 @@ TEST(Hdf5Test, BadFilesAreClearErrors) {
   {
     H5::H5File file(path, H5F_ACC_TRUNC);
     hsize_t n = 3;
-    file.createDataSet("next_sentence_labels", H5::PredType::NATIVE_INT8, H5::DataSpace(1, &n));
+    const int8_t labels[3] = {0, 1, 0};
+    file.createDataSet("next_sentence_labels", H5::PredType::NATIVE_INT8, H5::DataSpace(1, &n))
+        .write(labels, H5::PredType::NATIVE_INT8);
   }
   auto status = Hdf5Reader::Open(path).status();
   EXPECT_NE(status.message().find("no dataset 'input_ids'"), std::string::npos) << status;
@@ -381,7 +383,7 @@ TEST_F(Hdf5ImportTest, AKilledImportContinuesWhereItStopped) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     uint64_t done = 0;
-    Prepare(o, [&](const std::string& stage, uint64_t n, uint64_t total) {
+    (void)Prepare(o, [&](const std::string& stage, uint64_t n, uint64_t total) {
       done += n;
       if (stage == "import" && done > total / 2) _exit(9);  // as a kill would stop it
     });
@@ -456,6 +458,87 @@ TEST_F(Hdf5ImportTest, ADamagedInputIsNamedAndTheImportContinuesOnceItIsMended) 
   ASSERT_TRUE(mended.ok()) << mended.status();
   EXPECT_EQ(mended->instances, all_.size());
   ExpectAllRecords("store");
+}
+
+// What STORE.partial holds is trusted no further than new work. A run with
+// other options (--max-len 40 over an import begun at 48) is refused,
+// naming what differs, and removes nothing: the finished shards of a long
+// import are not lost to a typo; --overwrite starts over. A kept shard
+// with one data byte flipped is made again (its header still matches the
+// journal), so the store is whole and counts each record once. Mutations
+// tried: the check of the header alone (the flipped shard is reused and
+// the store's checksums fail); starting over on other options (the shards
+// are gone).
+TEST_F(Hdf5ImportTest, KeptShardsAreCheckedAndNeverLostToOtherOptions) {
+  const std::string good = *ReadFile(inputs_[2]);
+  auto damage = [&] {  // row 100 of input 2, in shard 3: shards 0 to 2 are made first
+    H5::H5File file(inputs_[2], H5F_ACC_RDWR);
+    H5::DataSet mask = file.openDataSet("input_mask");
+    hsize_t offset[2] = {100, 0}, count[2] = {1, 1};
+    H5::DataSpace space = mask.getSpace();
+    space.selectHyperslab(H5S_SELECT_SET, count, offset);
+    const int8_t zero = 0;
+    mask.write(&zero, H5::PredType::NATIVE_INT8, H5::DataSpace(2, count), space);
+  };
+  damage();
+  PrepareOptions o = Options("store", 1);
+  ASSERT_FALSE(Prepare(o).ok());
+  const std::string partial = o.output + ".partial";
+  auto shard_files = [&] {
+    std::map<std::string, ino_t> out;
+    for (const auto& entry : std::filesystem::directory_iterator(partial)) {
+      struct stat st {};
+      ::stat(entry.path().c_str(), &st);
+      out[entry.path().filename()] = st.st_ino;
+    }
+    return out;
+  };
+  const auto before = shard_files();
+  ASSERT_EQ(before.count("shard-00001.pbstore"), 1u);
+  ASSERT_TRUE(WriteFileAtomically(inputs_[2], good).ok());
+
+  PrepareOptions other = o;
+  other.instances.max_seq_len = 40;
+  auto refused = Prepare(other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(refused.status().message()),
+            partial + " holds 3 finished shard(s) of an import begun with other options "
+                      "(data.max_seq_len 48, now 40); nothing was removed: run the command it "
+                      "began with to continue it, or add --overwrite to start this import over");
+  EXPECT_EQ(shard_files(), before);
+
+  // One byte of shard 0's records flipped: found, and the shard made again.
+  const std::string shard = partial + "/shard-00000.pbstore";
+  std::string bytes = *ReadFile(shard);
+  bytes[bytes.size() - 5] ^= 0x01;
+  {
+    std::ofstream out(shard, std::ios::binary | std::ios::in | std::ios::out);
+    out.seekp(static_cast<std::streamoff>(bytes.size() - 5));
+    out.put(bytes[bytes.size() - 5]);
+  }
+  auto mended = Prepare(o);
+  ASSERT_TRUE(mended.ok()) << mended.status();
+  EXPECT_EQ(mended->instances, all_.size());
+  ExpectAllRecords("store");
+  struct stat st {};
+  ASSERT_EQ(::stat((o.output + "/shard-00001.pbstore").c_str(), &st), 0);
+  EXPECT_EQ(st.st_ino, before.at("shard-00001.pbstore")) << "an intact shard made again";
+  ASSERT_EQ(::stat((o.output + "/shard-00000.pbstore").c_str(), &st), 0);
+  EXPECT_NE(st.st_ino, before.at("shard-00000.pbstore")) << "the flipped shard was reused";
+
+  // Begun again and stopped; --overwrite with other options starts over.
+  std::filesystem::remove_all(o.output);
+  damage();
+  ASSERT_FALSE(Prepare(o).ok());
+  ASSERT_TRUE(WriteFileAtomically(inputs_[2], good).ok());
+  PrepareOptions over = o;
+  over.overwrite = true;
+  over.records_per_shard = 32;
+  auto restarted = Prepare(over);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(restarted->instances, all_.size());
+  EXPECT_EQ(Shards("store").size(), 11u);  // 32 rows each, cut at the inputs' ends
 }
 
 TEST(Hdf5Test, RefusesInstancesThatDoNotFit) {

@@ -79,6 +79,36 @@ TEST(PackIndexTest, VerifyFindsDuplicatesAndWrongLengths) {
   EXPECT_FALSE(PackIndex(plan, {1, 0, 7}).Verify(lengths).ok());  // beyond the data
 }
 
+// A row of no sequence is no part of a partition: an index with one (a
+// strategy of depth 0) was read and verified as "a partition"; it is
+// refused, in memory and from a file, as are slots of length 0 and a
+// strategy with more rows than the file has sequences.
+TEST(PackIndexTest, RowsOfNoSequenceAreRefused) {
+  const std::vector<uint16_t> lengths = {3, 5, 3};
+  const PackingPlan empty_rows{8, {{{5, 3}, 1}, {{3}, 1}, {{}, 2}}};
+  const PackIndex index(empty_rows, {1, 0, 2});
+  absl::Status verified = index.Verify(lengths);
+  EXPECT_EQ(std::string(verified.message()), "strategy 2 has 2 rows that hold no sequence");
+  const std::string path = TempPath("empty-rows.pbpack");
+  ASSERT_TRUE(index.Write(path, "lp").ok());
+  absl::Status read = PackIndex::Read(path).status();
+  EXPECT_EQ(read.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(read.message().find(path + ": not a valid pack index: strategy 2 has 2 rows that hold "
+                                       "no sequence"),
+            std::string::npos)
+      << read;
+  ASSERT_TRUE(PackIndex(PackingPlan{8, {{{5, 0}, 1}, {{3}, 1}}}, {1, 0, 2}).Write(path, "lp").ok());
+  EXPECT_NE(PackIndex::Read(path).status().message().find(
+                "strategy 0 has a slot of length 0, outside 1..8"),
+            std::string::npos)
+      << PackIndex::Read(path).status();
+  ASSERT_TRUE(PackIndex(PackingPlan{8, {{{3}, 4}}}, {0, 1, 2}).Write(path, "lp").ok());
+  EXPECT_NE(PackIndex::Read(path).status().message().find("strategy 0 has 4 rows for 3 sequences"),
+            std::string::npos)
+      << PackIndex::Read(path).status();
+  std::filesystem::remove(path);
+}
+
 TEST(PackIndexTest, WriteReadRoundTrip) {
   Fixture f = Make(3000, 128, 6, 4);
   auto index = AssignSequences(f.plan, f.lengths, 9);

@@ -210,6 +210,21 @@ def main():
                  (7, 0), int(b["input_mask"][7].sum())))
     bad_file("segment-two", "segment",
              lambda b, d: b["segment_ids"].__setitem__((9, 1), 2))
+    # Files that declare rows they never stored (HDF5 reads fill values for
+    # them, which look like rows): contiguous, chunked and variable-length.
+    def unstored(case, name, shape, **options):
+        path = os.path.join(out, f"bad-{case}.hdf5")
+        write(path, rows, dict(NVIDIA), {})
+        with h5py.File(path, "a") as f:
+            kept = f[name][...] if name in f else None
+            del f[name]
+            d = f.create_dataset(name, shape, dtype=NVIDIA.get(name, "i4"), **options)
+            if kept is not None and options:
+                d[:len(kept)] = kept  # the first chunk only
+        bad[case] = f"'{name}' declares"
+
+    unstored("declared-rows", "next_sentence_labels", (10**12,))
+    unstored("declared-chunks", "input_ids", (N * 1000, S), chunks=(N, S), compression="gzip")
     # The same sequences in a file twice as wide (as a 512-wide file of
     # 128-token sequences): its width is not its sequences' length.
     wide = {k: (np.pad(v, ((0, 0), (0, S))) if k in ("input_ids", "input_mask", "segment_ids")
@@ -220,6 +235,12 @@ def main():
     packs = packed_assignment(rows, rng)
     arrays = packed_arrays(rows, packs)
     write_packed(os.path.join(out, "nvidia-packed.hdf5"), arrays)
+    with h5py.File(os.path.join(out, "bad-varlength-declared.hdf5"), "w") as f:
+        for k, t in PACKED_TYPES.items():
+            if k.startswith("packed_"):
+                continue
+            f.create_dataset(k, (10**12,), dtype=h5py.vlen_dtype(np.dtype(t)))
+    bad["varlength-declared"] = "'input_ids' declares"
     bad_packed = {}
 
     def bad_packed_file(case, must_name, change):

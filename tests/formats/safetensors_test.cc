@@ -58,5 +58,86 @@ TEST(SafetensorsTest, CorruptFilesAreClearErrors) {
       << result.status();
 }
 
+// A file of `header` (JSON) and `data` bytes, as the format lays them out.
+std::string WriteRaw(const std::string& name, const std::string& header, size_t data) {
+  const std::string path = Temp(name);
+  const uint64_t length = header.size();
+  EXPECT_TRUE(WriteFileAtomically(path, std::string(reinterpret_cast<const char*>(&length), 8) +
+                                            header + std::string(data, '\0'))
+                  .ok());
+  return path;
+}
+
+// The entries' byte ranges cover the data exactly, each byte once, as the
+// format (and its reference reader) requires: an overlap, a gap before,
+// between or after the tensors, and a tensor named twice are each refused
+// in one line naming the fault, before any tensor is allocated.
+TEST(SafetensorsTest, OffsetsCoverTheDataOnceAndNamesAreUnique) {
+  auto entry = [](const std::string& name, int begin, int end) {
+    return "\"" + name + "\":{\"dtype\":\"U8\",\"shape\":[" + std::to_string(end - begin) +
+           "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(end) + "]}";
+  };
+  struct Case {
+    const char* name;
+    std::string header;
+    size_t data;
+    const char* fault;
+  };
+  const Case cases[] = {
+      {"overlap", "{" + entry("a", 0, 8) + "," + entry("b", 4, 12) + "}", 12,
+       "tensor 'b' overlaps another (bytes 4 to 12)"},
+      {"gap-between", "{" + entry("a", 0, 4) + "," + entry("b", 8, 12) + "}", 12,
+       "bytes 4 to 8 of the data belong to no tensor"},
+      {"gap-before", "{" + entry("a", 4, 8) + "}", 8, "bytes 0 to 4 of the data belong to no tensor"},
+      {"gap-after", "{" + entry("a", 0, 4) + "}", 8, "bytes 4 to 8 of the data belong to no tensor"},
+      {"same-range", "{" + entry("a", 0, 4) + "," + entry("b", 0, 4) + "}", 4, "overlaps another"},
+      {"named-twice", "{" + entry("a", 0, 4) + "," + entry("a", 4, 8) + "}", 8,
+       "tensor 'a' is in the header twice"},
+      {"deep", "{\"__metadata__\":" + std::string(100, '[') + std::string(100, ']') + "}", 0,
+       "nests values 101 levels deep"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = WriteRaw(std::string("bad-") + c.name, c.header, c.data);
+    auto read = ReadSafetensors(path);
+    ASSERT_FALSE(read.ok()) << c.name;
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << c.name;
+    const std::string message(read.status().message());
+    EXPECT_EQ(message.rfind(path + ": not a valid safetensors file: ", 0), 0u) << message;
+    EXPECT_NE(message.find(c.fault), std::string::npos) << c.name << ": " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+  // Out of order in the header, but covering the data once: read.
+  const std::string good = WriteRaw("out-of-order", "{" + entry("b", 4, 12) + "," + entry("a", 0, 4) + "}", 12);
+  auto read = ReadSafetensors(good);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->size(), 2u);
+  // A header length past the format's 100 MB limit, refused before reading it.
+  const std::string huge = Temp("huge-header");
+  const uint64_t length = 100'000'001;
+  std::string bytes(reinterpret_cast<const char*>(&length), 8);
+  bytes.resize(8 + length, ' ');
+  ASSERT_TRUE(WriteFileAtomically(huge, bytes).ok());
+  auto refused = ReadSafetensors(huge);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("over the format's limit of 100000000"),
+            std::string::npos)
+      << refused.status();
+  std::filesystem::remove(huge);
+}
+
+// The writer refuses what no reader could read back as written: a name
+// given twice, an empty name, the metadata's own key.
+TEST(SafetensorsTest, TheWriterRefusesNamesItCannotWriteOnce) {
+  const std::string path = Temp("writer.safetensors");
+  for (const NamedTensors& named :
+       {NamedTensors{{"a", at::ones({2})}, {"a", at::zeros({2})}}, NamedTensors{{"", at::ones({2})}},
+        NamedTensors{{"__metadata__", at::ones({2})}}}) {
+    absl::Status status = WriteSafetensors(named, path, {});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(status.message().rfind(path + ": cannot write a tensor named '", 0), 0u) << status;
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+}
+
 }  // namespace
 }  // namespace pbert::formats
