@@ -15,6 +15,7 @@
 #include "common/atomic_file.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/structured_text.h"
 #include "data/hdf5.h"
 #include "data/packing/pack_index.h"
 #include "data/store.h"
@@ -240,6 +241,7 @@ std::string NoteOf(const ShardFigures& f) {
 
 bool ParseNote(const std::string& note, ShardFigures* f) {
   const int max_len = static_cast<int>(f->lengths.size()) - 1;
+  if (!CheckJsonText(note, "a journal note", note.size()).ok()) return false;
   auto json = nlohmann::json::parse(note, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) return false;
   try {
@@ -294,12 +296,37 @@ bool ReadRowsFile(const std::string& path, ShardRows* rows) {
   uint64_t counts[2];
   if (!bytes.ok() || bytes->size() < sizeof(counts)) return false;
   std::memcpy(counts, bytes->data(), sizeof(counts));
-  if (bytes->size() != sizeof(counts) + counts[0] + counts[1] * 2) return false;
+  // Each count against the file's size before any arithmetic on it.
+  const uint64_t body = bytes->size() - sizeof(counts);
+  if (counts[0] > body || counts[1] > body / 2 || body != counts[0] + counts[1] * 2) return false;
   const char* p = bytes->data() + sizeof(counts);
   rows->depths.assign(p, p + counts[0]);
   rows->lengths.resize(counts[1]);
   std::memcpy(rows->lengths.data(), p + counts[0], counts[1] * 2);
   return true;
+}
+
+// Whether a kept shard's figures and rows are those of the shard the
+// journal names (`records` sequences from `plan_rows` input rows): they are
+// checked as strongly as the shard, since train's packing comes from them.
+bool KeptShardAgrees(const ShardFigures& figures, const ShardRows* rows, uint64_t records,
+                     int64_t plan_rows) {
+  if (figures.instances != records) return false;
+  if (rows == nullptr) return true;
+  if (rows->depths.size() != static_cast<uint64_t>(plan_rows) || rows->lengths.size() != records) {
+    return false;
+  }
+  uint64_t sequences = 0;
+  for (uint8_t depth : rows->depths) {
+    if (depth == 0) return false;
+    sequences += depth;
+  }
+  std::vector<uint64_t> lengths(figures.lengths.size(), 0);
+  for (uint16_t length : rows->lengths) {
+    if (length == 0 || length >= lengths.size()) return false;
+    lengths[length] += 1;
+  }
+  return sequences == records && lengths == figures.lengths;
 }
 
 // The HDF5 import: shards made in parallel (each from its own inputs, by
@@ -321,8 +348,12 @@ absl::Status ImportHdf5(const PrepareOptions& o, const StoreInfo& info,
   for (uint32_t k = 0; k < shards; ++k) {
     const PartialStore::Done* done = store->Resumed(k, WorkOf(o, plan[k]));
     ShardFigures figures(o.instances.max_seq_len);
+    int64_t plan_rows = 0;
+    for (const Piece& p : plan[k]) plan_rows += p.end - p.begin;
     if (done == nullptr || !ParseNote(done->note, &figures) ||
-        (packed && !ReadRowsFile(RowsPath(store->staging_dir(), k), &rows[k]))) {
+        (packed && !ReadRowsFile(RowsPath(store->staging_dir(), k), &rows[k])) ||
+        !KeptShardAgrees(figures, packed ? &rows[k] : nullptr, done->records, plan_rows)) {
+      if (packed) rows[k] = ShardRows();
       continue;
     }
     resumed[k] = 1;

@@ -22,6 +22,7 @@
 #include "common/outputs.h"
 #include "common/progress.h"
 #include "common/status.h"
+#include "common/structured_text.h"
 #include "nlohmann/json.hpp"
 
 namespace pbert::data {
@@ -31,6 +32,9 @@ namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'P', 'B', 'S', 'T', 'O', 'R', 'E', '1'};
 constexpr char kManifest[] = "store.json";
+constexpr char kStoreFormat[] = "packed-bert instance store";
+// About 100 bytes a shard: 256 MiB holds millions of shards.
+constexpr uint64_t kMaxManifestBytes = uint64_t{256} << 20;
 
 struct ShardHeader {
   char magic[8];
@@ -307,7 +311,7 @@ absl::Status PublishStore(const std::string& staging, const std::string& dir, co
   uint64_t records = 0;
   for (const auto& shard : shards) records += shard.first;
   nlohmann::ordered_json manifest;
-  manifest["format"] = "packed-bert instance store";
+  manifest["format"] = kStoreFormat;
   manifest["version"] = kStoreVersion;
   manifest["records"] = records;
   manifest["max_len"] = info.max_len;
@@ -368,23 +372,51 @@ nlohmann::ordered_json InfoJson(const StoreInfo& info) {
           {"source", info.source}};
 }
 
-// The file of a journalled shard is the one its line describes: its size
-// and its header (the payload's checksum is checked when the store opens).
+// The file of a journalled shard is the one its line describes, checked as
+// strongly as a shard just made: a file of its own (no link), its header,
+// its size, and its data against the checksum (a flipped byte is found
+// here, not by verify after the import says it is done).
 bool ShardFileMatches(const std::string& path, const StoreInfo& info, uint64_t store_id,
                       uint32_t index, const PartialStore::Done& done) {
   std::error_code error;
-  const uintmax_t size = fs::file_size(path, error);
+  if (!fs::is_regular_file(fs::symlink_status(path, error))) return false;
+  absl::StatusOr<MappedFile> file = MappedFile::Open(path);
+  if (!file.ok()) return false;
+  const auto bytes = file->bytes();
   ShardHeader header{};
-  std::ifstream in(path, std::ios::binary);
-  if (error || !in.read(reinterpret_cast<char*>(&header), sizeof(header))) return false;
+  if (bytes.size() < sizeof(header)) return false;
+  std::memcpy(&header, bytes.data(), sizeof(header));
   return std::memcmp(header.magic, kMagic, sizeof(kMagic)) == 0 &&
          header.version == kStoreVersion && header.store_id == store_id &&
          header.shard_index == index && header.records == done.records &&
          header.payload_checksum == done.checksum && header.vocab_size == info.vocab_size &&
          header.max_len == info.max_len && header.max_predictions == info.max_predictions &&
-         header.vocab_checksum == info.vocab_checksum &&
-         size == sizeof(header) + LengthsBytes(done.records) + (done.records + 1) * 8 +
-                     header.body_bytes;
+         header.vocab_checksum == info.vocab_checksum && done.records <= bytes.size() &&
+         header.body_bytes <= bytes.size() &&
+         bytes.size() == sizeof(header) + LengthsBytes(done.records) + (done.records + 1) * 8 +
+                             header.body_bytes &&
+         Checksum64(bytes.subspan(sizeof(header))) == done.checksum;
+}
+
+// What differs between the journal's head `before` and this run's `now`,
+// in the words of the options ("max_len 512, now 128").
+std::string HeadChanges(const nlohmann::ordered_json& before, const nlohmann::ordered_json& now) {
+  std::vector<std::string> changes;
+  const nlohmann::ordered_json none;
+  const nlohmann::ordered_json& old_info = before.contains("info") ? before["info"] : none;
+  for (const auto& [key, value] : now["info"].items()) {
+    const nlohmann::ordered_json was = old_info.is_object() ? old_info.value(key, none) : none;
+    if (was != value) {
+      changes.push_back(absl::StrCat(key == "max_len" ? "data.max_seq_len" : key, " ",
+                                     was.is_null() ? "unset" : was.dump(), ", now ",
+                                     value.dump()));
+    }
+  }
+  if (before.value("plan", "") != now.value("plan", "")) {
+    changes.push_back(absl::StrCat("the plan '", before.value("plan", ""), "', now '",
+                                   now.value("plan", ""), "'"));
+  }
+  return NameList(changes);
 }
 
 }  // namespace
@@ -439,6 +471,14 @@ absl::StatusOr<std::unique_ptr<PartialStore>> PartialStore::Open(const std::stri
       if (!absl::IsAlreadyExists(made)) return made;  // else: another run made it first
     }
   }
+  // Made by prepare itself, never a link: a link could lead the import to
+  // reuse, or remove, another folder's files.
+  if (fs::is_symlink(fs::symlink_status(staging, error)) ||
+      fs::is_symlink(fs::symlink_status(journal_path, error))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        staging, " or its ", kJournal,
+        " is a symbolic link; prepare makes this folder itself: move the link away"));
+  }
   if (!fs::is_directory(staging, error) || !fs::is_regular_file(journal_path, error)) {
     return absl::InvalidArgumentError(
         absl::StrCat(staging, " exists and is not an import in progress (no ", kJournal,
@@ -464,7 +504,11 @@ absl::StatusOr<std::unique_ptr<PartialStore>> PartialStore::Open(const std::stri
   for (size_t at = 0; at < text.size();) {
     const size_t end = text.find('\n', at);
     if (end == std::string::npos) break;
-    auto line = nlohmann::ordered_json::parse(text.begin() + at, text.begin() + end, nullptr,
+    const absl::string_view line_text(text.data() + at, end - at);
+    // A line nested past any the import writes is not its own: it ends the
+    // journal's readable part, as a cut line does.
+    if (!CheckJsonText(line_text, journal_path, text.size()).ok()) break;
+    auto line = nlohmann::ordered_json::parse(line_text.begin(), line_text.end(), nullptr,
                                               /*allow_exceptions=*/false);
     if (line.is_discarded() || !line.is_object()) break;
     lines.push_back(std::move(line));
@@ -480,10 +524,20 @@ absl::StatusOr<std::unique_ptr<PartialStore>> PartialStore::Open(const std::stri
         journal_path, " is not a packed-bert import journal; move ", staging, " away"));
   }
   if (!same) {
-    // Our own folder, begun with other options: nothing in it can be used.
+    // Our own folder, begun with other options: nothing in it can be used
+    // by this run. Finished shards are the work of hours at full scale:
+    // kept unless the user says to start over (--overwrite).
+    const size_t finished = lines.size() - 1;
+    if (finished > 0 && !overwrite) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          staging, " holds ", finished, " finished shard(s) of an import begun with other options (",
+          HeadChanges(lines[0], head),
+          "); nothing was removed: run the command it began with to continue it, or add "
+          "--overwrite to start this import over"));
+    }
     logging::Get("prepare")->warn(
-        "{} holds an import begun with other options or another vocabulary; starting over",
-        staging);
+        "{} holds an import begun with other options ({}){}; starting over", staging,
+        HeadChanges(lines[0], head), finished > 0 ? ", and --overwrite is given" : "");
     for (const auto& entry : fs::directory_iterator(staging, error)) {
       fs::remove_all(entry.path(), error);
     }
@@ -666,14 +720,20 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
     return absl::NotFoundError(absl::StrCat(dir, " is not an instance store (no ", kManifest,
                                             "); create one with packed-bert prepare"));
   }
-  ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path));
+  ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path, kMaxManifestBytes));
   auto damaged = [&](const std::string& what) {
     return absl::DataLossError(
         absl::StrCat(manifest_path, ": ", what, "; the store is damaged, prepare it again"));
   };
   Manifest out;
+  auto parsed = ParseJson<nlohmann::ordered_json>(text, manifest_path, kMaxManifestBytes);
+  if (!parsed.ok()) {
+    return parsed.status().code() == absl::StatusCode::kDataLoss
+               ? damaged("not valid JSON")
+               : parsed.status();
+  }
   try {
-    auto manifest = nlohmann::ordered_json::parse(text);
+    const nlohmann::ordered_json& manifest = *parsed;
     if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
       return absl::InvalidArgumentError(absl::StrCat(
           manifest_path, ": store format version ", manifest.at("version").get<uint32_t>(),
@@ -681,6 +741,9 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
     }
     if (manifest.value("manifest_checksum", "") != ManifestChecksum(manifest)) {
       return damaged("its checksum does not match its contents (edited or cut)");
+    }
+    if (manifest.value("format", "") != kStoreFormat) {
+      return damaged(absl::StrCat("its format is not \"", kStoreFormat, "\""));
     }
     if (!absl::SimpleHexAtoi(manifest.at("store_id").get<std::string>(), &out.store_id) ||
         !absl::SimpleHexAtoi(manifest.at("vocab_checksum").get<std::string>(),
@@ -694,6 +757,11 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
     if (out.info.max_len == 0 || out.info.max_len > kMaxSequenceLength ||
         out.info.vocab_size == 0) {
       return damaged("max_len or vocab_size out of range");
+    }
+    if (manifest.at("id_bytes").get<uint32_t>() !=
+        static_cast<uint32_t>(IdBytes(out.info.vocab_size))) {
+      return damaged(absl::StrCat("id_bytes ", manifest.at("id_bytes").get<uint32_t>(),
+                                  " does not fit vocab_size ", out.info.vocab_size));
     }
     out.records = manifest.at("records").get<uint64_t>();
     for (const auto& entry : manifest.at("shards")) {

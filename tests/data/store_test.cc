@@ -180,10 +180,12 @@ TEST_F(StoreTest, APartialStoreKeepsWhatIsDoneAndTheNextRunContinues) {
   EXPECT_TRUE(store->Verify().ok());
 }
 
-// Options changed between runs: nothing is reused. A folder that is not
-// an import, or one another writer holds, is named and left as it is. A
-// run that made nothing leaves nothing.
-TEST_F(StoreTest, APartialStoreOfOtherOptionsStartsOverAndOthersFoldersAreLeft) {
+// Options changed between runs: nothing is reused, and finished shards are
+// not removed unless the run says to start over (--overwrite): without it
+// the run is refused naming what differs. A folder that is not an import,
+// or one another writer holds, is named and left as it is. A run that made
+// nothing leaves nothing.
+TEST_F(StoreTest, APartialStoreOfOtherOptionsIsKeptUnlessToldAndOthersFoldersAreLeft) {
   const std::string dir = root_ + "/store";
   const StoreInfo info{100, 42, 64, 64, "test"};
   const auto records = testing::RandomInstances(5, 3, 64, 100, 6);
@@ -197,9 +199,20 @@ TEST_F(StoreTest, APartialStoreOfOtherOptionsStartsOverAndOthersFoldersAreLeft) 
   }
   for (const StoreInfo& other :
        {StoreInfo{100, 42, 64, 64, "test"}, StoreInfo{100, 43, 64, 64, "test"}}) {
-    auto again =
-        PartialStore::Open(dir, other, other.vocab_checksum == 42 ? "plan 2" : "plan 1", false);
-    ASSERT_TRUE(again.ok());
+    const std::string plan = other.vocab_checksum == 42 ? "plan 2" : "plan 1";
+    auto refused = PartialStore::Open(dir, other, plan, false);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(
+                  other.vocab_checksum == 42 ? "(the plan 'plan 1', now 'plan 2')"
+                                             : "(vocab_checksum \"000000000000002a\", now "
+                                               "\"000000000000002b\", the plan 'plan 2', now "
+                                               "'plan 1')"),
+              std::string::npos)
+        << refused.status();
+    EXPECT_TRUE(fs::exists(dir + ".partial/shard-00000.pbstore")) << "a finished shard was removed";
+    auto again = PartialStore::Open(dir, other, plan, /*overwrite=*/true);
+    ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ((*again)->resumed(), 0u);
     EXPECT_EQ((*again)->Resumed(0, "a"), nullptr);
     EXPECT_FALSE(fs::exists(dir + ".partial/shard-00000.pbstore"));
