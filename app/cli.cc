@@ -1,12 +1,18 @@
 #include "app/cli.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -14,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/folders.h"
+#include "common/platform.h"
+#include "common/status.h"
 
 namespace pbert::app {
 
@@ -166,22 +174,140 @@ absl::StatusOr<Args> CommandLine::Parse(const Command& command,
   return args;
 }
 
+namespace {
+
+// The command running, for a failure outside it (a worker thread's).
+const char* running_command = "";
+
+// An exception that left a command, as a status: what failed, in words.
+absl::Status StatusOfException(const std::string& name) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(name);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refused (no permission, a loop of symbolic links):
+    // the user's to fix, and named.
+    const std::string path = e.path1().empty() ? "a path" : e.path1().string();
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", e.code().message(), "; check the path and its permissions"));
+  } catch (const std::system_error& e) {
+    if (e.code() == std::errc::resource_unavailable_try_again) {
+      struct rlimit limit {};
+      getrlimit(RLIMIT_NPROC, &limit);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot start a thread (", e.code().message(), "; this user may run ",
+          limit.rlim_cur == RLIM_INFINITY ? std::string("any number of")
+                                          : absl::StrCat(limit.rlim_cur),
+          " processes and threads: raise ulimit -u, or lower run.threads)"));
+    }
+    return absl::InternalError(absl::StrCat("unexpected failure: ", FirstLine(e),
+                                            " (please report it with the command line)"));
+  } catch (const std::exception& e) {
+    if (IsOutOfMemory(e)) return OutOfMemory(name);
+    // LibTorch (c10::Error), HDF5 and the standard library report by
+    // exception; the first line of the message is the one that says what.
+    return absl::InternalError(absl::StrCat("unexpected failure: ", FirstLine(e),
+                                            " (please report it with the command line)"));
+  } catch (...) {
+    return absl::InternalError(
+        "unexpected failure of an unknown kind (please report it with the command line)");
+  }
+}
+
+// The CPU-time limit (ulimit -t) ends the process with SIGXCPU: one line
+// says so first (only async-signal-safe calls here).
+void OnCpuLimit(int) {
+  static const char kLine[] =
+      ": error: the CPU-time limit of this process (ulimit -t) is reached; raise it, or run "
+      "the command again (train continues with --resume auto)\n";
+  const ssize_t ignored = ::write(2, "packed-bert ", 12) + ::write(2, running_command,
+                                                                  std::strlen(running_command)) +
+                          ::write(2, kLine, sizeof(kLine) - 1);
+  (void)ignored;
+  std::_Exit(1);
+}
+
+// A worker thread's exception ends the process (std::terminate): one line
+// says what it was, never a bare abort.
+[[noreturn]] void OnTerminate() {
+  absl::Status status = std::current_exception()
+                            ? StatusOfException(running_command)
+                            : absl::InternalError("the process was ended by std::terminate "
+                                                  "(please report it with the command line)");
+  std::cerr << "packed-bert " << running_command << ": error: " << status.message() << "\n";
+  std::_Exit(ExitCodeFor(status) == 2 ? 2 : 1);
+}
+
+// The status of a command that printed its result: if it could not all be
+// written (a full disk, /dev/full, a closed pipe), the command failed.
+absl::Status FlushResult() {
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int error = errno;
+    return absl::UnavailableError(absl::StrCat(
+        "the result could not be written to standard output (", std::strerror(error),
+        "); it is lost: run the command again with its output going where there is room"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status OutOfMemory(const std::string& command) {
+  const std::string limits = ExhaustedLimits(/*out_of_memory=*/true);
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "out of memory", limits.empty() ? "" : absl::StrCat(" (", limits, ")"), "; ",
+      command == "train" || command == "score"
+          ? "give the process more memory, or use smaller batches (train.micro_batch_rows) or "
+            "a smaller model"
+          : "give the process more memory (ulimit -v, the container's limit)"));
+}
+
+const Command* CommandLine::Find(const std::string& name) const {
+  for (const Command& c : commands_) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+absl::Status CommandLine::RunCommand(const Command& command,
+                                     const std::vector<std::string>& rest) const {
+  running_command = command.name.c_str();
+  std::set_terminate(OnTerminate);
+  std::signal(SIGXCPU, OnCpuLimit);
+  RETURN_IF_ERROR(PrepareResourceLimits(kFilesNeeded));
+  absl::StatusOr<Args> args = Parse(command, rest);
+  absl::Status status;
+  try {
+    status = args.ok() ? command.run(*args) : args.status();
+  } catch (...) {
+    status = StatusOfException(command.name);
+  }
+  if (!status.ok()) {
+    // A failure whose cause is a limit of the process's says so.
+    if (const std::string limits = ExhaustedLimits(/*out_of_memory=*/false); !limits.empty()) {
+      status = absl::Status(status.code(), absl::StrCat(status.message(), " (", limits,
+                                                         ": raise the limit)"));
+    }
+    return status;
+  }
+  return FlushResult();
+}
+
 int CommandLine::Run(int argc, char** argv) const {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {
     std::cout << Help();
     return argc < 2 ? 2 : 0;
   }
-  std::string name = argv[1];
-  const Command* command = nullptr;
-  for (const Command& c : commands_) {
-    if (c.name == name) command = &c;
-  }
+  const std::string name = argv[1];
+  const Command* command = Find(name);
   if (command == nullptr) {
     std::cerr << "packed-bert: unknown command '" << name << "'; see 'packed-bert --help'\n";
     return 2;
   }
-  std::vector<std::string> rest(argv + 2, argv + argc);
+  const std::vector<std::string> rest(argv + 2, argv + argc);
   for (const std::string& a : rest) {
     if (a == "--") break;  // what follows belongs to another command
     if (a == "--help" || a == "-h") {
@@ -189,43 +315,7 @@ int CommandLine::Run(int argc, char** argv) const {
       return 0;
     }
   }
-  absl::StatusOr<Args> args = Parse(*command, rest);
-  absl::Status status;
-  try {
-    status = args.ok() ? command->run(*args) : args.status();
-  } catch (const std::bad_alloc&) {
-    status = absl::ResourceExhaustedError(
-        name == "train" || name == "score"
-            ? "out of memory; use smaller batches (train.micro_batch_rows) or a smaller model"
-            : "out of memory; give the process more memory (ulimit -v, the container's limit)");
-  } catch (const std::filesystem::filesystem_error& e) {
-    // A path the system refused (no permission, a loop of symbolic links):
-    // the user's to fix, and named.
-    const std::string path = e.path1().empty() ? "a path" : e.path1().string();
-    status = absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", e.code().message(), "; check the path and its permissions"));
-  } catch (const std::exception& e) {
-    // LibTorch (c10::Error), HDF5 and the standard library report by
-    // exception; the first line of the message is the one that says what.
-    std::string what = e.what();
-    what = what.substr(0, what.find('\n'));
-    status = absl::InternalError(absl::StrCat("unexpected failure: ", what,
-                                              " (please report it with the command line)"));
-  } catch (...) {
-    status = absl::InternalError(
-        "unexpected failure of an unknown kind (please report it with the command line)");
-  }
-  // What a command printed is its result: if it could not all be written
-  // (a full disk, /dev/full, a closed pipe), the command failed.
-  if (status.ok()) {
-    std::cout.flush();
-    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
-      const int error = errno;
-      status = absl::UnavailableError(absl::StrCat(
-          "the result could not be written to standard output (", std::strerror(error),
-          "); it is lost: run the command again with its output going where there is room"));
-    }
-  }
+  const absl::Status status = RunCommand(*command, rest);
   if (!status.ok()) {
     std::cerr << "packed-bert " << name << ": error: " << status.message() << "\n";
     return ExitCodeFor(status);

@@ -85,8 +85,21 @@ class CommandLine {
   static absl::StatusOr<Args> Parse(const Command& command, const std::vector<std::string>& argv);
 
  private:
+  // Open files a command may need at once: shards mapped while a store
+  // opens, log files, the loader's threads, c10d's sockets.
+  static constexpr int kFilesNeeded = 64;
+
+  const Command* Find(const std::string& name) const;
+  // Runs `command` with the arguments after its name: its status, with any
+  // exception and exhausted process limit said in words.
+  absl::Status RunCommand(const Command& command, const std::vector<std::string>& rest) const;
+
   std::vector<Command> commands_;
 };
+
+// "out of memory", with the process's memory limit if one is set, and what
+// to change for `command`.
+absl::Status OutOfMemory(const std::string& command);
 
 // The exit code for a failed status (see CommandLine::Run).
 int ExitCodeFor(const absl::Status& status);

@@ -234,76 +234,104 @@ void Reap(std::vector<Worker>& workers) {
   }
 }
 
-// Watches one attempt until every worker and every process they started
-// has ended. When one fails (or a signal asks launch to stop), the others
-// are asked to stop with SIGTERM and killed with SIGKILL after
-// `o.grace_s`: whatever they do, launch returns soon after the grace
-// period. Returns the first failure ("" if none) and whether a stop was
-// requested by a signal.
-std::string Watch(std::vector<Worker>& workers, const LaunchOptions& o, bool* stopped) {
-  std::string failure;
+// One attempt's workers, watched until every worker and every process
+// they started has ended. When one fails (or a signal asks launch to
+// stop), the others are asked to stop with SIGTERM and killed with SIGKILL
+// after `o.grace_s`: whatever they do, launch returns soon after the grace
+// period.
+class Watcher {
+ public:
   using Clock = std::chrono::steady_clock;
-  Clock::time_point kill_at = Clock::time_point::max(), give_up_at = kill_at;
-  auto stop = [&](int sig) {
-    SignalAll(workers, sig);
-    kill_at = std::min(kill_at, Clock::now() + std::chrono::seconds(o.grace_s));
-  };
-  for (;;) {
-    RelayOutput(workers);
-    if (pending_signal != 0) {
-      const int sig = pending_signal;
-      pending_signal = 0;
-      *stopped = true;
-      logging::Get("launch")->warn("{}: passing it to the workers", strsignal(sig));
-      stop(sig);
-    }
-    std::vector<bool> was_running;
-    for (const Worker& w : workers) was_running.push_back(w.running);
-    Reap(workers);
-    for (size_t i = 0; i < workers.size(); ++i) {
-      const Worker& w = workers[i];
-      if (was_running[i] && !w.running && Failed(w.status) && failure.empty() && !*stopped) {
-        failure = absl::StrCat("rank ", w.rank, " ", Describe(w.status));
-        logging::Get("launch")->error("{}; stopping the other workers", failure);
-        stop(SIGTERM);
+
+  Watcher(std::vector<Worker>& workers, const LaunchOptions& o) : workers_(workers), o_(o) {}
+
+  // Returns the first failure ("" if none) and whether a stop was requested
+  // by a signal.
+  std::string Run(bool* stopped) {
+    for (;;) {
+      RelayOutput(workers_);
+      PassSignal(stopped);
+      NoteFailures(*stopped);
+      bool workers_running = false, pipes_open = false;
+      for (const Worker& w : workers_) {
+        workers_running = workers_running || w.running;
+        pipes_open = pipes_open || w.out >= 0 || w.err >= 0;
       }
-    }
-    bool workers_running = false, pipes_open = false;
-    for (const Worker& w : workers) {
-      workers_running = workers_running || w.running;
-      pipes_open = pipes_open || w.out >= 0 || w.err >= 0;
-    }
-    if (!workers_running && (!pipes_open || Clock::now() >= give_up_at)) {
-      // Descendants left behind (their output pipes keep them visible) go too.
-      if (!Children().empty()) {
-        SignalAll(workers, SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        Reap(workers);
+      if (!workers_running && (!pipes_open || Clock::now() >= give_up_at_)) {
+        EndStragglers();
+        return failure_;
       }
-      for (Worker& w : workers) {
-        for (int* fd : {&w.out, &w.err}) {
-          if (*fd >= 0) ::close(std::exchange(*fd, -1));
-        }
+      if (!workers_running && give_up_at_ == Clock::time_point::max()) {
+        // The workers are gone but something they started holds their
+        // output open: it gets the grace period, as workers do.
+        Stop(SIGTERM);
+        give_up_at_ = kill_at_ + std::chrono::seconds(1);
       }
-      return failure;
-    }
-    if (!workers_running && give_up_at == Clock::time_point::max()) {
-      // The workers are gone but something they started holds their
-      // output open: it gets the grace period, as workers do.
-      stop(SIGTERM);
-      give_up_at = kill_at + std::chrono::seconds(1);
-    }
-    if (Clock::now() >= kill_at) {
-      logging::Get("launch")->error(
-          "workers (or processes they started) still running {} s after being asked to stop: "
-          "killing them",
-          o.grace_s);
-      SignalAll(workers, SIGKILL);
-      kill_at = Clock::time_point::max();
-      give_up_at = std::min(give_up_at, Clock::now() + std::chrono::seconds(1));
+      if (Clock::now() >= kill_at_) KillAfterGrace();
     }
   }
-}
+
+ private:
+  void Stop(int sig) {
+    SignalAll(workers_, sig);
+    kill_at_ = std::min(kill_at_, Clock::now() + std::chrono::seconds(o_.grace_s));
+  }
+
+  // A signal launch received goes on to the workers.
+  void PassSignal(bool* stopped) {
+    if (pending_signal == 0) return;
+    const int sig = pending_signal;
+    pending_signal = 0;
+    *stopped = true;
+    logging::Get("launch")->warn("{}: passing it to the workers", strsignal(sig));
+    Stop(sig);
+  }
+
+  // Reaps the ended workers; the first that failed stops the others.
+  void NoteFailures(bool stopped) {
+    std::vector<bool> was_running;
+    for (const Worker& w : workers_) was_running.push_back(w.running);
+    Reap(workers_);
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const Worker& w = workers_[i];
+      if (was_running[i] && !w.running && Failed(w.status) && failure_.empty() && !stopped) {
+        failure_ = absl::StrCat("rank ", w.rank, " ", Describe(w.status));
+        logging::Get("launch")->error("{}; stopping the other workers", failure_);
+        Stop(SIGTERM);
+      }
+    }
+  }
+
+  // Descendants left behind (their output pipes keep them visible) go too,
+  // and the pipes are closed.
+  void EndStragglers() {
+    if (!Children().empty()) {
+      SignalAll(workers_, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      Reap(workers_);
+    }
+    for (Worker& w : workers_) {
+      for (int* fd : {&w.out, &w.err}) {
+        if (*fd >= 0) ::close(std::exchange(*fd, -1));
+      }
+    }
+  }
+
+  void KillAfterGrace() {
+    logging::Get("launch")->error(
+        "workers (or processes they started) still running {} s after being asked to stop: "
+        "killing them",
+        o_.grace_s);
+    SignalAll(workers_, SIGKILL);
+    kill_at_ = Clock::time_point::max();
+    give_up_at_ = std::min(give_up_at_, Clock::now() + std::chrono::seconds(1));
+  }
+
+  std::vector<Worker>& workers_;
+  const LaunchOptions& o_;
+  std::string failure_;
+  Clock::time_point kill_at_ = Clock::time_point::max(), give_up_at_ = Clock::time_point::max();
+};
 
 absl::StatusOr<LaunchOptions> ReadLaunchOptions(const Args& args) {
   LaunchOptions o;
@@ -362,7 +390,7 @@ absl::Status RunLaunch(const Args& args) {
               attempt > 0 ? absl::StrCat(" (restart ", attempt, " of ", o.max_restarts, ")") : "");
     ASSIGN_OR_RETURN(std::vector<Worker> workers, Start(o, attempt, run_id));
     bool stopped = false;
-    const std::string failure = Watch(workers, o, &stopped);
+    const std::string failure = Watcher(workers, o).Run(&stopped);
     if (failure.empty()) {
       bool all_ok = true;
       for (const Worker& w : workers) all_ok = all_ok && !Failed(w.status);

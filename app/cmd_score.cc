@@ -36,7 +36,6 @@ absl::Status RunScore(const Args& args) {
   model::BertForPreTraining bert(config.model.bert);
   RETURN_IF_ERROR(train::LoadVerifiedWeights(args.Get("weights"), *bert));
   bert->to(device);
-  WarnIfSlowKernels();
 
   const std::string path = args.Get("data");
   ASSIGN_OR_RETURN(std::shared_ptr<data::SequenceSource> source,
@@ -59,6 +58,8 @@ absl::Status RunScore(const Args& args) {
   data::LoaderOptions options;
   options.rows_per_batch = batch_rows;
   options.shape = {max_len, depth, 0};
+  // Once everything is checked: a refused command's error is its only line.
+  WarnIfSlowKernels();
   train::Evaluator evaluator(source, index, options, precision, device);
   Progress progress("score", index->rows(), "rows");
   ASSIGN_OR_RETURN(train::PretrainingMetrics m,

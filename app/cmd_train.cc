@@ -202,8 +202,12 @@ absl::Status RunTrain(const Args& args) {
   }
   InstallStopHandlers();
   WarnIfSlowKernels();
-  ASSIGN_OR_RETURN(train::TrainResult result, (*prepared)->Train());
-  if (folder) std::cout << Report(result, config, args);
+  absl::StatusOr<train::TrainResult> result = (*prepared)->Train();
+  // However the run ends by itself (done, stopped, refused or failed), the
+  // lock file it made goes; only a killed run leaves one behind.
+  if (folder) folder->Release();
+  if (!result.ok()) return result.status();
+  if (folder) std::cout << Report(*result, config, args);
   return absl::OkStatus();
 }
 

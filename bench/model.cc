@@ -167,10 +167,10 @@ int main(int argc, char** argv) {
   // The cases take turns, round after round, so that drift in the machine's
   // speed hits them alike; each reports its median round.
   std::vector<Case> cases = {
-      {"padded, key mask", &padded, key_mask, pbert::model::Precision::kFp32, {}},
-      {"padded, block mask", &padded, {}, pbert::model::Precision::kFp32, {}},
-      {"packed, block mask", &packed, {}, pbert::model::Precision::kFp32, {}},
-      {"packed, block, bf16 amp", &packed, {}, pbert::model::Precision::kBf16, {}},
+      {"padded, key mask", &padded, key_mask, pbert::model::Precision::kFp32, {}, {}},
+      {"padded, block mask", &padded, {}, pbert::model::Precision::kFp32, {}, {}},
+      {"packed, block mask", &packed, {}, pbert::model::Precision::kFp32, {}, {}},
+      {"packed, block, bf16 amp", &packed, {}, pbert::model::Precision::kBf16, {}, {}},
   };
   for (Case& c : cases) MakeInputs(model, c);
   for (Case& c : cases) Step(model, c);  // warm-up

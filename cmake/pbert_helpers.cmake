@@ -1,5 +1,11 @@
 # Small helpers so that every folder declares its target the same way.
 
+# pbert_warnings(target): the warnings every target of ours is built with,
+# as errors with PBERT_WERROR (CI's builds).
+function(pbert_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra $<$<BOOL:${PBERT_WERROR}>:-Werror>)
+endfunction()
+
 # pbert_cc_library(NAME name SRCS ... DEPS ... [TORCH])
 # TORCH: the target includes LibTorch headers; it gets the shared
 # precompiled header so each file does not re-parse <torch/torch.h>.
@@ -8,7 +14,7 @@ function(pbert_cc_library)
   add_library(${ARG_NAME} STATIC ${ARG_SRCS})
   target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS})
-  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra)
+  pbert_warnings(${ARG_NAME})
   pbert_group_sources(${ARG_NAME} "${ARG_TORCH}")
 endfunction()
 
@@ -17,7 +23,7 @@ function(pbert_cc_binary)
   cmake_parse_arguments(ARG "TORCH" "NAME;OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
-  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra)
+  pbert_warnings(${ARG_NAME})
   if(ARG_OUTPUT_NAME)
     set_target_properties(${ARG_NAME} PROPERTIES OUTPUT_NAME ${ARG_OUTPUT_NAME})
   endif()

@@ -1,8 +1,12 @@
 #include "common/platform.h"
 
 #include <dlfcn.h>
+#include <dirent.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <cstring>
@@ -159,6 +163,45 @@ void IgnoreOpenBlasCoretype() {
 const BlasKernels& TuneOpenBlasKernels() {
   static const BlasKernels kernels = Tune();
   return kernels;
+}
+
+absl::Status PrepareResourceLimits(int needed_files) {
+  std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit files {};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return absl::OkStatus();
+  if (files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+    getrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < static_cast<rlim_t>(needed_files)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this process may open only ", files.rlim_cur, " files (ulimit -n), and packed-bert needs ",
+        needed_files, ": raise the limit (ulimit -n ", needed_files, ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ExhaustedLimits(bool out_of_memory) {
+  std::string out;
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    int open_files = 0;
+    if (DIR* dir = opendir("/proc/self/fd"); dir != nullptr) {
+      while (readdir(dir) != nullptr) ++open_files;
+      closedir(dir);
+      open_files -= 3;  // ".", "..", and the folder's own descriptor
+    }
+    if (open_files + 8 >= static_cast<int>(limit.rlim_cur)) {
+      absl::StrAppend(&out, open_files, " of the ", limit.rlim_cur,
+                      " files this process may open were open (ulimit -n)");
+    }
+  }
+  if (out_of_memory && getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    absl::StrAppend(&out, out.empty() ? "" : "; ", "the address space is limited to ",
+                    limit.rlim_cur >> 20, " MiB (ulimit -v)");
+  }
+  return out;
 }
 
 }  // namespace pbert

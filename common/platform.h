@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace pbert {
 
 struct CpuFeatures {
@@ -71,5 +73,21 @@ void UsePassiveOpenMpWait(char** argv);
 // faults per step). Call first in main(), before any thread starts; a
 // GLIBC_TUNABLES setting of the user's for malloc takes precedence.
 void TuneMalloc();
+
+// The process's resource limits, as they bear on a failure.
+//
+// The soft limit of open files raised to the hard one (as Python and most
+// servers do): a store of many shards, the loader's threads and c10d's
+// sockets take more than a shell's 1024 on large runs. Returns an error,
+// naming `ulimit -n`, if even the hard limit is below `needed`. A write
+// past the file-size limit (`ulimit -f`) fails with EFBIG instead of
+// killing the process without a word (SIGXFSZ is ignored).
+absl::Status PrepareResourceLimits(int needed_files);
+
+// What an exhausted limit explains of a failure, "" if none is near:
+// "61 of the 64 files this process may open were open (ulimit -n)", and
+// for a failure to allocate, "the address space is limited to 2048 MiB
+// (ulimit -v)".
+std::string ExhaustedLimits(bool out_of_memory);
 
 }  // namespace pbert

@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/mmap_file.h"
 #include "common/status.h"
+#include "common/structured_text.h"
 #include "model/weights.h"
 #include "optim/lamb.h"
 #include "train/fault.h"
@@ -35,6 +36,8 @@ absl::Status Damaged(const std::string& dir, absl::string_view what) {
 }
 
 constexpr char kPrefix[] = "step-";
+// A trainer state is a few KB; the loader's part grows with the ranks.
+constexpr size_t kMaxStateBytes = size_t{64} << 20;
 constexpr char kTempMarker[] = ".tmp-";
 // The files the trainer state binds by checksum (its part "files").
 constexpr const char* kBoundFiles[] = {"model.safetensors", "optimizer.pt"};
@@ -55,8 +58,25 @@ int64_t StepOfFolder(const std::string& dir) {
   return step;
 }
 
-// Complete checkpoint folders, oldest first.
-std::vector<std::string> Checkpoints(const std::string& root) {
+// The files every checkpoint has: one without any of them (a hand removed
+// it, a disk lost it) cannot be resumed from, and is not taken for one.
+constexpr const char* kCheckpointFiles[] = {"trainer_state.json", "config.yaml",
+                                            "model.safetensors", "optimizer.pt"};
+
+// The first of kCheckpointFiles missing from `dir`, "" if none is (what
+// is there in a file's place is judged by its reader, which names it).
+std::string MissingFile(const fs::path& dir) {
+  std::error_code error;
+  for (const char* file : kCheckpointFiles) {
+    if (!fs::exists(dir / file, error)) return file;
+  }
+  return "";
+}
+
+// Complete checkpoint folders, oldest first; `incomplete` (if given) gets
+// each step-N folder that lacks a file, with the file.
+std::vector<std::string> Checkpoints(const std::string& root,
+                                     std::vector<std::string>* incomplete = nullptr) {
   std::vector<std::string> out;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(root, error)) {
@@ -65,9 +85,14 @@ std::vector<std::string> Checkpoints(const std::string& root) {
         absl::StrContains(name, kTempMarker)) {
       continue;
     }
-    if (fs::exists(entry.path() / "trainer_state.json")) out.push_back(entry.path().string());
+    if (const std::string missing = MissingFile(entry.path()); missing.empty()) {
+      out.push_back(entry.path().string());
+    } else if (incomplete != nullptr) {
+      incomplete->push_back(absl::StrCat(entry.path().string(), " (no ", missing, ")"));
+    }
   }
   std::sort(out.begin(), out.end());  // zero-padded step numbers sort in order
+  if (incomplete != nullptr) std::sort(incomplete->begin(), incomplete->end());
   return out;
 }
 
@@ -170,8 +195,16 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
 std::string LatestCheckpoint(const std::string& run_dir) {
   const std::string root = run_dir + "/checkpoints";
   RemoveStaleTemporaries(root);
-  std::vector<std::string> all = Checkpoints(root);
-  return all.empty() ? "" : all.back();
+  std::vector<std::string> incomplete;
+  std::vector<std::string> all = Checkpoints(root, &incomplete);
+  const std::string newest = all.empty() ? "" : all.back();
+  // One newer than the newest complete one is worth a word: it was passed by.
+  if (!incomplete.empty() && incomplete.back() > newest) {
+    logging::Get("checkpoint")
+        ->warn("passed by {}: incomplete, a checkpoint cannot be resumed from it",
+               NameList(incomplete));
+  }
+  return newest;
 }
 
 absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
@@ -188,18 +221,28 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
     return absl::NotFoundError(absl::StrCat(
         "checkpoint folder '", dir, "' not found; give a RUN_DIR/checkpoints/step-N folder or auto"));
   }
-  if (!fs::exists(dir + "/trainer_state.json") || !fs::exists(dir + "/config.yaml")) {
+  if (fs::is_directory(fs::path(dir) / "checkpoints", error) ||
+      fs::exists(fs::path(dir) / "mllog.txt", error)) {
+    const std::string newest = LatestCheckpoint(dir);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", dir, "' is a run folder, not one of its checkpoints; give ",
+        newest.empty() ? absl::StrCat(dir, "/checkpoints/step-N") : newest,
+        " or --resume auto (the newest checkpoint of run.output_dir)"));
+  }
+  if (!fs::exists(dir + "/trainer_state.json")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", dir, "' is not a checkpoint folder (no trainer_state.json or ",
-                     "config.yaml); give a RUN_DIR/checkpoints/step-N folder or auto"));
+        absl::StrCat("'", dir, "' is not a checkpoint folder (no trainer_state.json); give a ",
+                     "RUN_DIR/checkpoints/step-N folder or auto"));
   }
-  ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/trainer_state.json"));
-  try {
-    info.state = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return Damaged(dir,
-                   absl::StrCat(dir, "/trainer_state.json is not valid JSON (", e.what(), ")"));
+  // The weights and the optimizer state are checked by those who read
+  // them (exporting the weights needs no optimizer state).
+  if (!fs::exists(fs::path(dir) / "config.yaml", error)) {
+    return Damaged(dir, absl::StrCat(dir, " has no config.yaml"));
   }
+  ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/trainer_state.json", kMaxStateBytes));
+  auto parsed = ParseJson(text, dir + "/trainer_state.json", kMaxStateBytes);
+  if (!parsed.ok()) return Damaged(dir, parsed.status().message());
+  info.state = std::move(*parsed);
   ASSIGN_OR_RETURN(info.config_yaml, ReadFile(dir + "/config.yaml"));
   // Read once, by the file's one reader; a state of another version is not
   // damage, and says so itself.
@@ -221,13 +264,31 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
 absl::Status Checkpointer::Save(int64_t step, const torch::nn::Module& model,
                                 const optim::Lamb& optimizer, const nlohmann::json& state) {
   if (communicator_.rank() == 0) {
-    ASSIGN_OR_RETURN(last_, SaveCheckpoint(options_.run_dir, step, model, optimizer, state,
-                                           options_.config_yaml, options_.keep));
+    absl::StatusOr<std::string> saved = SaveCheckpoint(options_.run_dir, step, model, optimizer,
+                                                       state, options_.config_yaml, options_.keep);
+    if (!saved.ok()) return NotSaved(step, saved.status());
+    last_ = *saved;
     logging::Get("checkpoint")->info("{} (step {})", last_, step);
   }
   communicator_.Barrier();
   saved_step_ = step;
   return absl::OkStatus();
+}
+
+absl::Status Checkpointer::NotSaved(int64_t step, const absl::Status& why) const {
+  // What survived: the newest complete checkpoint on disk (the failed one
+  // left only a temporary, which is removed).
+  const std::string newest = LatestCheckpoint(options_.run_dir);
+  return absl::Status(
+      why.code(),
+      absl::StrCat(
+          "the checkpoint of step ", step, " was not written (", why.message(), "); ",
+          newest.empty()
+              ? "the run has no earlier checkpoint, so its training is lost when it ends"
+              : absl::StrCat("the newest usable checkpoint is ", newest,
+                             ": once the cause is fixed, continue with packed-bert train "
+                             "--config ",
+                             options_.run_dir, "/config.yaml --resume auto")));
 }
 
 absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint) {

@@ -56,6 +56,9 @@ class Checkpointer {
   const std::string& last() const { return last_; }
 
  private:
+  // The error of a save that failed, naming what survived and how to resume.
+  absl::Status NotSaved(int64_t step, const absl::Status& why) const;
+
   const CheckpointOptions options_;
   distributed::Communicator& communicator_;
   int64_t saved_step_ = -1;

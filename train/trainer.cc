@@ -9,6 +9,7 @@
 #include "common/atomic_file.h"
 #include "common/logging.h"
 #include "common/progress.h"
+#include "common/platform.h"
 #include "common/status.h"
 #include "model/weights.h"
 #include "train/fault.h"
@@ -243,8 +244,10 @@ absl::Status Trainer::Failed(const std::exception& e) {
 
 // The config asks for more memory than the machine has.
 absl::Status Trainer::OutOfMemory(const std::exception& e) const {
+  const std::string limits = ExhaustedLimits(/*out_of_memory=*/true);
   return absl::InvalidArgumentError(
       absl::StrCat("step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
+                   limits.empty() ? "" : absl::StrCat("; ", limits),
                    "); lower train.micro_batch_rows (now ", config_.train.micro_batch_rows,
                    ") and raise optim.accumulation_steps to keep the batch"));
 }

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -34,6 +35,17 @@ namespace {
 
 using testing::Result;
 using testing::RunBinary;
+
+// The error line of a command's standard error (a warning may come first:
+// OPENBLAS_CORETYPE holding OpenBLAS's kernels back, for one).
+std::string ErrorLine(const Result& r) {
+  for (absl::string_view line : absl::StrSplit(r.err, '\n')) {
+    if (absl::StartsWith(line, "packed-bert ") && absl::StrContains(line, ": error: ")) {
+      return std::string(line);
+    }
+  }
+  return "";
+}
 
 std::string WriteConfig(const std::string& name, const std::string& text) {
   return testing::WriteFile(std::filesystem::temp_directory_path() / name, text);
@@ -206,7 +218,8 @@ TEST(CliTest, ScoreOfPackedAndUnpackedDataAgree) {
       data::WriteHdf5(data, pbert::testing::RandomInstances(60, 70, 90, 500, 3), 100, 40).ok());
   wide = RunBinary("score" + model + " --weights " + weights + " --data " + data);
   EXPECT_EQ(wide.exit_code, 2);
-  EXPECT_EQ(wide.err.rfind("packed-bert score: error: " + data + " holds sequences of up to ", 0),
+  EXPECT_EQ(ErrorLine(wide).rfind("packed-bert score: error: " + data + " holds sequences of up to ",
+                                  0),
             0u)
       << wide.err;
   EXPECT_EQ(wide.err.find("up to 100 tokens"), std::string::npos) << wide.err;
@@ -572,7 +585,9 @@ TEST(CliTest, ExportFailuresAreOneLineAndLeaveNothing) {
   const std::vector<std::string> lines = absl::StrSplit(r.err, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 2u) << r.err;
   EXPECT_NE(lines[0].find("[progress] export  100.0%"), std::string::npos) << r.err;
-  EXPECT_EQ(lines[1], "packed-bert export: error: cannot write " + out + ": File too large");
+  EXPECT_EQ(lines[1], "packed-bert export: error: cannot write " + out +
+                         ": File too large (files may grow to 8192 bytes in this process: raise "
+                         "ulimit -f)");
   EXPECT_TRUE(fs::is_empty(dir / "out")) << "the temporary file was left";
 
   const std::string shard = store + "/shard-00000.pbstore";
@@ -1033,6 +1048,129 @@ TEST(CliTest, PreparePackVerifyOnRealText) {
   }
   EXPECT_FALSE(std::filesystem::exists(root / "run2")) << "a refused train leaves no folder";
   EXPECT_FALSE(std::filesystem::exists(root / "e.hdf5"));
+}
+
+// Structure that would crash or hang a recursive reader, in every reader
+// of YAML and JSON a command has: an alias cycle in a config, a store.json
+// and a checkpoint's trainer_state.json nested a million deep. Each is one
+// line naming the file and the limit, exit 2, whatever the command.
+TEST(CliTest, HostileStructureIsOneLineNamingTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "pbert_cli_hostile";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  for (const char* yaml : {"cyc: &c [*c]\n", "run: &r {x: *r}\n"}) {
+    const std::string config = testing::WriteFile((root / "c.yaml").string(), yaml);
+    for (const std::string command : {"config dump", "train", "pack --store x"}) {
+      Result r = RunBinary(command + " --config " + config);
+      EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+      EXPECT_EQ(r.err, "packed-bert " + command.substr(0, command.find(' ')) + ": error: " +
+                           config + ":1: an alias (*name) inside the value it names makes a " +
+                           "value without end; write the value out\n");
+    }
+  }
+  // A store whose store.json is deep: verify, score and pack refuse it.
+  const std::string vocab = pbert::testing::WriteTestVocab((root / "vocab.txt").string(), 200);
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "w10 w11 w12 w13 .\nw14 w15 w16 .\n\n";
+  testing::WriteFile((root / "text.txt").string(), text);
+  const std::string store = (root / "store").string();
+  ASSERT_EQ(RunBinary("prepare --vocab " + vocab + " --out " + store +
+                      " --max-len 32 --log-level warn " + (root / "text.txt").string())
+                .exit_code,
+            0);
+  testing::WriteFile(store + "/store.json", deep);
+  const std::string model = std::string(" --config ") + pbert::testing::SourceDir() +
+                            "/configs/bert-tiny.yaml --set model.vocab_size=200 --log-level warn";
+  const std::string weights = (root / "w.safetensors").string();
+  ASSERT_EQ(RunBinary("model init" + model + " --out " + weights).exit_code, 0);
+  const std::string limit = "/store.json nests values 1000000 levels deep, over the limit of 64";
+  for (const std::string& command :
+       {"verify " + store, "pack --store " + store + model,
+        "score" + model + " --weights " + weights + " --data " + store}) {
+    Result r = RunBinary(command);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_NE(ErrorLine(r).find(store + limit), std::string::npos) << command << ": " << r.err;
+    EXPECT_EQ(r.err.find("\n"), r.err.size() - 1) << r.err;
+  }
+  // A checkpoint whose trainer_state.json is deep, given as weights.
+  const fs::path checkpoint = root / "run" / "checkpoints" / "step-00000002";
+  fs::create_directories(checkpoint);
+  fs::copy_file(weights, checkpoint / "model.safetensors");
+  for (const char* file : {"optimizer.pt", "config.yaml"}) testing::WriteFile((checkpoint / file).string(), "x");
+  testing::WriteFile((checkpoint / "trainer_state.json").string(), deep);
+  Result r = RunBinary("score" + model + " --weights " + checkpoint.string() + " --data " + store);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(ErrorLine(r).find((checkpoint / "trainer_state.json").string() +
+                              " nests values 1000000 levels deep"),
+            std::string::npos)
+      << r.err;
+  fs::remove_all(root);
+}
+
+// What a user gives in the wrong place is named for what it is: a run
+// folder where a checkpoint or weights belong, a checkpoint that lost its
+// weights (not "is a folder").
+TEST(CliTest, AFolderGivenForWeightsIsNamedForWhatItIs) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "pbert_cli_folders";
+  fs::remove_all(root);
+  const fs::path run = root / "run", checkpoint = run / "checkpoints" / "step-00000002";
+  fs::create_directories(checkpoint);
+  testing::WriteFile((checkpoint / "trainer_state.json").string(), "{}");
+  const std::string out = (root / "out.safetensors").string();
+  Result r = RunBinary("model convert " + checkpoint.string() + " " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert model: error: the checkpoint " + checkpoint.string() +
+                       " has no model.safetensors (removed or lost); take an earlier checkpoint "
+                       "of its run\n");
+  r = RunBinary("model convert " + run.string() + " " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert model: error: " + run.string() +
+                       " is a run folder; give one of its checkpoints (" + run.string() +
+                       "/checkpoints/step-N) or a weights file\n");
+  r = RunBinary("model convert " + root.string() + " " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(root.string() + " is a folder without model.safetensors"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(root);
+}
+
+// Limits of the process are said as such, in one line: a file-size limit
+// (which killed the process with SIGXFSZ, without a word), too few open
+// files, an address-space limit that an allocation meets.
+TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "pbert_cli_limits";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string model =
+      std::string(" --config ") + pbert::testing::SourceDir() + "/configs/bert-tiny.yaml";
+  const std::string out = (root / "w.safetensors").string();
+  Result r = testing::RunShell("ulimit -f 8; exec " + std::string(pbert::testing::BinaryPath()) +
+                      " model init" + model + " --out " + out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "packed-bert model: error: cannot write " + out +
+                       ": File too large (files may grow to 4096 bytes in this process: raise "
+                       "ulimit -f)\n");
+  EXPECT_FALSE(fs::exists(out));
+  r = testing::RunShell("ulimit -n 32; exec " + std::string(pbert::testing::BinaryPath()) + " config dump");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "packed-bert config: error: this process may open only 32 files (ulimit -n), "
+                   "and packed-bert needs 64: raise the limit (ulimit -n 64)\n");
+  // 4 GB of weights in a 3 GB address space.
+  r = testing::RunShell("ulimit -v 3000000; exec " + std::string(pbert::testing::BinaryPath()) +
+               " model init" + model +
+               " --set model.vocab_size=4000000 --set model.hidden_size=256 --set model.num_heads=4 "
+               "--set model.intermediate_size=1024 --log-level warn --out " + out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(ErrorLine(r), "packed-bert model: error: out of memory (the address space is limited "
+                          "to 2929 MiB (ulimit -v)); give the process more memory (ulimit -v, "
+                          "the container's limit)");
+  fs::remove_all(root);
 }
 
 TEST(CliTest, ExitCodesFollowTheStatus) {

@@ -612,8 +612,8 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   r = RunBinary(Args("other", "--resume " + root_));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: '", root_,
-                                "' is not a checkpoint folder (no trainer_state.json or "
-                                "config.yaml); give a RUN_DIR/checkpoints/step-N folder or auto\n"));
+                                "' is not a checkpoint folder (no trainer_state.json); give a "
+                                "RUN_DIR/checkpoints/step-N folder or auto\n"));
   // A checkpoint of rows packed otherwise.
   r = RunBinary(Args("run", "--set optim.total_steps=6 --set packing.algorithm=none --force "
                             "--resume auto"));

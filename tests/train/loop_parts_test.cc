@@ -2,6 +2,8 @@
 // policy, the checkpointer, the evaluation's cadence, MLPerf's evaluation
 // interval, the metrics log and the MLLOG. Each test fails when its part's rule changes (the
 // mutation each was tried against is named above it).
+#include <sys/resource.h>
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/platform.h"
 #include "common/config.h"
 #include "data/packing/pack.h"
 #include "data/source.h"
@@ -181,6 +184,80 @@ TEST_F(CheckpointerTest, AFailedSaveKeepsThePreviousCheckpoint) {
   auto info = ReadCheckpointInfo(previous.string());
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->state["loop"]["step"], 1);
+  // The error says what survived and how to go on from it.
+  const std::string message(failed.message());
+  EXPECT_NE(message.find("the checkpoint of step 2 was not written"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("the newest usable checkpoint is " + previous.string()),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("--config " + dir_.string() + "/config.yaml --resume auto"),
+            std::string::npos)
+      << message;
+}
+
+// A file-size limit (ulimit -f) that a checkpoint passes: the write fails
+// with "File too large" instead of SIGXFSZ killing the process without a
+// word, and the error names the checkpoint that survived; without one,
+// it says that none did.
+TEST_F(CheckpointerTest, AFileSizeLimitFailsTheSaveInWords) {
+  ASSERT_TRUE(PrepareResourceLimits(8).ok());  // SIGXFSZ ignored, as packed-bert runs
+  struct rlimit before {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
+  auto save_limited = [&](Checkpointer& checkpointer, int64_t step) {
+    struct rlimit small = before;
+    small.rlim_cur = 4096;
+    EXPECT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    absl::Status status = Save(checkpointer, step);
+    EXPECT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
+    return status;
+  };
+  Checkpointer first(Options(1, 0), *communicator_);
+  const absl::Status none = save_limited(first, 1);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("File too large"), std::string::npos) << none;
+  EXPECT_NE(none.message().find("no earlier checkpoint"), std::string::npos) << none;
+  EXPECT_EQ(LatestCheckpoint(dir_.string()), "");
+  ASSERT_TRUE(Save(first, 2).ok());
+  const absl::Status kept = save_limited(first, 3);
+  ASSERT_FALSE(kept.ok());
+  EXPECT_NE(kept.message().find("newest usable checkpoint is " +
+                                (dir_ / "checkpoints" / "step-00000002").string()),
+            std::string::npos)
+      << kept;
+  EXPECT_EQ(Folders(), std::vector<std::string>{"step-00000002"});
+}
+
+// A checkpoint folder that lost a file (config.yaml, the weights) is no
+// checkpoint: --resume auto passes it by for the newest whole one, and
+// named directly it is refused naming the file. A run folder given as a
+// checkpoint is named as such, with its newest checkpoint.
+TEST_F(CheckpointerTest, ACheckpointWithoutItsFilesIsPassedByAndNamed) {
+  Checkpointer checkpointer(Options(1, 0), *communicator_);
+  ASSERT_TRUE(Save(checkpointer, 1).ok());
+  ASSERT_TRUE(Save(checkpointer, 2).ok());
+  ASSERT_TRUE(Save(checkpointer, 3).ok());
+  const fs::path root = dir_ / "checkpoints";
+  fs::remove(root / "step-00000003" / "config.yaml");
+  fs::remove(root / "step-00000002" / "model.safetensors");
+  EXPECT_EQ(LatestCheckpoint(dir_.string()), (root / "step-00000001").string());
+  auto info = ReadCheckpointInfo((root / "step-00000003").string());
+  ASSERT_FALSE(info.ok());
+  EXPECT_NE(info.status().message().find("step-00000003 has no config.yaml; the checkpoint is "
+                                         "damaged"),
+            std::string::npos)
+      << info.status();
+  const absl::Status weights =
+      LoadVerifiedWeights((root / "step-00000002").string(), *trainee_->model());
+  EXPECT_EQ(std::string(weights.message()),
+            "the checkpoint " + (root / "step-00000002").string() +
+                " has no model.safetensors (removed or lost); take an earlier checkpoint of its run");
+  auto run = ReadCheckpointInfo(dir_.string());
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("is a run folder, not one of its checkpoints; give " +
+                                        (root / "step-00000001").string()),
+            std::string::npos)
+      << run.status();
 }
 
 // Resume reads the newest checkpoint through the typed trainer state and
