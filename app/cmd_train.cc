@@ -203,9 +203,9 @@ absl::Status RunTrain(const Args& args) {
   InstallStopHandlers();
   WarnIfSlowKernels();
   absl::StatusOr<train::TrainResult> result = (*prepared)->Train();
-  // However the run ends by itself (done, stopped, refused or failed), the
-  // lock file it made goes; only a killed run leaves one behind.
-  if (folder) folder->Release();
+  // A run that wrote nothing (refused as it began to train, or resumed
+  // from a run that had finished) leaves the folder as it found it.
+  if (folder) folder->ReleaseIfUnused();
   if (!result.ok()) return result.status();
   if (folder) std::cout << Report(*result, config, args);
   return absl::OkStatus();

@@ -101,6 +101,18 @@ absl::Status RunFolder::AcceptNewRun() const {
   return absl::OkStatus();
 }
 
+void RunFolder::ReleaseIfUnused() {
+  std::error_code error;
+  const fs::path dir(dir_);
+  for (const char* name : kRunLogs) {
+    if (fs::exists(dir / name, error)) return;
+  }
+  for (const char* name : {"checkpoints", "config.yaml", "pack.pbpack"}) {
+    if (fs::exists(dir / name, error)) return;
+  }
+  Release();
+}
+
 RunFolder::RunFolder(RunFolder&& other) noexcept
     : dir_(std::move(other.dir_)),
       fd_(other.fd_),

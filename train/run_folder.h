@@ -40,6 +40,12 @@ class RunFolder {
   // they are empty.
   void Release();
 
+  // After the run: Release if it wrote nothing into the folder (refused
+  // when it started to train, or resumed from a run that had finished), so
+  // that the folder is as it was; a run that wrote its logs keeps the lock
+  // file, which marks the folder as a run's (common/outputs.h).
+  void ReleaseIfUnused();
+
   // What Release would remove, in order (the lock file if this claim made
   // it, then the folders it made, deepest first): for a signal handler,
   // which may only unlink and rmdir.
