@@ -14,6 +14,11 @@
 //
 //   build-gpu/bench/gpu [--models base,large] [--rows 32] [--steps 20] [--warmup 5]
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
+//       [--profile N]
+//
+// --profile N: after the timed steps, N more steps of packed-bert under
+// LibTorch's profiler, and per model the table train.profile_steps writes
+// to profile.md (train/profiler.h, docs/performance.md).
 //
 // On a machine without a GPU it says so in one line (exit 2).
 #include "gpu/gpu.h"
@@ -44,6 +49,7 @@
 #include "model/flops.h"
 #include "nlohmann/json.hpp"
 #include "train/peak_flops.h"
+#include "train/profiler.h"
 #include "train/step.h"
 #include "train/trainee.h"
 
@@ -61,7 +67,8 @@ using Shape = pbert::bench::ModelSize;
 int Usage(const std::string& why) {
   std::fprintf(stderr,
                "bench/gpu: %s\nusage: gpu [--models base,large] [--rows N] [--steps N] "
-               "[--warmup N] [--histogram FILE] [--peer COMMAND] [--lengths-out FILE]\n",
+               "[--warmup N] [--histogram FILE] [--peer COMMAND] [--lengths-out FILE] "
+               "[--profile N]\n",
                why.c_str());
   return 2;
 }
@@ -81,7 +88,7 @@ void Print(const std::string& model, const std::string& side, const Side& r, dou
 
 int Main(int argc, char** argv) {
   std::vector<std::string> models = {"base", "large"};
-  int rows = 32, steps = 20, warmup = 5;
+  int rows = 32, steps = 20, warmup = 5, profile = 0;
   std::string histogram_path, peer, lengths_out = "gpu-lengths.json";
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -98,6 +105,7 @@ int Main(int argc, char** argv) {
       peer = value;
     } else if (flag == "--lengths-out") {
       lengths_out = value;
+    } else if (flag == "--profile" && absl::SimpleAtoi(value, &profile) && profile >= 0) {
     } else {
       return Usage("bad flag or value: " + flag + " " + value);
     }
@@ -128,7 +136,7 @@ int Main(int argc, char** argv) {
               peak / 1e12);
   const c10::Device device(c10::kCUDA, 0);
   auto communicator = pbert::distributed::Communicator::Single();
-  std::vector<std::string> ratios;
+  std::vector<std::string> ratios, profiles;
   for (const std::string& name : models) {
     const Shape* found = pbert::bench::FindModelSize(name);
     if (found == nullptr)
@@ -197,6 +205,25 @@ int Main(int argc, char** argv) {
       ours.seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       ours.peak_bytes = static_cast<double>(pbert::gpu::Memory(0)->peak_allocated);
+      if (profile > 0) {
+        // The same steps again, under the profiler: the table of profile.md.
+        pbert::train::StepProfiler profiler({1, profile}, "", device);
+        for (int step = 1; step <= profile; ++step) {
+          if (!profiler.Before(step).ok()) return Usage("the profiler did not start");
+          const auto begin = std::chrono::steady_clock::now();
+          auto result = pbert::train::TrainStep(
+              **trainee, *communicator, {(*prepared)[(step - 1) % total_steps]}, 1e-4, {});
+          if (!result.ok()) return Usage(std::string(result.status().message()));
+          (void)pbert::gpu::Synchronize(0);
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+          if (!profiler.After(step, seconds).ok()) return Usage("the profiler did not finish");
+        }
+        if (profiler.summary() != nullptr) {
+          profiles.push_back(absl::StrCat("## ", s.name, "\n\n",
+                                          profiler.summary()->Markdown({1, profile})));
+        }
+      }
     }
     Print(s.name, "packed-bert, packed rows (varlen)", ours, peak);
     if (peer.empty()) continue;
@@ -238,6 +265,7 @@ int Main(int argc, char** argv) {
   }
   std::printf("\n");
   for (const std::string& line : ratios) std::printf("%s\n", line.c_str());
+  for (const std::string& table : profiles) std::printf("\n%s", table.c_str());
   return 0;
 }
 

@@ -28,7 +28,7 @@ constexpr char kRunMark[] = "run.lock";
 const std::set<std::string>& RunFiles() {
   static const std::set<std::string> files = {
       "run.lock",   "mllog.txt", "metrics.jsonl",      "events.out.tfevents.packed-bert",
-      "config.yaml", "pack.json", "learning_curves.svg", "throughput.svg"};
+      "config.yaml", "pack.json", "learning_curves.svg", "throughput.svg", "profile.md"};
   return files;
 }
 
@@ -128,8 +128,8 @@ std::string KeptContainerOf(const std::string& given) {
       if (self) return absl::StrCat("is the run folder ", dir.string());
       const fs::path relative = path.lexically_relative(dir);
       const std::string first = relative.begin()->string();
-      if (first == "checkpoints") {
-        return absl::StrCat("lies in the checkpoints of the run folder ", dir.string());
+      if (first == "checkpoints" || first == "profile") {
+        return absl::StrCat("lies in the ", first, " of the run folder ", dir.string());
       }
       if (relative == relative.filename() && RunFiles().count(first)) {
         return absl::StrCat("is the run folder ", dir.string(), "'s ", first);

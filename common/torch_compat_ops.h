@@ -9,6 +9,7 @@
 
 #include "common/torch_compat.h"
 
+#include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/stack.h>
@@ -54,6 +55,19 @@ inline at::Tensor ForeachNorms(const std::vector<at::Tensor>& tensors) {
     norms.push_back(at::linalg_vector_norm(t, 2, c10::nullopt, false, at::kDouble));
   }
   return at::stack(norms);
+#endif
+}
+
+// Multiplies every tensor of `tensors` in place by the 0-dim tensor
+// `factor`, on the device, in one multi-tensor call: since 2.1 the
+// overload for one device scalar (a few kernels on CUDA); before, the list
+// overload with `factor` for each.
+inline void ForeachMulByTensor(std::vector<at::Tensor>& tensors, const at::Tensor& factor) {
+  if (tensors.empty()) return;
+#if PBERT_TORCH_AT_LEAST(2, 1)
+  at::_foreach_mul_(tensors, factor);
+#else
+  at::_foreach_mul_(tensors, std::vector<at::Tensor>(tensors.size(), factor));
 #endif
 }
 

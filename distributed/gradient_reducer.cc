@@ -85,9 +85,12 @@ void GradientReducer::ZeroGrad() {
   reducing_ = false;
   next_ = 0;
   if (!reduce_) {
+    // One multi-tensor call (on CUDA a few kernels, not one per parameter).
+    std::vector<at::Tensor> grads;
     for (auto& p : parameters_) {
-      if (p.grad().defined()) p.mutable_grad().zero_();
+      if (p.grad().defined()) grads.push_back(p.mutable_grad());
     }
+    if (!grads.empty()) at::_foreach_zero_(grads);
     return;
   }
   for (Bucket& bucket : buckets_) {

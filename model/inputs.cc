@@ -46,6 +46,13 @@ void Inputs::PinMemory() {
   });
 }
 
+at::Tensor HostToDevice(const at::Tensor& host, const c10::Device& device) {
+  if (!device.is_cuda() || !gpu::Built()) return host.to(device);
+  // The caching host allocator keeps the pinned block until the copy that
+  // reads it is done, so the host tensor may go at once.
+  return host.pin_memory().to(device, host.scalar_type(), /*non_blocking=*/true);
+}
+
 InputPlan InputPlan::For(const BertOptions& options, const c10::Device& device, Precision precision,
                          at::ScalarType dtype) {
   InputPlan plan;

@@ -79,6 +79,13 @@ struct Inputs {
   void PinMemory();
 };
 
+// Numbers the host knows (a step's totals, its counts) on `device` without
+// a wait: on CUDA from page-locked memory with an asynchronous copy (a copy
+// from pageable memory is a copy and a stream synchronize: a wait the step
+// cannot afford); on the CPU the tensor itself. Every host-to-device copy
+// of a step goes through here or through Inputs::To.
+at::Tensor HostToDevice(const at::Tensor& host, const c10::Device& device);
+
 // How a run turns micro-batches into Inputs: decided once per run from the
 // model's options, the device and the precision.
 struct InputPlan {

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "model/inputs.h"
+
 namespace pbert::model {
 
 namespace {
@@ -51,8 +53,9 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const Inputs& input
 }
 
 at::Tensor TotalsTensor(const StepTotals& totals, const c10::Device& device) {
-  return at::tensor({totals.mlm_tokens, totals.mlm_sequences, totals.nsp_sequences}, at::kDouble)
-      .to(device);
+  return HostToDevice(
+      at::tensor({totals.mlm_tokens, totals.mlm_sequences, totals.nsp_sequences}, at::kDouble),
+      device);
 }
 
 at::Tensor PretrainingLoss(const PretrainingSums& sums, MlmLossMode mode,

@@ -106,7 +106,8 @@ void Update(GroupTensors& t, const LambOptions& options) {
         torch::where(w_norm.gt(0).logical_and(u_norm.gt(0)), w_norm / u_norm,
                      torch::ones_like(w_norm))
             .to(t.params.front().scalar_type());
-    for (size_t i = 0; i < update.size(); ++i) update[i].mul_(ratio[static_cast<int64_t>(i)]);
+    // Each update by its own ratio, in one multi-tensor call.
+    at::_foreach_mul_(update, ratio.unbind());
   }
   at::_foreach_add_(t.params, update, -options.lr());
 }
@@ -199,9 +200,11 @@ torch::Tensor ClipGradNorm(const std::vector<torch::Tensor>& parameters, double 
   // gradient's dtype, as a scalar factor would be.
   const torch::Tensor coefficient =
       torch::div(torch::full({}, max_norm, total.options()), total).clamp_max(1.0);
+  std::vector<torch::Tensor> grads;
   for (const auto& p : parameters) {
-    if (p.grad().defined()) p.grad().mul_(coefficient);
+    if (p.grad().defined()) grads.push_back(p.grad());
   }
+  torch_compat::ForeachMulByTensor(grads, coefficient);
   return total;
 }
 

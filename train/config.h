@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/config_field.h"
+#include "train/profiler.h"
 
 namespace pbert::train {
 
@@ -19,6 +20,7 @@ struct TrainConfig {
   int64_t keep_checkpoints = 3;
   int64_t log_every_steps = 10;
   bool tensorboard = true;
+  std::string profile_steps;  // "A:B": train/profiler.h
   int64_t max_bad_steps = 10;
   std::string init_checkpoint;
 
@@ -53,6 +55,13 @@ struct TrainConfig {
             InRange<int64_t>(1, int64_t{1} << 30));
     v.Field("tensorboard", &tensorboard,
             "also write the metrics as TensorBoard scalars to RUN_DIR/events.out.tfevents.packed-bert");
+    v.Field("profile_steps", &profile_steps,
+            "\"A:B\": profile optimizer steps A to B into RUN_DIR/profile.md and "
+            "RUN_DIR/profile/trace.json (docs/performance.md); empty: none",
+            config::Check<std::string>([](const std::string& text) -> std::string {
+              auto steps = ParseProfileSteps(text);
+              return steps.ok() ? "" : std::string(steps.status().message());
+            }));
     v.Field("max_bad_steps", &max_bad_steps,
             "steps in a row with a non-finite loss or gradient before the run stops",
             InRange<int64_t>(1, 1 << 20));

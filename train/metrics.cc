@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "model/inputs.h"
+
 namespace pbert::train {
 
 using M = PretrainingMetrics;
@@ -19,7 +21,7 @@ at::Tensor PretrainingMetrics::WithDeviceSums(const at::Tensor& device_sums,
                                               const c10::Device& device) const {
   const std::vector<double> all = ToVector();
   const std::vector<double> known(all.begin() + kDeviceFields, all.end());
-  at::Tensor host = at::tensor(known, at::kDouble).to(device);
+  at::Tensor host = model::HostToDevice(at::tensor(known, at::kDouble), device);
   at::Tensor computed = device_sums.defined()
                             ? device_sums
                             : at::zeros({static_cast<int64_t>(kDeviceFields)},

@@ -64,7 +64,8 @@ bool ResumeMayChange(const std::string& key) {
       "data.loader_threads", "data.prefetch_steps", "data.histogram",
       "data.pack_index",  // the rows themselves are checked by their checksum
       "train.checkpoint_every_steps", "train.keep_checkpoints", "train.log_every_steps",
-      "train.max_samples",   "train.max_bad_steps", "train.init_checkpoint"};
+      "train.max_samples",   "train.max_bad_steps", "train.init_checkpoint",
+      "train.profile_steps"};
   for (const char* safe : kSafe) {
     if (key == safe) return true;
   }

@@ -96,6 +96,9 @@ Trainer::Trainer(const TrainerSetup& setup)
                   setup.plan.evaluation),
       stop_(setup.plan.stop, setup.stop_requested),
       checkpointer_(setup.plan.checkpoint, setup.communicator),
+      profiler_(setup.plan.profile,
+                setup.communicator.rank() == 0 ? setup.config.run.output_dir : std::string(),
+                setup.plan.device),
       session_start_(Clock::now()) {}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerSetup& setup) {
@@ -278,6 +281,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
       return Result("interrupted");
     }
     const auto start = Clock::now();
+    RETURN_IF_ERROR(profiler_.Before(loop_.step + 1));
     ASSIGN_OR_RETURN(data::StepBatches batches, loader_->Next());
     const double lr = optim::LearningRate(plan_.optim.schedule, loop_.step);
     ASSIGN_OR_RETURN(StepResult step,
@@ -290,6 +294,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
       return Abort(bad);
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    RETURN_IF_ERROR(profiler_.After(loop_.step, seconds));
     RETURN_IF_ERROR(metrics_->AddStep(step, lr, seconds, Position()));
     const PretrainingMetrics& m = step.metrics;
     session_flops_ += m.flops;

@@ -116,6 +116,7 @@ class Trainer {
   Checkpointer checkpointer_;
   std::unique_ptr<MlperfLog> mllog_;
   std::unique_ptr<MetricsLog> metrics_;
+  StepProfiler profiler_;  // train.profile_steps (rank 0 writes the files)
   struct {
     MlperfLogState mllog;
     MetricsLogState metrics;

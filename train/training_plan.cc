@@ -106,6 +106,7 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   PlanTrainee(config, device, &plan);
   RETURN_IF_ERROR(PlanLoader(config, data, rank, world_size, &plan));
   PlanLoop(config, &plan);
+  ASSIGN_OR_RETURN(plan.profile, ParseProfileSteps(config.train.profile_steps));
   plan.mllog_header = PlanMllogHeader(config, data, plan);
   const std::string& kernels = TuneOpenBlasKernels().chosen;
   plan.description = absl::StrFormat(

@@ -19,6 +19,7 @@
 #include "train/experiment.h"
 #include "train/metrics_log.h"
 #include "train/mllog.h"
+#include "train/profiler.h"
 #include "train/step.h"
 #include "train/stop_policy.h"
 #include "train/trainee.h"
@@ -43,6 +44,7 @@ struct TrainingPlan {
   EvaluationOptions evaluation;
   MetricsLogOptions metrics;       // dir and peak_flops: set when the logs open
   MlperfHeader mllog_header;       // the MLLOG's hyperparameters and data sizes
+  ProfileSteps profile;            // train.profile_steps
   std::string description;         // the above in one line, for logs and config.yaml
 
   static absl::StatusOr<TrainingPlan> Make(const ExperimentConfig& config, const TrainingData& data,

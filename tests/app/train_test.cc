@@ -149,10 +149,16 @@ std::map<std::string, size_t> Contents(const std::string& dir) {
 }
 
 TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
-  Result straight = RunBinary(Args("straight"));
+  // Profiled steps 2 to 3 (the profiler changes nothing the run computes:
+  // the weights below equal a run's without it).
+  Result straight = RunBinary(Args("straight", "--set train.profile_steps=2:3"));
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
   EXPECT_NE(straight.out.find("status            aborted"), std::string::npos) << straight.out;
   EXPECT_NE(straight.out.find("steps             12 (0 skipped)"), std::string::npos);
+  const std::string profile = testing::ReadText(root_ + "/straight/profile.md");
+  EXPECT_NE(profile.find("# Profile of steps 2 to 3"), std::string::npos) << profile;
+  EXPECT_NE(profile.find("- device waits per step: 1.0"), std::string::npos) << profile;
+  EXPECT_TRUE(fs::exists(root_ + "/straight/profile/trace.json"));
 
   // kill -9 after step 9: the checkpoint of step 6 is the newest.
   Result killed = RunBinary(Args("killed"), "PBERT_FAULT=after-step:9");
@@ -915,6 +921,12 @@ TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("this run had finished"), std::string::npos) << r.out;
   EXPECT_EQ(Contents(root_ + "/run"), finished);
+  // The finished run resumed into a new folder writes nothing there: the
+  // folder, lock file included, is gone again.
+  r = RunBinary(Args("elsewhere", "--resume " + root_ + "/run/checkpoints/step-00000012"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("this run had finished"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(root_ + "/elsewhere")) << "the run that wrote nothing left its folder";
 }
 
 // One run at a time in a folder: a second `train` into a folder another one

@@ -19,6 +19,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "data/packing/pack.h"
 #include "gtest/gtest.h"
@@ -255,6 +258,77 @@ TEST(StepTest, FlopsAreCountedFromTheModelsOwnMatrices) {
 
 namespace pbert::train {
 namespace {
+
+// The operators called at the top level (not inside another operator)
+// while it lives, by name, through LibTorch's RecordFunction callbacks.
+class TopLevelOps {
+ public:
+  TopLevelOps() {
+    counts_ = &counts;
+    handle_ = at::addGlobalCallback(
+        at::RecordFunctionCallback(&Start, &End).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~TopLevelOps() {
+    at::removeCallback(handle_);
+    counts_ = nullptr;
+  }
+  std::map<std::string, int> counts;
+
+ private:
+  static std::unique_ptr<at::ObserverContext> Start(const at::RecordFunction& fn) {
+    if (depth_++ == 0 && counts_ != nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++(*counts_)[fn.name()];
+    }
+    return nullptr;
+  }
+  static void End(const at::RecordFunction&, at::ObserverContext*) { --depth_; }
+
+  static inline thread_local int depth_ = 0;
+  static inline std::map<std::string, int>* counts_ = nullptr;
+  static inline std::mutex mu_;
+  at::CallbackHandle handle_ = 0;
+};
+
+// A step's work on the parameters is a fixed number of multi-tensor calls,
+// whatever the number of parameters: no zero_, no clipping mul_ and no
+// trust-ratio mul_ per parameter (each a kernel launch on a GPU, about a
+// thousand a BERT-large step), and no read of a value to the host but the
+// one counted (aten::item, aten::_local_scalar_dense). The operators of a
+// step of a model with twice the layers (twice the parameters, 2 -> 4
+// layers) differ only in those of the forward and backward passes.
+// Mutations tried: zeroing, clipping or the trust ratio per parameter (the
+// counts of zero_, mul_ or select then grow with the layers).
+TEST(StepTest, TheOptimizerPartOfAStepIsMultiTensorAndReadsNothing) {
+  auto instances = model::testing::RandomInstances(12, 6, 21, 97, 9);
+  Rows rows;
+  for (const auto& in : instances) rows.push_back({&in});
+  std::map<std::string, int> counts[2];
+  for (int k = 0; k < 2; ++k) {
+    auto communicator = distributed::Communicator::Single();
+    TraineeOptions options;
+    options.bert = model::testing::TinyOptions();
+    options.bert.num_layers(options.bert.num_layers() * (k + 1));
+    options.lamb = optim::LambOptions(kLr);
+    options.seed = 3;
+    auto trainee = Trainee::Make(options, *communicator);
+    ASSERT_TRUE(trainee.ok()) << trainee.status();
+    StepOptions step;
+    step.max_grad_norm = 1.0;
+    const auto batches = Batches({rows}, 1);
+    ASSERT_TRUE(TrainStep(**trainee, *communicator, batches, kLr, step).ok());  // states made
+    TopLevelOps ops;
+    ASSERT_TRUE(TrainStep(**trainee, *communicator, batches, kLr, step).ok());
+    counts[k] = ops.counts;
+  }
+  for (const char* name : {"aten::zero_", "aten::mul_", "aten::select", "aten::item",
+                           "aten::_local_scalar_dense", "aten::_foreach_zero_",
+                           "aten::_foreach_mul_"}) {
+    EXPECT_EQ(counts[0][name], counts[1][name]) << name << " grows with the parameters";
+  }
+  EXPECT_EQ(counts[0]["aten::item"] + counts[0]["aten::_local_scalar_dense"], 0);
+  EXPECT_GE(counts[0]["aten::_foreach_zero_"], 1);
+}
 
 // On a GPU every read from the device waits for its queue: a step reads
 // once, at its end (the metrics, the gradient norm and the finite checks
