@@ -338,6 +338,17 @@ class Hdf5ImportTest : public ::testing::Test {
       out.push_back({shard["records"], shard["checksum"]});
     return out;
   }
+  // A hole in row 100 of input 2's input_mask: the row is refused, in
+  // shard 3 of the plan, after shards 0 to 2 are made (one thread).
+  void DamageInput2() const {
+    H5::H5File file(inputs_[2], H5F_ACC_RDWR);
+    H5::DataSet mask = file.openDataSet("input_mask");
+    hsize_t offset[2] = {100, 0}, count[2] = {1, 1};
+    H5::DataSpace space = mask.getSpace();
+    space.selectHyperslab(H5S_SELECT_SET, count, offset);
+    const int8_t zero = 0;
+    mask.write(&zero, H5::PredType::NATIVE_INT8, H5::DataSpace(2, count), space);
+  }
   void ExpectAllRecords(const std::string& store) const {
     auto opened = InstanceStore::Open(root_ + "/" + store, StoreChecks::kChecksums);
     ASSERT_TRUE(opened.ok()) << opened.status();
@@ -432,15 +443,7 @@ TEST_F(Hdf5ImportTest, AKilledImportContinuesWhereItStopped) {
 // shards twice).
 TEST_F(Hdf5ImportTest, ADamagedInputIsNamedAndTheImportContinuesOnceItIsMended) {
   const std::string good = *ReadFile(inputs_[2]);
-  {
-    H5::H5File file(inputs_[2], H5F_ACC_RDWR);
-    H5::DataSet mask = file.openDataSet("input_mask");
-    hsize_t offset[2] = {100, 0}, count[2] = {1, 1};
-    H5::DataSpace space = mask.getSpace();
-    space.selectHyperslab(H5S_SELECT_SET, count, offset);
-    const int8_t zero = 0;
-    mask.write(&zero, H5::PredType::NATIVE_INT8, H5::DataSpace(2, count), space);
-  }
+  DamageInput2();
   const PrepareOptions o = Options("store", 1);
   auto failed = Prepare(o);
   ASSERT_FALSE(failed.ok());
@@ -471,16 +474,7 @@ TEST_F(Hdf5ImportTest, ADamagedInputIsNamedAndTheImportContinuesOnceItIsMended) 
 // are gone).
 TEST_F(Hdf5ImportTest, KeptShardsAreCheckedAndNeverLostToOtherOptions) {
   const std::string good = *ReadFile(inputs_[2]);
-  auto damage = [&] {  // row 100 of input 2, in shard 3: shards 0 to 2 are made first
-    H5::H5File file(inputs_[2], H5F_ACC_RDWR);
-    H5::DataSet mask = file.openDataSet("input_mask");
-    hsize_t offset[2] = {100, 0}, count[2] = {1, 1};
-    H5::DataSpace space = mask.getSpace();
-    space.selectHyperslab(H5S_SELECT_SET, count, offset);
-    const int8_t zero = 0;
-    mask.write(&zero, H5::PredType::NATIVE_INT8, H5::DataSpace(2, count), space);
-  };
-  damage();
+  DamageInput2();
   PrepareOptions o = Options("store", 1);
   ASSERT_FALSE(Prepare(o).ok());
   const std::string partial = o.output + ".partial";
@@ -529,7 +523,7 @@ TEST_F(Hdf5ImportTest, KeptShardsAreCheckedAndNeverLostToOtherOptions) {
 
   // Begun again and stopped; --overwrite with other options starts over.
   std::filesystem::remove_all(o.output);
-  damage();
+  DamageInput2();
   ASSERT_FALSE(Prepare(o).ok());
   ASSERT_TRUE(WriteFileAtomically(inputs_[2], good).ok());
   PrepareOptions over = o;
