@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/status.h"
 #include "gtest/gtest.h"
 
 namespace pbert {
@@ -40,6 +41,16 @@ TEST(StructuredTextTest, SizeAndSyntaxAreOneLineNamingTheFile) {
   auto ordered = ParseJson<nlohmann::ordered_json>(R"({"b": 1, "a": 2})", "x.json", 100);
   ASSERT_TRUE(ordered.ok());
   EXPECT_EQ(ordered->begin().key(), "b");
+}
+
+// A message names at most eight of a list, then how many more: a file of
+// 300,000 unknown tensors gave an error line of 10 MB.
+TEST(StructuredTextTest, NameListsInMessagesStopAfterEight) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 300'000; ++i) names.push_back("t" + std::to_string(i));
+  EXPECT_EQ(NameList(names), "t0, t1, t2, t3, t4, t5, t6, t7 and 299992 more");
+  EXPECT_EQ(NameList({"a", "b"}), "a, b");
+  EXPECT_EQ(NameList({}), "");
 }
 
 }  // namespace

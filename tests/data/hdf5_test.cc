@@ -291,6 +291,19 @@ TEST(Hdf5Test, BadFilesAreClearErrors) {
   }
   auto status = Hdf5Reader::Open(path).status();
   EXPECT_NE(status.message().find("no dataset 'input_ids'"), std::string::npos) << status;
+  // A file cut short (a copy that stopped): HDF5's own words ("H5Fopen
+  // failed") come after what they mean and what to do.
+  ASSERT_TRUE(WriteHdf5(path, Instances(300, 64, 10), 64, 10).ok());
+  const std::string whole = *ReadFile(path);
+  ASSERT_TRUE(WriteFileAtomically(path, whole.substr(0, whole.size() / 2)).ok());
+  for (const auto& cut : {Hdf5Reader::Open(path).status(), Hdf5Reader::Inspect(path).status()}) {
+    EXPECT_EQ(cut.code(), absl::StatusCode::kDataLoss) << cut;
+    EXPECT_EQ(cut.message().rfind(path + ": HDF5 cannot ", 0), 0u) << cut;
+    EXPECT_NE(cut.message().find("; it is cut short or damaged: check it with 'h5ls -r " + path +
+                                 "' and copy or write it again"),
+              std::string::npos)
+        << cut;
+  }
   std::filesystem::remove(path);
 }
 

@@ -228,6 +228,16 @@ TEST_F(StoreTest, APartialStoreOfOtherOptionsIsKeptUnlessToldAndOthersFoldersAre
                 ".partial exists and is not an import in progress (no import.log); "
                 "packed-bert prepare writes its store there first: move it away");
   EXPECT_TRUE(fs::exists(foreign + ".partial/notes.txt"));
+  // A link where the import's folder, or its journal, belongs is followed
+  // nowhere: another folder's files would be reused or removed.
+  fs::create_symlink(dir + ".partial", root_ + "/linked.partial");
+  EXPECT_EQ(PartialStore::Open(root_ + "/linked", info, "plan 1", false).status().message(),
+            root_ + "/linked.partial or its import.log is a symbolic link; prepare makes this "
+                    "folder itself: move the link away");
+  fs::create_directories(root_ + "/journal.partial");
+  fs::create_symlink(dir + ".partial/import.log", root_ + "/journal.partial/import.log");
+  EXPECT_FALSE(PartialStore::Open(root_ + "/journal", info, "plan 1", false).ok());
+  EXPECT_TRUE(fs::exists(dir + ".partial/shard-00000.pbstore")) << "a linked folder's shard went";
 
   {
     auto nothing = PartialStore::Open(root_ + "/empty", info, "plan", false);
