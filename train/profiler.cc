@@ -44,6 +44,26 @@ bool IsWait(const std::string& name) {
          name == "cudaMemcpy";
 }
 
+// An event's start and duration in us: LibTorch 2.x counts them in ns
+// (startNs, durationNs), 1.13 in us (startUs, durationUs). The overload
+// taking `int` is chosen where the ns members exist.
+template <typename Event>
+auto StartUs(const Event& e, int) -> decltype(static_cast<int64_t>(e.startNs())) {
+  return static_cast<int64_t>(e.startNs()) / 1000;
+}
+template <typename Event>
+int64_t StartUs(const Event& e, long) {
+  return static_cast<int64_t>(e.startUs());
+}
+template <typename Event>
+auto DurationUs(const Event& e, int) -> decltype(static_cast<int64_t>(e.durationNs())) {
+  return static_cast<int64_t>(e.durationNs()) / 1000;
+}
+template <typename Event>
+int64_t DurationUs(const Event& e, long) {
+  return static_cast<int64_t>(e.durationUs());
+}
+
 // Seconds of the union of `intervals` ([start, end) in us).
 double UnionSeconds(std::vector<std::pair<int64_t, int64_t>> intervals) {
   std::sort(intervals.begin(), intervals.end());
@@ -288,8 +308,8 @@ absl::Status StepProfiler::Finish() {
     for (const kineto::KinetoEvent& e : result->events()) {
       ProfiledEvent p;
       p.name = e.name();
-      p.start_us = static_cast<int64_t>(e.startUs());
-      p.duration_us = static_cast<int64_t>(e.durationUs());
+      p.start_us = StartUs(e, 0);
+      p.duration_us = DurationUs(e, 0);
       if (e.deviceType() == c10::DeviceType::CUDA) {
         p.kind = ProfiledEvent::Kind::kKernel;
         p.thread = static_cast<uint64_t>(e.deviceResourceId());
