@@ -1,0 +1,138 @@
+#include "kernels/lamb_cuda.h"
+
+#include <algorithm>
+
+namespace pbert::kernels {
+namespace {
+
+constexpr int kMaxTensors = 24;   // per launch
+constexpr int kMaxBlocks = 320;   // per launch
+constexpr int kChunk = 16384;     // elements per block
+constexpr int kThreads = 512;
+
+// One launch's work: which tensors, and which chunk of which tensor each
+// block takes (kept under the 4 KB of a kernel's parameters).
+struct Launch {
+  float* w[kMaxTensors];
+  const float* g[kMaxTensors];
+  float* m[kMaxTensors];
+  float* v[kMaxTensors];
+  float* u[kMaxTensors];
+  int64_t n[kMaxTensors];
+  int index[kMaxTensors];  // the tensor's place in the group (its norms)
+  unsigned char block_tensor[kMaxBlocks];
+  int block_chunk[kMaxBlocks];
+};
+
+// Sums `value` over the block into `out` (one atomic add per block).
+__device__ void BlockSum(double value, double* out) {
+  __shared__ double partial[kThreads / 32];
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) partial[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    value = lane < kThreads / 32 ? partial[lane] : 0.0;
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+    if (lane == 0) atomicAdd(out, value);
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kThreads) DirectionKernel(Launch launch, LambScalars s,
+                                                            double* norms, int tensors) {
+  const int t = launch.block_tensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
+  double w_sq = 0, u_sq = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const float w = launch.w[t][i];
+    float m = launch.m[t][i], v = launch.v[t][i];
+    const float u = LambDirection(launch.g[t][i], w, m, v, s);
+    launch.m[t][i] = m;
+    launch.v[t][i] = v;
+    launch.u[t][i] = u;
+    w_sq += static_cast<double>(w) * w;
+    u_sq += static_cast<double>(u) * u;
+  }
+  BlockSum(w_sq, norms + launch.index[t]);
+  BlockSum(u_sq, norms + tensors + launch.index[t]);
+}
+
+__global__ void __launch_bounds__(kThreads) ApplyKernel(Launch launch, const double* norms,
+                                                        int tensors, bool trust_ratio, float lr) {
+  const int t = launch.block_tensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
+  const int k = launch.index[t];
+  const float ratio = LambTrustRatio(sqrt(norms[k]), sqrt(norms[tensors + k]), trust_ratio);
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    launch.w[t][i] = LambApply(launch.w[t][i], launch.u[t][i], ratio, lr);
+  }
+}
+
+// Calls `run(launch, blocks)` for each launch that covers the group's
+// tensors chunk by chunk.
+template <typename Run>
+cudaError_t ForEachLaunch(const LambGroup& group, Run run) {
+  Launch launch{};
+  int tensors = 0, blocks = 0;
+  for (size_t i = 0; i < group.sizes.size(); ++i) {
+    if (group.sizes[i] == 0) continue;
+    launch.w[tensors] = group.weights[i];
+    launch.g[tensors] = group.grads[i];
+    launch.m[tensors] = group.exp_avg[i];
+    launch.v[tensors] = group.exp_avg_sq[i];
+    launch.u[tensors] = group.update[i];
+    launch.n[tensors] = group.sizes[i];
+    launch.index[tensors] = static_cast<int>(i);
+    const int64_t chunks = (group.sizes[i] + kChunk - 1) / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      launch.block_tensor[blocks] = static_cast<unsigned char>(tensors);
+      launch.block_chunk[blocks] = static_cast<int>(c);
+      ++blocks;
+      const bool last_chunk = c + 1 == chunks;
+      if (blocks == kMaxBlocks || (last_chunk && tensors + 1 == kMaxTensors)) {
+        if (cudaError_t e = run(launch, blocks); e != cudaSuccess) return e;
+        blocks = 0;
+        if (last_chunk) {
+          tensors = -1;
+        } else {  // the tensor goes on in the next launch, as its first
+          launch.w[0] = launch.w[tensors];
+          launch.g[0] = launch.g[tensors];
+          launch.m[0] = launch.m[tensors];
+          launch.v[0] = launch.v[tensors];
+          launch.u[0] = launch.u[tensors];
+          launch.n[0] = launch.n[tensors];
+          launch.index[0] = launch.index[tensors];
+          tensors = 0;
+        }
+      }
+    }
+    ++tensors;
+  }
+  return blocks > 0 ? run(launch, blocks) : cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t LambStep(const LambGroup& group, double* norms, cudaStream_t stream) {
+  const int tensors = static_cast<int>(group.sizes.size());
+  if (tensors == 0) return cudaSuccess;
+  if (cudaError_t e = cudaMemsetAsync(norms, 0, sizeof(double) * 2 * tensors, stream);
+      e != cudaSuccess) {
+    return e;
+  }
+  cudaError_t e = ForEachLaunch(group, [&](const Launch& launch, int blocks) {
+    DirectionKernel<<<blocks, kThreads, 0, stream>>>(launch, group.scalars, norms, tensors);
+    return cudaGetLastError();
+  });
+  if (e != cudaSuccess) return e;
+  return ForEachLaunch(group, [&](const Launch& launch, int blocks) {
+    ApplyKernel<<<blocks, kThreads, 0, stream>>>(launch, norms, tensors, group.trust_ratio,
+                                                 group.lr);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace pbert::kernels
