@@ -5,7 +5,7 @@
 // takes the current stream belongs beside optim::Lamb.
 //
 // Status: compiled by nvcc in CI's CUDA compile lane; not yet run on a GPU,
-// nor called by optim::Lamb (docs/performance.md).
+// nor called by optim::Lamb (docs/architecture.md, Layers).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -279,6 +279,7 @@ absl::Status StepProfiler::Before(int64_t step) {
                                 "profile.md gives the steps' times only",
                                 kKey, unavailable_);
   }
+  started_ = true;
   seconds_ = 0;
   reads_before_ = HostReads();
   logging::Get("train")->info("profiling steps {} to {}", steps_.first, steps_.last);
@@ -286,7 +287,8 @@ absl::Status StepProfiler::Before(int64_t step) {
 }
 
 absl::Status StepProfiler::After(int64_t step, double seconds) {
-  if (steps_.empty() || !steps_.Has(step)) return absl::OkStatus();
+  // (A run resumed inside the range never started it: no profile.)
+  if (steps_.empty() || !steps_.Has(step) || !started_) return absl::OkStatus();
   seconds_ += seconds;
   if (step != steps_.last) return absl::OkStatus();
   return Finish();

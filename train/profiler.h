@@ -105,6 +105,7 @@ class StepProfiler {
   std::string run_dir_;
   bool gpu_ = false;
   int device_index_ = 0;
+  bool started_ = false;  // Before saw the first step (a resume may begin past it)
   bool active_ = false;
   std::string unavailable_;  // why LibTorch's profiler could not run ("" if it ran)
   double seconds_ = 0;

@@ -145,5 +145,19 @@ TEST(ProfilerTest, ProfilesStepsOnTheCpu) {
   std::filesystem::remove_all(dir);
 }
 
+// A run resumed inside the range (at step 3 of 2:4) never started the
+// profiler: it writes no profile rather than an empty one.
+TEST(ProfilerTest, ARunResumedInsideTheRangeWritesNoProfile) {
+  const auto dir = pbert::testing::ScratchFolder();
+  StepProfiler profiler(*ParseProfileSteps("2:4"), dir.string(), c10::Device(c10::kCPU));
+  for (int64_t step = 3; step <= 5; ++step) {
+    ASSERT_TRUE(profiler.Before(step).ok());
+    ASSERT_TRUE(profiler.After(step, 0.001).ok());
+  }
+  EXPECT_EQ(profiler.summary(), nullptr);
+  EXPECT_FALSE(std::filesystem::exists(dir / "profile.md"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pbert::train
