@@ -192,17 +192,16 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   return final_dir;
 }
 
-std::string LatestCheckpoint(const std::string& run_dir) {
+std::string LatestCheckpoint(const std::string& run_dir, std::vector<std::string>* passed_by) {
   const std::string root = run_dir + "/checkpoints";
   RemoveStaleTemporaries(root);
   std::vector<std::string> incomplete;
   std::vector<std::string> all = Checkpoints(root, &incomplete);
   const std::string newest = all.empty() ? "" : all.back();
-  // One newer than the newest complete one is worth a word: it was passed by.
-  if (!incomplete.empty() && incomplete.back() > newest) {
-    logging::Get("checkpoint")
-        ->warn("passed by {}: incomplete, a checkpoint cannot be resumed from it",
-               NameList(incomplete));
+  if (passed_by != nullptr) {
+    for (const std::string& folder : incomplete) {
+      if (folder > newest) passed_by->push_back(folder);
+    }
   }
   return newest;
 }
@@ -223,7 +222,9 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
   }
   if (fs::is_directory(fs::path(dir) / "checkpoints", error) ||
       fs::exists(fs::path(dir) / "mllog.txt", error)) {
-    const std::string newest = LatestCheckpoint(dir);
+    // (Read only: a refusal removes nothing, not even stale temporaries.)
+    const std::vector<std::string> complete = Checkpoints(dir + "/checkpoints");
+    const std::string newest = complete.empty() ? "" : complete.back();
     return absl::InvalidArgumentError(absl::StrCat(
         "'", dir, "' is a run folder, not one of its checkpoints; give ",
         newest.empty() ? absl::StrCat(dir, "/checkpoints/step-N") : newest,

@@ -74,8 +74,10 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
                                            const std::string& config_yaml, int keep);
 
 // The newest complete checkpoint folder of `run_dir`, "" if there is none.
-// Leftover temporary folders of interrupted saves are removed.
-std::string LatestCheckpoint(const std::string& run_dir);
+// Leftover temporary folders of interrupted saves are removed. `passed_by`
+// (if given) receives the newer folders that lack a file, each with it.
+std::string LatestCheckpoint(const std::string& run_dir,
+                             std::vector<std::string>* passed_by = nullptr);
 
 // The trainer state and config of checkpoint folder `dir` (no weights).
 struct CheckpointInfo {

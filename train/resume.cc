@@ -83,7 +83,12 @@ absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
     resume = "auto";
   }
   if (resume == "auto") {
-    resume = LatestCheckpoint(config.run.output_dir);
+    std::vector<std::string> passed_by;
+    resume = LatestCheckpoint(config.run.output_dir, &passed_by);
+    if (!passed_by.empty()) {
+      log->warn("passed by {}: incomplete, a checkpoint cannot be resumed from it",
+                NameList(passed_by));
+    }
     if (resume.empty()) {
       log->info("no checkpoint in {}/checkpoints: a new run", config.run.output_dir);
     }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/platform.h"
@@ -107,6 +108,13 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   RETURN_IF_ERROR(PlanLoader(config, data, rank, world_size, &plan));
   PlanLoop(config, &plan);
   ASSIGN_OR_RETURN(plan.profile, ParseProfileSteps(config.train.profile_steps));
+  if (!plan.profile.empty() && plan.profile.last > plan.stop.total_steps) {
+    // The profile is written after its last step: one the run never takes
+    // would leave none, without a word.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "train.profile_steps: steps ", plan.profile.first, " to ", plan.profile.last,
+        " go past optim.total_steps ", plan.stop.total_steps, "; profile steps the run takes"));
+  }
   plan.mllog_header = PlanMllogHeader(config, data, plan);
   const std::string& kernels = TuneOpenBlasKernels().chosen;
   plan.description = absl::StrFormat(

@@ -544,6 +544,12 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: cannot open HDF5 file ", root_,
                                 "/missing.hdf5: No such file or directory\n"));
   EXPECT_FALSE(fs::exists(root_ + "/noeval")) << "a refused run leaves nothing";
+  // A profile of steps the run never takes would be no profile at all.
+  r = RunBinary(Args("profile", "--set train.profile_steps=10:20"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert train: error: train.profile_steps: steps 10 to 20 go past "
+                   "optim.total_steps 12; profile steps the run takes\n");
+  EXPECT_FALSE(fs::exists(root_ + "/profile")) << "a refused run leaves nothing";
 
   // Stores of two vocabularies (store.json's vocab_checksum).
   WriteStore(root_ + "/train_a", 100, 4, 0xaaaa);

@@ -240,7 +240,11 @@ TEST_F(CheckpointerTest, ACheckpointWithoutItsFilesIsPassedByAndNamed) {
   const fs::path root = dir_ / "checkpoints";
   fs::remove(root / "step-00000003" / "config.yaml");
   fs::remove(root / "step-00000002" / "model.safetensors");
-  EXPECT_EQ(LatestCheckpoint(dir_.string()), (root / "step-00000001").string());
+  std::vector<std::string> passed_by;
+  EXPECT_EQ(LatestCheckpoint(dir_.string(), &passed_by), (root / "step-00000001").string());
+  EXPECT_EQ(passed_by, (std::vector<std::string>{
+                           (root / "step-00000002").string() + " (no model.safetensors)",
+                           (root / "step-00000003").string() + " (no config.yaml)"}));
   auto info = ReadCheckpointInfo((root / "step-00000003").string());
   ASSERT_FALSE(info.ok());
   EXPECT_NE(info.status().message().find("step-00000003 has no config.yaml; the checkpoint is "
