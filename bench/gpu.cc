@@ -4,21 +4,27 @@
 // the same sequences each padded to a row of 512, in micro-batches of as
 // many rows as packed-bert's, gradients accumulated (bench/hf_peer.py,
 // started by --peer, after this process has returned its cached GPU
-// memory), for BERT-base and BERT-large. Both sides train on the same
-// sequences per step (lengths from Wikipedia's published histogram, or
-// uniform when none is given), in bf16 autocast with fp32 weights, and are
-// timed over the same steps after warm-up steps. Prints per model and side
-// real tokens/s, sequences/s, model TFLOP/s and MFU (the model's own FLOPs
-// per real token, attention over each sequence's own length, against the
-// GPU's dense bf16 peak), peak GPU memory, and the ratio of real tokens/s.
+// memory), for BERT-base and BERT-large. packed-bert runs as cases that
+// take turns (each `steps / turns` timed steps a turn, after its warm-up
+// steps): each lever of the lean step added to the one before (autocast
+// over fp32 weights with the _foreach LAMB; the fused LAMB; bf16 weights
+// with fp32 masters), then the last at each rows per step of --sweep. The
+// peer trains on the first case's sequences, in bf16 autocast with fp32
+// weights. Prints per model and case real tokens/s, sequences/s, model
+// TFLOP/s and MFU (the model's own FLOPs per real token, attention over
+// each sequence's own length, against the GPU's dense bf16 peak), the peak
+// GPU memory the case needs alone (its weights, gradients and optimizer
+// state, and the most a step allocates above them), the ratios to the
+// peer, each lever's gain and the rows sweep.
 //
 //   build-gpu/bench/gpu [--models base,large] [--rows 32] [--steps 20] [--warmup 5]
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
-//       [--profile N]
+//       [--turns 4] [--sweep 16,32,48,64] [--profile N]
 //
-// --profile N: after the timed steps, N more steps of packed-bert under
-// LibTorch's profiler, and per model the table train.profile_steps writes
-// to profile.md (train/profiler.h, docs/performance.md).
+// --profile N: after the timed steps, N more steps of the first and the
+// last lever under LibTorch's profiler, and for each the table that
+// train.profile_steps writes to profile.md (train/profiler.h,
+// docs/performance.md).
 //
 // On a machine without a GPU it says so in one line (exit 2).
 #include "gpu/gpu.h"
@@ -67,8 +73,8 @@ using Shape = pbert::bench::ModelSize;
 int Usage(const std::string& why) {
   std::fprintf(stderr,
                "bench/gpu: %s\nusage: gpu [--models base,large] [--rows N] [--steps N] "
-               "[--warmup N] [--histogram FILE] [--peer COMMAND] [--lengths-out FILE] "
-               "[--profile N]\n",
+               "[--warmup N] [--turns N] [--sweep 16,32,48,64] [--histogram FILE] "
+               "[--peer COMMAND] [--lengths-out FILE] [--profile N]\n",
                why.c_str());
   return 2;
 }
@@ -86,9 +92,43 @@ void Print(const std::string& model, const std::string& side, const Side& r, dou
               r.peak_bytes / (1 << 30));
 }
 
+// One configuration of packed-bert's step: its levers and rows per step.
+struct Case {
+  std::string label;
+  int rows = 32;
+  bool master_weights = false, fused = false;
+  std::unique_ptr<pbert::train::Trainee> trainee;
+  std::vector<pbert::train::MicroBatch> steps;  // every step's inputs, on the GPU
+  std::vector<pbert::data::PackedBatch> batches;
+  int64_t persistent_bytes = 0;  // weights, gradients, optimizer state
+  int64_t transient_peak = 0;    // the most a step allocated above that
+  Side side;
+};
+
+// The levers, each added to the one before (issue-style table: each row's
+// gain over the row above), at the benchmark's rows per step.
+struct Lever {
+  const char* label;
+  bool master_weights, fused;
+};
+constexpr Lever kLevers[] = {
+    {"autocast over fp32 weights, _foreach LAMB", false, false},
+    {"+ fused LAMB", false, true},
+    {"+ bf16 weights, fp32 masters", true, true},
+};
+
+pbert::gpu::MemoryStats Memory() {
+  auto m = pbert::gpu::Memory(0);
+  if (!m.ok()) std::fprintf(stderr, "bench/gpu: %s\n", std::string(m.status().message()).c_str());
+  return m.ok() ? *m : pbert::gpu::MemoryStats{};
+}
+
+int64_t Allocated() { return Memory().allocated; }
+
 int Main(int argc, char** argv) {
   std::vector<std::string> models = {"base", "large"};
-  int rows = 32, steps = 20, warmup = 5, profile = 0;
+  int rows = 32, steps = 20, warmup = 5, profile = 0, turns = 4;
+  std::vector<int> sweep;
   std::string histogram_path, peer, lengths_out = "gpu-lengths.json";
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -99,6 +139,13 @@ int Main(int argc, char** argv) {
     } else if (flag == "--rows" && absl::SimpleAtoi(value, &rows) && rows > 0) {
     } else if (flag == "--steps" && absl::SimpleAtoi(value, &steps) && steps > 0) {
     } else if (flag == "--warmup" && absl::SimpleAtoi(value, &warmup) && warmup >= 0) {
+    } else if (flag == "--turns" && absl::SimpleAtoi(value, &turns) && turns > 0) {
+    } else if (flag == "--sweep") {
+      for (absl::string_view r : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        int n = 0;
+        if (!absl::SimpleAtoi(r, &n) || n <= 0) return Usage("bad --sweep " + value);
+        sweep.push_back(n);
+      }
     } else if (flag == "--histogram") {
       histogram_path = value;
     } else if (flag == "--peer") {
@@ -125,94 +172,159 @@ int Main(int argc, char** argv) {
   auto facts = pbert::gpu::Describe(0);
   if (!facts.ok()) return Usage(std::string(facts.status().message()));
   const double peak = pbert::train::GpuPeakFlops(facts->name, pbert::model::Precision::kBf16);
+  steps = (steps + turns - 1) / turns * turns;  // whole turns
   std::printf(
-      "# %s, %d SMs; LibTorch %s; bf16 autocast, fp32 weights; rows of %d tokens, "
-      "%d packed rows per step (the peer: the same sequences, one per row, %d rows per "
-      "micro-batch); %d warm-up and %d timed steps; lengths %s\n\n",
+      "# %s, %d SMs; LibTorch %s; bf16; rows of %d tokens, %d packed rows per step (the "
+      "peer: the same sequences, one per row, %d rows per micro-batch); per case %d warm-up "
+      "steps, then %d timed steps in %d turns, the cases taking turns; lengths %s\n\n",
       facts->name.c_str(), facts->multiprocessors, TORCH_VERSION, kMaxLen, rows, rows, warmup,
-      steps, histogram.empty() ? "uniform in [32, 512]" : histogram_path.c_str());
+      steps, turns, histogram.empty() ? "uniform in [32, 512]" : histogram_path.c_str());
   std::printf("| model | side | real tokens/s | sequences/s | model TFLOP/s | MFU (bf16 peak %.0f "
               "TFLOP/s) | peak GiB |\n|---|---|---|---|---|---|---|\n",
               peak / 1e12);
   const c10::Device device(c10::kCUDA, 0);
   auto communicator = pbert::distributed::Communicator::Single();
-  std::vector<std::string> ratios, profiles;
+  std::vector<std::string> ratios, profiles, levers, sweeps;
   for (const std::string& name : models) {
     const Shape* found = pbert::bench::FindModelSize(name);
     if (found == nullptr)
       return Usage("unknown model " + name + " (tiny, mini, medium, base, large)");
     const Shape& s = *found;
-    // Enough sequences for every step's rows, packed by lp at depth 8.
+    // The cases: each lever at `rows`, then the last lever at each rows of
+    // the sweep.
+    std::vector<Case> cases;
+    for (const Lever& lever : kLevers) {
+      Case c;
+      c.label = lever.label;
+      c.rows = rows;
+      c.master_weights = lever.master_weights;
+      c.fused = lever.fused;
+      cases.push_back(std::move(c));
+    }
+    for (int r : sweep) {
+      if (r == rows) continue;
+      Case c;
+      c.label = absl::StrCat(kLevers[2].label, ", ", r, " rows");
+      c.rows = r;
+      c.master_weights = kLevers[2].master_weights;
+      c.fused = kLevers[2].fused;
+      cases.push_back(std::move(c));
+    }
+    // Enough sequences for every case's steps, packed by lp at depth 8.
     const int total_steps = warmup + steps;
-    std::vector<int> lengths = DrawLengths(histogram, static_cast<size_t>(rows) * 4 * total_steps, 7);
+    int most_rows = 0;
+    for (const Case& c : cases) most_rows = std::max(most_rows, c.rows);
+    std::vector<int> lengths =
+        DrawLengths(histogram, static_cast<size_t>(most_rows) * 4 * total_steps, 7);
     std::vector<uint16_t> lengths16(lengths.begin(), lengths.end());
     auto packed = pbert::data::PackLengths("lp", lengths16, {kMaxLen, 8, 1});
     if (!packed.ok()) return Usage(std::string(packed.status().message()));
     std::vector<Instance> instances = MakeSequences(lengths, 11);
-    std::vector<pbert::data::PackedBatch> batches;
-    json plan = json::array();  // per step: the lengths the peer trains on
-    for (int step = 0; step < total_steps; ++step) {
-      std::vector<std::vector<const Instance*>> layout;
-      json step_lengths = json::array();
-      for (int r = 0; r < rows; ++r) {
-        layout.emplace_back();
-        for (uint32_t id : packed->index.Row(static_cast<uint64_t>(step) * rows + r)) {
-          layout.back().push_back(&instances[id]);
-          step_lengths.push_back(lengths[id]);
+    json plan = json::array();  // per step of the first case: the lengths the peer trains on
+    for (Case& c : cases) {
+      const bool first = &c == &cases.front();
+      for (int step = 0; step < total_steps; ++step) {
+        std::vector<std::vector<const Instance*>> layout;
+        json step_lengths = json::array();
+        for (int r = 0; r < c.rows; ++r) {
+          layout.emplace_back();
+          for (uint32_t id : packed->index.Row(static_cast<uint64_t>(step) * c.rows + r)) {
+            layout.back().push_back(&instances[id]);
+            step_lengths.push_back(lengths[id]);
+          }
         }
+        auto batch = pbert::data::MakeBatch(layout, {kMaxLen, 8, 0});
+        if (!batch.ok()) return Usage(std::string(batch.status().message()));
+        c.batches.push_back(std::move(*batch));
+        if (first) plan.push_back(step_lengths);
       }
-      auto batch = pbert::data::MakeBatch(layout, {kMaxLen, 8, 0});
-      if (!batch.ok()) return Usage(std::string(batch.status().message()));
-      batches.push_back(std::move(*batch));
-      plan.push_back(step_lengths);
-    }
-    pbert::train::TraineeOptions options;
-    options.bert = pbert::model::BertOptions()
-                       .hidden_size(s.hidden)
-                       .num_layers(s.layers)
-                       .num_heads(s.heads)
-                       .intermediate_size(s.ffn)
-                       .attention(pbert::model::AttentionKind::kVarlen);
-    options.lamb = pbert::optim::LambOptions(1e-4);
-    options.precision = pbert::model::Precision::kBf16;
-    options.device = device;
-    options.seed = 1;
-    Side ours;
-    {
+      pbert::train::TraineeOptions options;
+      options.bert = pbert::model::BertOptions()
+                         .hidden_size(s.hidden)
+                         .num_layers(s.layers)
+                         .num_heads(s.heads)
+                         .intermediate_size(s.ffn)
+                         .attention(pbert::model::AttentionKind::kVarlen);
+      options.lamb = pbert::optim::LambOptions(1e-4);
+      options.precision = pbert::model::Precision::kBf16;
+      options.device = device;
+      options.seed = 1;
+      options.master_weights = c.master_weights;
+      options.fused_optimizer = c.fused;
+      const int64_t before = Allocated();
       auto trainee = pbert::train::Trainee::Make(options, *communicator);
       if (!trainee.ok()) return Usage(std::string(trainee.status().message()));
+      c.trainee = std::move(*trainee);
+      const int64_t weights = Allocated() - before;
       // Every step's inputs on the GPU before the clock starts, as the
       // loader's threads make them ahead of the steps in a run.
-      auto prepared = pbert::train::Prepare(batches, (*trainee)->input_plan());
+      auto prepared = pbert::train::Prepare(c.batches, c.trainee->input_plan());
       if (!prepared.ok()) return Usage(std::string(prepared.status().message()));
-      (void)pbert::gpu::ResetPeakMemory(0);
-      std::chrono::steady_clock::time_point start;
-      for (int step = 0; step < total_steps; ++step) {
-        if (step == warmup) {
-          (void)pbert::gpu::Synchronize(0);
-          start = std::chrono::steady_clock::now();
-        }
-        auto result =
-            pbert::train::TrainStep(**trainee, *communicator, {(*prepared)[step]}, 1e-4, {});
+      c.steps = std::move(*prepared);
+      const int64_t with_inputs = Allocated();
+      for (int step = 0; step < warmup; ++step) {
+        auto result = pbert::train::TrainStep(*c.trainee, *communicator, {c.steps[step]}, 1e-4, {});
         if (!result.ok()) return Usage(std::string(result.status().message()));
-        if (step < warmup) continue;
-        ours.tokens += static_cast<double>(batches[step].tokens);
-        ours.sequences += static_cast<double>(batches[step].sequences.size());
-        ours.flops +=
-            pbert::model::TrainingFlops((*trainee)->model()->options, (*prepared)[step].work);
       }
       (void)pbert::gpu::Synchronize(0);
-      ours.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      ours.peak_bytes = static_cast<double>(pbert::gpu::Memory(0)->peak_allocated);
-      if (profile > 0) {
-        // The same steps again, under the profiler: the table of profile.md.
+      // What stays between steps: weights, gradients, optimizer state (the
+      // inputs, made ahead here, are not the case's own).
+      c.persistent_bytes = weights + (Allocated() - with_inputs);
+    }
+    // The timed steps: each case in turn, `steps / turns` steps a turn.
+    const int per_turn = steps / turns;
+    for (int turn = 0; turn < turns; ++turn) {
+      for (Case& c : cases) {
+        (void)pbert::gpu::Synchronize(0);
+        (void)pbert::gpu::ResetPeakMemory(0);
+        const int64_t at_start = Allocated();
+        const auto start = std::chrono::steady_clock::now();
+        for (int k = 0; k < per_turn; ++k) {
+          const int step = warmup + turn * per_turn + k;
+          auto result =
+              pbert::train::TrainStep(*c.trainee, *communicator, {c.steps[step]}, 1e-4, {});
+          if (!result.ok()) return Usage(std::string(result.status().message()));
+          c.side.tokens += static_cast<double>(c.batches[step].tokens);
+          c.side.sequences += static_cast<double>(c.batches[step].sequences.size());
+          c.side.flops +=
+              pbert::model::TrainingFlops(c.trainee->model()->options, c.steps[step].work);
+        }
+        (void)pbert::gpu::Synchronize(0);
+        c.side.seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        c.transient_peak =
+            std::max(c.transient_peak, Memory().peak_allocated - at_start);
+      }
+    }
+    for (Case& c : cases) {
+      c.side.peak_bytes = static_cast<double>(c.persistent_bytes + c.transient_peak);
+      Print(s.name, absl::StrCat("packed-bert (varlen), ", c.label), c.side, peak);
+    }
+    // Each lever's gain over the row above it, and the sweep.
+    for (size_t k = 0; k < std::size(kLevers); ++k) {
+      const Side& r = cases[k].side;
+      levers.push_back(absl::StrFormat(
+          "| %s | %s | %.0f | %s |", s.name, cases[k].label, r.tokens / r.seconds,
+          k == 0 ? "-"
+                 : absl::StrFormat("%.3f", (r.tokens / r.seconds) /
+                                               (cases[k - 1].side.tokens / cases[k - 1].side.seconds))));
+    }
+    for (const Case& c : cases) {
+      if (c.master_weights != kLevers[2].master_weights || c.fused != kLevers[2].fused) continue;
+      sweeps.push_back(absl::StrFormat("| %s | %d | %.0f | %.1f |", s.name, c.rows,
+                                       c.side.tokens / c.side.seconds, c.side.peak_bytes / (1 << 30)));
+    }
+    if (profile > 0) {
+      // The first and last lever again, under the profiler: the table of
+      // profile.md for each.
+      for (size_t k : {size_t{0}, std::size(kLevers) - 1}) {
+        Case& c = cases[k];
         pbert::train::StepProfiler profiler({1, profile}, "", device);
         for (int step = 1; step <= profile; ++step) {
           if (!profiler.Before(step).ok()) return Usage("the profiler did not start");
           const auto begin = std::chrono::steady_clock::now();
-          auto result = pbert::train::TrainStep(
-              **trainee, *communicator, {(*prepared)[(step - 1) % total_steps]}, 1e-4, {});
+          auto result = pbert::train::TrainStep(*c.trainee, *communicator,
+                                                {c.steps[(step - 1) % total_steps]}, 1e-4, {});
           if (!result.ok()) return Usage(std::string(result.status().message()));
           (void)pbert::gpu::Synchronize(0);
           const double seconds =
@@ -220,17 +332,19 @@ int Main(int argc, char** argv) {
           if (!profiler.After(step, seconds).ok()) return Usage("the profiler did not finish");
         }
         if (profiler.summary() != nullptr) {
-          profiles.push_back(absl::StrCat("## ", s.name, "\n\n",
+          profiles.push_back(absl::StrCat("## ", s.name, ": ", c.label, ", ", c.rows, " rows\n\n",
                                           profiler.summary()->Markdown({1, profile})));
         }
       }
     }
-    Print(s.name, "packed-bert, packed rows (varlen)", ours, peak);
+    const Side ours = cases.front().side;
+    const Side lean = cases[std::size(kLevers) - 1].side;
+    cases.clear();  // the trainees' memory back before the peer runs
     if (peer.empty()) continue;
     // The peer gets the GPU's whole memory: this process's cached blocks go
     // back to the driver first.
     (void)pbert::gpu::ReleaseCachedMemory(0);
-    // The peer: the same steps' sequences, one per row, from a file, in
+    // The peer: the first case's sequences, one per row, from a file, in
     // micro-batches of as many rows as packed-bert's.
     std::ofstream(lengths_out) << json{{"hidden", s.hidden}, {"layers", s.layers},
                                        {"heads", s.heads},   {"ffn", s.ffn},
@@ -260,11 +374,24 @@ int Main(int argc, char** argv) {
     Print(s.name, absl::StrCat("Hugging Face BertForPreTraining (SDPA, torch ",
                                r["torch"].get<std::string>(), "), padded"),
           theirs, peak);
-    ratios.push_back(absl::StrFormat("%s: packed-bert / Hugging Face, real tokens/s: %.2f", s.name,
-                                     (ours.tokens / ours.seconds) / (theirs.tokens / theirs.seconds)));
+    const double hf = theirs.tokens / theirs.seconds;
+    ratios.push_back(absl::StrFormat(
+        "%s: packed-bert / Hugging Face, real tokens/s: %.2f (%s), %.2f (%s)", s.name,
+        (ours.tokens / ours.seconds) / hf, kLevers[0].label, (lean.tokens / lean.seconds) / hf,
+        kLevers[std::size(kLevers) - 1].label));
   }
   std::printf("\n");
   for (const std::string& line : ratios) std::printf("%s\n", line.c_str());
+  std::printf("\n## Each lever's gain (real tokens/s, %d rows per step; the ratio to the row "
+              "above)\n\n| model | lever | real tokens/s | gain |\n|---|---|---|---|\n",
+              rows);
+  for (const std::string& line : levers) std::printf("%s\n", line.c_str());
+  if (!sweeps.empty()) {
+    std::printf("\n## Rows per step (%s)\n\n| model | rows | real tokens/s | peak GiB |\n"
+                "|---|---|---|---|\n",
+                kLevers[std::size(kLevers) - 1].label);
+    for (const std::string& line : sweeps) std::printf("%s\n", line.c_str());
+  }
   for (const std::string& table : profiles) std::printf("\n%s", table.c_str());
   return 0;
 }

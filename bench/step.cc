@@ -10,6 +10,7 @@
 //   build/bench/step [--rounds 5] [--steps 3] [--threads 2] [--models tiny,mini]
 //
 //   build/bench/step [--precision fp32|bf16|auto] [--peers all|eager|none]
+//   build/bench/step --precision bf16 --master-weights 1   # bf16 weights, fp32 masters
 //   build/bench/step --load 1     # beside one busy process (CPU contention)
 //
 // The OpenMP wait policy in force (OMP_WAIT_POLICY, GOMP_SPINCOUNT, or
@@ -256,13 +257,15 @@ using Ours = std::unique_ptr<pbert::train::Trainee>;
 int Main(int argc, char** argv) {
   int rounds = 5, steps = 3, threads = 2;
   std::string precision_name = "fp32", profile;
+  bool master_weights = false;
   std::string peer_set = "all";
   int load = 0;
   bool tune_malloc = true;
   std::vector<std::string> models = {"tiny", "mini"};
   const char* usage =
       "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mini] "
-      "[--precision fp32|bf16|auto] [--profile CASE] [--peers all|eager|none] "
+      "[--precision fp32|bf16|auto] [--master-weights 0|1] [--profile CASE] "
+      "[--peers all|eager|none] "
       "[--malloc tuned|glibc] [--load N]\n";
   // A whole number in [low, high], or the usage line and exit 2.
   auto number = [&](const std::string& flag, const std::string& value, int low, int high) {
@@ -285,6 +288,7 @@ int Main(int argc, char** argv) {
     else if (flag == "--threads") threads = number(flag, value, 1, 1024);
     else if (flag == "--models") models = absl::StrSplit(value, ',');
     else if (flag == "--precision") precision_name = value;
+    else if (flag == "--master-weights") master_weights = value == "1";
     else if (flag == "--profile") profile = value;
     else if (flag == "--peers" && (value == "all" || value == "eager" || value == "none")) {
       peer_set = value;
@@ -305,9 +309,10 @@ int Main(int argc, char** argv) {
   }
   const pbert::model::Precision precision = *parsed;
   const bool bf16 = precision == pbert::model::Precision::kBf16;
-  std::printf("LibTorch %s; precision %s (%s on both sides), %d threads\n",
+  std::printf("LibTorch %s; precision %s (%s on both sides%s), %d threads\n",
               pbert::torch_compat::Version().c_str(), bf16 ? "bf16" : "fp32",
-              bf16 ? "autocast" : "no autocast", threads);
+              bf16 ? "autocast" : "no autocast",
+              bf16 && master_weights ? "; packed-bert: bf16 weights, fp32 masters" : "", threads);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin_count = std::getenv("GOMP_SPINCOUNT");
   std::printf("OpenMP wait policy %s, GOMP_SPINCOUNT %s; %d busy processes beside the bench\n",
@@ -486,6 +491,7 @@ int Main(int argc, char** argv) {
                  .intermediate_size(m.ffn);
     o.lamb = pbert::optim::LambOptions(1e-4);
     o.precision = precision;
+    o.master_weights = master_weights;
     o.seed = 1;
     auto made = pbert::train::Trainee::Make(o, *communicator);
     if (!made.ok()) {

@@ -10,6 +10,9 @@
 #include "common/torch_compat.h"
 
 #include <ATen/ops/_foreach_mul.h>
+#if PBERT_TORCH_AT_LEAST(2, 2)
+#include <ATen/ops/_foreach_copy.h>
+#endif
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/stack.h>
@@ -68,6 +71,17 @@ inline void ForeachMulByTensor(std::vector<at::Tensor>& tensors, const at::Tenso
   at::_foreach_mul_(tensors, factor);
 #else
   at::_foreach_mul_(tensors, std::vector<at::Tensor>(tensors.size(), factor));
+#endif
+}
+
+// Copies each of `src` into `dst` (the dtypes may differ: a cast). Since
+// 2.2 one multi-tensor call; before, one copy per tensor.
+inline void ForeachCopy(std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
+  if (dst.empty()) return;
+#if PBERT_TORCH_AT_LEAST(2, 2)
+  at::_foreach_copy_(dst, src);
+#else
+  for (size_t i = 0; i < dst.size(); ++i) dst[i].copy_(src[i]);
 #endif
 }
 

@@ -243,12 +243,19 @@ struct Communicator::Pending {
   std::vector<decltype(std::declval<torch_compat::CollectiveBackend&>().allreduce(
       std::declval<std::vector<at::Tensor>&>()))>
       work;
+  // Sums taken in fp32 for Gloo, which has no bf16: (fp32 copy, tensor),
+  // copied back once waited for.
+  std::vector<std::pair<at::Tensor, at::Tensor>> widened;
 };
 
 void Communicator::StartSum(const at::Tensor& tensor) {
   if (!group_) return;
   std::vector<at::Tensor> tensors = {tensor};
   std::lock_guard<std::mutex> lock(pending_->mu);
+  if (tensor.scalar_type() == at::kBFloat16 && !tensor.is_cuda()) {
+    tensors = {tensor.to(at::kFloat)};
+    pending_->widened.emplace_back(tensors.front(), tensor);
+  }
   pending_->work.push_back(group_->allreduce(tensors));
 }
 
@@ -259,7 +266,11 @@ void Communicator::WaitForSums() {
   // dropped with it (the run ends).
   auto work = std::move(pending_->work);
   pending_->work.clear();
+  auto widened = std::move(pending_->widened);
+  pending_->widened.clear();
   for (auto& w : work) w->wait();
+  at::NoGradGuard no_grad;
+  for (auto& [sum, tensor] : widened) tensor.copy_(sum);
 }
 
 std::vector<double> Communicator::Sum(std::vector<double> values) {

@@ -39,6 +39,22 @@ absl::Status ReleaseCachedMemory(int index);
 // Waits until device `index` has finished all work queued so far.
 absl::Status Synchronize(int index);
 
+// LibTorch's CUDA synchronization debug mode, set for a scope and then
+// restored: with `refuse`, every operation that makes the host wait for a
+// GPU throws (c10::Error) instead; without, waits are allowed again (the
+// training step's one read, train/host_read.h, opens such a scope). A CPU
+// build: nothing.
+class WaitCheck {
+ public:
+  explicit WaitCheck(bool refuse);
+  ~WaitCheck();
+  WaitCheck(const WaitCheck&) = delete;
+  WaitCheck& operator=(const WaitCheck&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 // GPU time on the current stream of device `index` between Start and
 // Stop, from two CUDA events; Stop waits for the second.
 class EventTimer {

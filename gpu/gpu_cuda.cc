@@ -2,6 +2,7 @@
 // the CUDA toolkit's, which they include). Compiled on every CI run against
 // Debian 13's LibTorch headers and the CUDA toolkit (the CUDA compile lane,
 // docs/building.md); linked only into CUDA builds.
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -66,6 +67,10 @@ absl::StatusOr<DeviceFacts> Describe(int index) {
 
 absl::StatusOr<MemoryStats> Memory(int index) {
   return Guarded("cannot read the GPU's memory statistics", [&]() -> absl::StatusOr<MemoryStats> {
+    // The caching allocator answers only once CUDA is initialised in this
+    // process: a first allocation initialises it (then a cached block).
+    (void)at::empty({1}, at::TensorOptions().device(c10::kCUDA,
+                                                    static_cast<c10::DeviceIndex>(index)));
     const auto stats =
         c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
     constexpr size_t kAll = 0;  // StatType::AGGREGATE
@@ -79,6 +84,8 @@ absl::StatusOr<MemoryStats> Memory(int index) {
 
 absl::Status ResetPeakMemory(int index) {
   return Guarded("cannot reset the GPU's peak memory", [&] {
+    (void)at::empty({1}, at::TensorOptions().device(c10::kCUDA,
+                                                    static_cast<c10::DeviceIndex>(index)));
     c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
     return absl::OkStatus();
   });
@@ -98,6 +105,16 @@ absl::Status Synchronize(int index) {
     c10::cuda::device_synchronize();
     return absl::OkStatus();
   });
+}
+
+WaitCheck::WaitCheck(bool refuse)
+    : previous_(static_cast<int>(c10::cuda::warning_state().get_sync_debug_mode())) {
+  c10::cuda::warning_state().set_sync_debug_mode(refuse ? c10::cuda::SyncDebugMode::L_ERROR
+                                                        : c10::cuda::SyncDebugMode::L_DISABLED);
+}
+
+WaitCheck::~WaitCheck() {
+  c10::cuda::warning_state().set_sync_debug_mode(static_cast<c10::cuda::SyncDebugMode>(previous_));
 }
 
 absl::StatusOr<std::unique_ptr<EventTimer>> EventTimer::Create(int index) {

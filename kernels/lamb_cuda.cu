@@ -14,10 +14,11 @@ constexpr int kThreads = 512;
 // block takes (kept under the 4 KB of a kernel's parameters).
 struct Launch {
   float* w[kMaxTensors];
-  const float* g[kMaxTensors];
+  const void* g[kMaxTensors];
   float* m[kMaxTensors];
   float* v[kMaxTensors];
   float* u[kMaxTensors];
+  __nv_bfloat16* w16[kMaxTensors];  // null: no bf16 copy
   int64_t n[kMaxTensors];
   int index[kMaxTensors];  // the tensor's place in the group (its norms)
   unsigned char block_tensor[kMaxBlocks];
@@ -39,16 +40,22 @@ __device__ void BlockSum(double value, double* out) {
   __syncthreads();
 }
 
-__global__ void __launch_bounds__(kThreads) DirectionKernel(Launch launch, LambScalars s,
-                                                            double* norms, int tensors) {
+__device__ inline float ToFloat(float x) { return x; }
+__device__ inline float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename G>
+__global__ void __launch_bounds__(kThreads)
+    LambDirectionKernel(Launch launch, LambScalars s, const double* clip, double* norms, int tensors) {
+  if (clip != nullptr) s.clip = static_cast<float>(*clip);
   const int t = launch.block_tensor[blockIdx.x];
+  const G* g = static_cast<const G*>(launch.g[t]);
   const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
   const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
   double w_sq = 0, u_sq = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
     const float w = launch.w[t][i];
     float m = launch.m[t][i], v = launch.v[t][i];
-    const float u = LambDirection(launch.g[t][i], w, m, v, s);
+    const float u = LambDirection(ToFloat(g[i]), w, m, v, s);
     launch.m[t][i] = m;
     launch.v[t][i] = v;
     launch.u[t][i] = u;
@@ -59,15 +66,18 @@ __global__ void __launch_bounds__(kThreads) DirectionKernel(Launch launch, LambS
   BlockSum(u_sq, norms + tensors + launch.index[t]);
 }
 
-__global__ void __launch_bounds__(kThreads) ApplyKernel(Launch launch, const double* norms,
+__global__ void __launch_bounds__(kThreads) LambApplyKernel(Launch launch, const double* norms,
                                                         int tensors, bool trust_ratio, float lr) {
   const int t = launch.block_tensor[blockIdx.x];
   const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
   const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
   const int k = launch.index[t];
   const float ratio = LambTrustRatio(sqrt(norms[k]), sqrt(norms[tensors + k]), trust_ratio);
+  __nv_bfloat16* w16 = launch.w16[t];
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    launch.w[t][i] = LambApply(launch.w[t][i], launch.u[t][i], ratio, lr);
+    const float w = LambApply(launch.w[t][i], launch.u[t][i], ratio, lr);
+    launch.w[t][i] = w;
+    if (w16 != nullptr) w16[i] = __float2bfloat16_rn(w);
   }
 }
 
@@ -84,6 +94,7 @@ cudaError_t ForEachLaunch(const LambGroup& group, Run run) {
     launch.m[tensors] = group.exp_avg[i];
     launch.v[tensors] = group.exp_avg_sq[i];
     launch.u[tensors] = group.update[i];
+    launch.w16[tensors] = group.bf16_weights.empty() ? nullptr : group.bf16_weights[i];
     launch.n[tensors] = group.sizes[i];
     launch.index[tensors] = static_cast<int>(i);
     const int64_t chunks = (group.sizes[i] + kChunk - 1) / kChunk;
@@ -103,6 +114,7 @@ cudaError_t ForEachLaunch(const LambGroup& group, Run run) {
           launch.m[0] = launch.m[tensors];
           launch.v[0] = launch.v[tensors];
           launch.u[0] = launch.u[tensors];
+          launch.w16[0] = launch.w16[tensors];
           launch.n[0] = launch.n[tensors];
           launch.index[0] = launch.index[tensors];
           tensors = 0;
@@ -114,7 +126,78 @@ cudaError_t ForEachLaunch(const LambGroup& group, Run run) {
   return blocks > 0 ? run(launch, blocks) : cudaSuccess;
 }
 
+constexpr int kMaxNormTensors = 96;  // per launch of SquaredNormsKernel
+
+struct NormLaunch {
+  const void* x[kMaxNormTensors];
+  int64_t n[kMaxNormTensors];
+  int index[kMaxNormTensors];
+  unsigned char block_tensor[kMaxBlocks];
+  int block_chunk[kMaxBlocks];
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) SquaredNormsKernel(NormLaunch launch, double* norms) {
+  const int t = launch.block_tensor[blockIdx.x];
+  const T* x = static_cast<const T*>(launch.x[t]);
+  const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
+  double sum = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const double v = ToFloat(x[i]);
+    sum += v * v;
+  }
+  BlockSum(sum, norms + launch.index[t]);
+}
+
 }  // namespace
+
+cudaError_t SquaredNorms(const std::vector<const void*>& tensors,
+                         const std::vector<int64_t>& sizes, bool bf16, double* norms,
+                         cudaStream_t stream) {
+  if (tensors.empty()) return cudaSuccess;
+  if (cudaError_t e = cudaMemsetAsync(norms, 0, sizeof(double) * tensors.size(), stream);
+      e != cudaSuccess) {
+    return e;
+  }
+  auto run = [&](const NormLaunch& launch, int blocks) {
+    if (bf16) {
+      SquaredNormsKernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(launch, norms);
+    } else {
+      SquaredNormsKernel<float><<<blocks, kThreads, 0, stream>>>(launch, norms);
+    }
+    return cudaGetLastError();
+  };
+  NormLaunch launch{};
+  int slots = 0, blocks = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (sizes[i] == 0) continue;
+    launch.x[slots] = tensors[i];
+    launch.n[slots] = sizes[i];
+    launch.index[slots] = static_cast<int>(i);
+    const int64_t chunks = (sizes[i] + kChunk - 1) / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      launch.block_tensor[blocks] = static_cast<unsigned char>(slots);
+      launch.block_chunk[blocks] = static_cast<int>(c);
+      ++blocks;
+      const bool last_chunk = c + 1 == chunks;
+      if (blocks == kMaxBlocks || (last_chunk && slots + 1 == kMaxNormTensors)) {
+        if (cudaError_t e = run(launch, blocks); e != cudaSuccess) return e;
+        blocks = 0;
+        if (last_chunk) {
+          slots = -1;
+        } else {  // the tensor goes on in the next launch, as its first
+          launch.x[0] = launch.x[slots];
+          launch.n[0] = launch.n[slots];
+          launch.index[0] = launch.index[slots];
+          slots = 0;
+        }
+      }
+    }
+    ++slots;
+  }
+  return blocks > 0 ? run(launch, blocks) : cudaSuccess;
+}
 
 cudaError_t LambStep(const LambGroup& group, double* norms, cudaStream_t stream) {
   const int tensors = static_cast<int>(group.sizes.size());
@@ -124,12 +207,18 @@ cudaError_t LambStep(const LambGroup& group, double* norms, cudaStream_t stream)
     return e;
   }
   cudaError_t e = ForEachLaunch(group, [&](const Launch& launch, int blocks) {
-    DirectionKernel<<<blocks, kThreads, 0, stream>>>(launch, group.scalars, norms, tensors);
+    if (group.bf16_grads) {
+      LambDirectionKernel<__nv_bfloat16>
+          <<<blocks, kThreads, 0, stream>>>(launch, group.scalars, group.clip, norms, tensors);
+    } else {
+      LambDirectionKernel<float>
+          <<<blocks, kThreads, 0, stream>>>(launch, group.scalars, group.clip, norms, tensors);
+    }
     return cudaGetLastError();
   });
   if (e != cudaSuccess) return e;
   return ForEachLaunch(group, [&](const Launch& launch, int blocks) {
-    ApplyKernel<<<blocks, kThreads, 0, stream>>>(launch, norms, tensors, group.trust_ratio,
+    LambApplyKernel<<<blocks, kThreads, 0, stream>>>(launch, norms, tensors, group.trust_ratio,
                                                  group.lr);
     return cudaGetLastError();
   });

@@ -15,6 +15,10 @@ struct ModelConfig {
   // auto: the demo reached its target 1.3x sooner in bf16 than in fp32 on
   // a CPU with AVX512_BF16, after the same sequences (docs/config.md).
   Precision precision = Precision::kAuto;
+  // In bf16: bf16 weights with fp32 masters in the optimizer; off by
+  // default, since on an H200 it ran 3% behind fp32 weights with the fused
+  // LAMB (docs/performance.md, The GPU).
+  bool master_weights = false;
 
   template <class V>
   void Visit(V& v) {
@@ -24,6 +28,9 @@ struct ModelConfig {
     v.Field("precision", &precision,
             "autocast over fp32 weights; fp16 on CUDA only; auto: bf16 where the CPU computes "
             "bf16 in hardware or the GPU has it (sm_80 and later), fp16 on older GPUs, else fp32");
+    v.Field("master_weights", &master_weights,
+            "in bf16: the model computes with bf16 weights, LAMB updates fp32 master weights "
+            "(what checkpoints keep); false: fp32 weights cast by autocast in each micro-batch");
   }
   // The shape's own checks, and whether its weights, gradients and LAMB's
   // two moments fit this machine's memory.

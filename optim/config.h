@@ -19,6 +19,7 @@ struct OptimConfig {
   double max_grad_norm = 1.0;
   int64_t accumulation_steps = 1;
   PackingAdjustment packing_adjustment = PackingAdjustment::kBetas;
+  bool fused = true;
 
   template <class V>
   void Visit(V& v) {
@@ -32,6 +33,9 @@ struct OptimConfig {
             config::InRange<int64_t>(1, 1 << 16));
     v.Field("packing_adjustment", &packing_adjustment,
             "betas: beta^p; batch: accumulation / p; p = the packing factor");
+    v.Field("fused", &fused,
+            "on CUDA, LAMB's fused multi-tensor kernels (clipping folded in); the CPU always "
+            "runs LibTorch's _foreach operations");
   }
   absl::Status Validate() const { return schedule.Validate(); }
 

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "common/torch_compat.h"
 #include "common/torch_compat_ops.h"
+#include "optim/lamb_fused.h"
 
 namespace pbert::optim {
 
@@ -112,6 +114,31 @@ void Update(GroupTensors& t, const LambOptions& options) {
   at::_foreach_add_(t.params, update, -options.lr());
 }
 
+// Whether the fused CUDA kernels can take this group's step: a CUDA build,
+// every tensor on one CUDA device and dense, fp32 weights and moments, the
+// gradients all fp32 or all bf16, bf16 copies if any, and every parameter
+// at the same step (one bias correction for the group).
+bool FusedLambRuns(const GroupTensors& t, const std::vector<torch::Tensor>& copies) {
+  if (!FusedLambBuilt() || !t.params.front().is_cuda()) return false;
+  const auto grad_type = t.grads.front().scalar_type();
+  if (grad_type != at::kFloat && grad_type != at::kBFloat16) return false;
+  for (size_t i = 0; i < t.params.size(); ++i) {
+    const bool dense = t.params[i].is_contiguous() && t.grads[i].is_contiguous() &&
+                       t.exp_avg[i].is_contiguous() && t.exp_avg_sq[i].is_contiguous();
+    if (!dense || t.params[i].scalar_type() != at::kFloat ||
+        t.grads[i].scalar_type() != grad_type || t.params[i].device() != t.grads[i].device() ||
+        t.params[i].device() != t.params.front().device() || t.c1[i] != t.c1.front() ||
+        t.c2[i] != t.c2.front()) {
+      return false;
+    }
+    if (!copies.empty() &&
+        (copies[i].scalar_type() != at::kBFloat16 || !copies[i].is_contiguous())) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 torch::Tensor Lamb::step(LossClosure closure) {
@@ -121,13 +148,17 @@ torch::Tensor Lamb::step(LossClosure closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
+  const at::Tensor grad_scale = std::exchange(grad_scale_, at::Tensor());
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const LambOptions&>(group.options());
     auto [beta1, beta2] = options.betas();
     GroupTensors t;
+    std::vector<torch::Tensor> copies;  // the model's bf16 copies, when bound
     for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      TORCH_CHECK(!p.grad().is_sparse(), "Lamb does not support sparse gradients");
+      const torch::Tensor copy = ModelCopyOf(p);
+      const torch::Tensor& grad = copy.defined() ? copy.grad() : p.grad();
+      if (!grad.defined()) continue;
+      TORCH_CHECK(!grad.is_sparse(), "Lamb does not support sparse gradients");
       auto key = torch_compat::OptimizerStateKey(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
@@ -140,15 +171,47 @@ torch::Tensor Lamb::step(LossClosure closure) {
       state.step(state.step() + 1);
       const double step = static_cast<double>(state.step());
       t.params.push_back(p);
-      t.grads.push_back(p.grad());
+      t.grads.push_back(grad);
+      if (copy.defined()) copies.push_back(copy);
       t.exp_avg.push_back(state.exp_avg());
       t.exp_avg_sq.push_back(state.exp_avg_sq());
       t.c1.push_back(options.bias_correction() ? 1 - std::pow(beta1, step) : 1.0);
       t.c2.push_back(options.bias_correction() ? 1 - std::pow(beta2, step) : 1.0);
     }
-    if (!t.params.empty()) Update(t, options);
+    if (t.params.empty()) continue;
+    TORCH_CHECK(copies.empty() || copies.size() == t.params.size(),
+                "Lamb: some parameters of a group have a bound model copy and some not");
+    if (fused_ && FusedLambRuns(t, copies)) {
+      FusedLambGroup fused{t.params, t.grads, t.exp_avg, t.exp_avg_sq, copies,
+                           t.c1.front(), t.c2.front(), grad_scale};
+      FusedLambStep(fused, options);
+      last_path_ = "fused";
+      continue;
+    }
+    if (!copies.empty()) {  // fp32 gradients for the fp32 arithmetic
+      for (auto& g : t.grads) g = g.to(at::kFloat);
+    }
+    if (grad_scale.defined()) torch_compat::ForeachMulByTensor(t.grads, grad_scale);
+    Update(t, options);
+    if (!copies.empty()) torch_compat::ForeachCopy(copies, t.params);
+    last_path_ = "foreach";
   }
   return loss;
+}
+
+void Lamb::BindModelWeights(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs) {
+  for (const auto& [master, copy] : pairs) {
+    TORCH_CHECK(master.sizes() == copy.sizes() && master.device() == copy.device(),
+                "Lamb: a model copy must have its master weight's shape and device");
+  }
+  bound_ = pairs;
+}
+
+torch::Tensor Lamb::ModelCopyOf(const torch::Tensor& p) const {
+  for (const auto& [master, copy] : bound_) {
+    if (master.is_same(p)) return copy;
+  }
+  return {};
 }
 
 void Lamb::save(torch::serialize::OutputArchive& archive) const {
@@ -178,7 +241,7 @@ std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(
   return groups;
 }
 
-torch::Tensor GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
+torch::Tensor GlobalGradNorm(const std::vector<torch::Tensor>& parameters, bool fused) {
   torch::NoGradGuard no_grad;
   // Each gradient's norm accumulated in double: a float reduction over the
   // millions of entries of the word embedding's gradient drops its small
@@ -188,18 +251,32 @@ torch::Tensor GlobalGradNorm(const std::vector<torch::Tensor>& parameters) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
   if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  if (fused && FusedLambBuilt() && grads.front().is_cuda()) {
+    const auto type = grads.front().scalar_type();
+    bool fits = type == at::kFloat || type == at::kBFloat16;
+    for (const auto& g : grads) {
+      fits = fits && g.scalar_type() == type && g.is_contiguous() &&
+             g.device() == grads.front().device();
+    }
+    if (fits) return FusedSquaredNorms(grads).sum().sqrt();
+  }
   return torch_compat::ForeachNorms(grads).square().sum().sqrt();
+}
+
+torch::Tensor ClipCoefficient(const torch::Tensor& norm, double max_norm) {
+  if (max_norm <= 0) return {};
+  torch::NoGradGuard no_grad;
+  // max_norm / norm exactly as a division in double (as a host would
+  // compute it), then at most 1; each gradient's multiply rounds it to the
+  // gradient's dtype, as a scalar factor would be.
+  return torch::div(torch::full({}, max_norm, norm.options()), norm).clamp_max(1.0);
 }
 
 torch::Tensor ClipGradNorm(const std::vector<torch::Tensor>& parameters, double max_norm) {
   const torch::Tensor total = GlobalGradNorm(parameters);
   if (max_norm <= 0) return total;
   torch::NoGradGuard no_grad;
-  // max_norm / total exactly as a division in double (as a host would
-  // compute it), then at most 1; each gradient's multiply rounds it to the
-  // gradient's dtype, as a scalar factor would be.
-  const torch::Tensor coefficient =
-      torch::div(torch::full({}, max_norm, total.options()), total).clamp_max(1.0);
+  const torch::Tensor coefficient = ClipCoefficient(total, max_norm);
   std::vector<torch::Tensor> grads;
   for (const auto& p : parameters) {
     if (p.grad().defined()) grads.push_back(p.grad());

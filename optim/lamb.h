@@ -7,6 +7,7 @@
 
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/config_field.h"
@@ -81,6 +82,21 @@ struct LambParamState : public torch::optim::OptimizerCloneableParamState<LambPa
 // launches for all parameters; on the CPU ATen's vectorised kernels, about
 // 0.7x the time of a per-parameter fused loop: bench/optimizer), each
 // parameter with its own trust ratio. No value goes to the host.
+//
+// Beside the options of each group, how a step runs (none of it part of
+// the checkpoint):
+// - Master weights (BindModelWeights): where the model computes with bf16
+//   weights, the optimizer's parameters are fp32 master weights; each
+//   steps with its bf16 copy's gradient and writes the copy after the step.
+// - Gradient scaling (ScaleGradients): clipping's coefficient, a 0-dim
+//   tensor on the device, multiplies every gradient in the next step, so
+//   that clipping costs no pass of its own and reads nothing back.
+// - Fused kernels (UseFusedKernels): on a CUDA device the step runs the
+//   fused multi-tensor kernels of kernels/lamb_cuda.h (two launches per
+//   pass over chunked lists, about 40 bytes of memory traffic per
+//   parameter, against about 180 for the _foreach operations), where every
+//   parameter of a group has taken as many steps; elsewhere, and on the
+//   CPU always, the _foreach operations above.
 class Lamb : public torch::optim::Optimizer {
  public:
   explicit Lamb(std::vector<torch::optim::OptimizerParamGroup> param_groups,
@@ -91,7 +107,33 @@ class Lamb : public torch::optim::Optimizer {
   torch::Tensor step(LossClosure closure = nullptr) override;
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
+
+  // Each pair: a parameter of this optimizer (an fp32 master weight) and
+  // the model's copy of it (bf16, the same shape), whose gradient the
+  // parameter steps with and which receives the updated weight.
+  void BindModelWeights(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs);
+  // The next step multiplies every gradient by `coefficient` (a 0-dim
+  // tensor on the gradients' device) first; undefined: by nothing.
+  void ScaleGradients(torch::Tensor coefficient) { grad_scale_ = std::move(coefficient); }
+  void UseFusedKernels(bool fused) { fused_ = fused; }
+  bool fused() const { return fused_; }
+  // How the last step ran: "fused" or "foreach" (tests and benchmarks).
+  const char* last_path() const { return last_path_; }
+
+ private:
+  // The model's copy of parameter `p`, or an undefined tensor.
+  torch::Tensor ModelCopyOf(const torch::Tensor& p) const;
+
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> bound_;  // (master, model copy)
+  torch::Tensor grad_scale_;
+  bool fused_ = false;
+  const char* last_path_ = "";
 };
+
+// The clipping coefficient min(1, max_norm / norm) for the global norm
+// `norm` (GlobalGradNorm), on its device; undefined when max_norm <= 0
+// (no limit).
+torch::Tensor ClipCoefficient(const torch::Tensor& norm, double max_norm);
 
 // Two groups as BERT trains: parameters whose name contains "bias" or
 // "LayerNorm" get no weight decay (and, with `exclude_from_trust_ratio`, no
@@ -102,8 +144,9 @@ std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(
 
 // The L2 norm of all gradients together, accumulated in double precision
 // whatever the gradients' dtype: a 0-dim double tensor on their device,
-// not read from it.
-torch::Tensor GlobalGradNorm(const std::vector<torch::Tensor>& parameters);
+// not read from it. With `fused`, on CUDA one pass of the fused kernel
+// (optim/lamb_fused.h) where the gradients allow it.
+torch::Tensor GlobalGradNorm(const std::vector<torch::Tensor>& parameters, bool fused = false);
 
 // Scales all gradients so that their global L2 norm (GlobalGradNorm) is at
 // most `max_norm` (no limit if <= 0) and returns the norm before scaling.

@@ -112,9 +112,15 @@ std::string KernelClass(const std::string& given) {
   std::string name = given;
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // A CUDA kernel's name holds its functor's: "{lambda()#1}" is no LAMB.
+  for (size_t at = name.find("lambda"); at != std::string::npos; at = name.find("lambda", at)) {
+    name.replace(at, 6, "");
+  }
   // In this order: an attention kernel may hold "gemm"; a multi-tensor
   // kernel "norm" or "mul".
-  if (ContainsAny(name, {"_foreach", "multi_tensor", "lamb", "adam"})) return "optimizer";
+  if (ContainsAny(name, {"_foreach", "multi_tensor", "lamb", "adam", "squarednorms"})) {
+    return "optimizer";
+  }
   // The losses' softmax over the vocabulary is a reduction, not attention.
   if (ContainsAny(name, {"log_softmax", "cross_entropy", "nll_loss"})) return "reductions";
   if (ContainsAny(name, {"attention", "flash", "fmha", "softmax", "sdpa"})) return "attention";
@@ -122,12 +128,16 @@ std::string KernelClass(const std::string& given) {
   if (ContainsAny(name, {"dropout", "bernoulli"})) return "dropout";
   if (ContainsAny(name, {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear",
                          "addmm_activation", "gemm", "cutlass", "xmma", "cublas", "wgmma",
-                         "_scaled_mm"})) {
+                         "nvjet", "_scaled_mm"})) {
     return "matrix products";
   }
-  // A copy between dtypes is a cast (autocast's, most of them); copies
-  // move bytes as they are.
-  if (ContainsAny(name, {"aten::copy_", "aten::_to_copy", "aten::to"})) return "elementwise and casts";
+  // A copy between dtypes is a cast (autocast's, most of them; ATen's CUDA
+  // copy kernels: direct_copy converts any pair of dtypes, bfloat16_copy
+  // fp32 to bf16); copies move bytes as they are.
+  if (ContainsAny(name, {"aten::copy_", "aten::_to_copy", "aten::to", "direct_copy",
+                         "bfloat16_copy", "copy_kernel"})) {
+    return "elementwise and casts";
+  }
   if (ContainsAny(name, {"memcpy", "memset", "aten::cat", "aten::stack", "aten::clone",
                          "aten::contiguous", "aten::index", "embedding", "gather", "scatter",
                          "catarraybatched"})) {

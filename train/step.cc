@@ -25,7 +25,7 @@ at::Tensor SumTotals(const std::vector<MicroBatch>& batches,
 }
 
 // Waits for the gradients' sums over the ranks, sums the metrics, unscales
-// (fp16) and clips on the device, reads the metrics, the norm and the
+// (fp16) and computes the clipping on the device, reads the metrics, the norm and the
 // finite checks in the step's one read, and steps the optimizer unless the
 // loss or a gradient is not finite. `sums`: the metrics in ToVector's
 // order, on the device.
@@ -37,7 +37,10 @@ StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communica
   model::LossScaler* scaler = trainee.scaler();
   const at::Tensor unscaled = scaler != nullptr ? scaler->Unscale(parameters)
                                                 : at::ones({}, sums.options().dtype(at::kBool));
-  const at::Tensor norm = optim::ClipGradNorm(parameters, options.max_grad_norm);
+  // Clipping's coefficient multiplies the gradients inside the optimizer's
+  // step (no pass of its own), computed on the device.
+  const at::Tensor norm = optim::GlobalGradNorm(parameters, trainee.optimizer().fused());
+  const at::Tensor clip = optim::ClipCoefficient(norm, options.max_grad_norm);
   const std::vector<double> read =
       ReadToHost(at::cat({sums, norm.to(sums.device(), at::kDouble).reshape({1}),
                           unscaled.to(sums.device(), at::kDouble).reshape({1})}));
@@ -52,6 +55,7 @@ StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communica
     return result;
   }
   for (auto& group : trainee.optimizer().param_groups()) group.options().set_lr(lr);
+  trainee.optimizer().ScaleGradients(clip);
   trainee.optimizer().step();
   result.applied = true;
   return result;

@@ -1,5 +1,12 @@
 #include "train/trainee.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/module.h>
+#include <torch/utils.h>
+
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "model/bert.h"
@@ -20,10 +27,33 @@ absl::StatusOr<std::unique_ptr<Trainee>> Trainee::Make(const TraineeOptions& opt
     model::Randomness::Seed(options.seed);
     t->model_ = std::make_unique<model::BertForPreTraining>(options.bert);
     (*t->model_)->to(options.device, options.dtype);
+    if (options.master_weights && options.precision == model::Precision::kBf16 &&
+        options.dtype == c10::kFloat) {
+      // The seeded model becomes the masters; the model a copy in bf16,
+      // built without drawing from the generators (every draw after this
+      // one is as it would be without master weights).
+      t->masters_ = std::move(t->model_);
+      at::Generator cpu = at::detail::getDefaultCPUGenerator();
+      const at::Tensor state = cpu.get_state();
+      t->model_ = std::make_unique<model::BertForPreTraining>(options.bert);
+      cpu.set_state(state);
+      (*t->model_)->to(options.device, c10::kBFloat16);
+      t->SyncModelWeights();
+    }
+    model::BertForPreTraining& weights = t->weights();
     t->optimizer_ = std::make_unique<optim::Lamb>(
-        optim::BertParamGroups((*t->model_)->named_parameters(), options.lamb,
+        optim::BertParamGroups(weights->named_parameters(), options.lamb,
                                options.exclude_from_trust_ratio),
         options.lamb);
+    t->optimizer_->UseFusedKernels(options.fused_optimizer);
+    if (t->masters_) {
+      std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
+      const auto copies = (*t->model_)->named_parameters();
+      for (const auto& item : weights->named_parameters()) {
+        pairs.emplace_back(item.value(), copies[item.key()]);
+      }
+      t->optimizer_->BindModelWeights(pairs);
+    }
     if (options.precision == model::Precision::kFp16) {
       t->scaler_ = std::make_unique<model::LossScaler>();
     }
@@ -36,6 +66,13 @@ absl::StatusOr<std::unique_ptr<Trainee>> Trainee::Make(const TraineeOptions& opt
                      IsOutOfMemory(e) ? "; it does not fit there: choose a smaller model" : ""));
   }
   return t;
+}
+
+void Trainee::SyncModelWeights() {
+  if (!masters_) return;
+  torch::NoGradGuard no_grad;
+  const auto masters = (*masters_)->named_parameters();
+  for (auto& item : (*model_)->named_parameters()) item.value().copy_(masters[item.key()]);
 }
 
 }  // namespace pbert::train

@@ -35,6 +35,11 @@ struct TraineeOptions {
   int64_t bucket_bytes = 25 << 20;  // gradient all-reduce buckets
   bool overlap = true;              // all-reduce while backward runs
   c10::ScalarType dtype = c10::kFloat;  // of the parameters (the tests use double)
+  // In bf16 (and fp32 parameters): the model computes with bf16 weights and
+  // LAMB keeps fp32 master weights (weights()); else autocast casts fp32
+  // weights in each micro-batch.
+  bool master_weights = false;
+  bool fused_optimizer = true;  // LAMB's fused kernels on CUDA (optim::Lamb)
 };
 
 class Trainee {
@@ -43,7 +48,14 @@ class Trainee {
                                                        distributed::Communicator& communicator);
   ~Trainee();
 
+  // The model the step computes with (bf16 weights with master weights).
   model::BertForPreTraining& model() { return *model_; }
+  // The weights that are saved, loaded and broadcast, and that LAMB
+  // updates: the fp32 master weights, or the model itself without them.
+  model::BertForPreTraining& weights() { return masters_ ? *masters_ : *model_; }
+  // After the weights() were loaded or received: the model's copy of them.
+  void SyncModelWeights();
+  bool has_master_weights() const { return masters_ != nullptr; }
   optim::Lamb& optimizer() { return *optimizer_; }
   model::LossScaler* scaler() { return scaler_.get(); }  // null but for fp16
   distributed::GradientReducer& reducer() { return *reducer_; }
@@ -62,6 +74,7 @@ class Trainee {
   model::InputPlan input_plan_;
   model::Randomness randomness_;
   std::unique_ptr<model::BertForPreTraining> model_;
+  std::unique_ptr<model::BertForPreTraining> masters_;  // null without master weights
   std::unique_ptr<optim::Lamb> optimizer_;
   std::unique_ptr<model::LossScaler> scaler_;
   std::unique_ptr<distributed::GradientReducer> reducer_;

@@ -134,15 +134,17 @@ absl::Status Trainer::OpenParts(const TrainerState& state) {
   loop_.world_size = comm_.world_size();
   // One seed gives every rank the same weights; rank 0's are sent anyway,
   // so that nothing else (an init checkpoint read differently) can differ.
-  comm_.Broadcast(trainee_->model()->parameters());
+  comm_.Broadcast(trainee_->weights()->parameters());
+  trainee_->SyncModelWeights();
   return absl::OkStatus();
 }
 
 absl::Status Trainer::InitNew() {
   RETURN_IF_ERROR(BuildModel());
   if (!config_.train.init_checkpoint.empty()) {
-    RETURN_IF_ERROR(Annotate(model::LoadWeights(*trainee_->model(), config_.train.init_checkpoint),
-                             "train.init_checkpoint"));
+    RETURN_IF_ERROR(Annotate(
+        model::LoadWeights(*trainee_->weights(), config_.train.init_checkpoint),
+        "train.init_checkpoint"));
   }
   TrainerState state;
   state.evaluation.next_samples = static_cast<uint64_t>(plan_.eval_every_samples);
@@ -199,7 +201,7 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
   }
   RETURN_IF_ERROR(BuildModel());
   RETURN_IF_ERROR(
-      LoadCheckpointWeights(checkpoint.dir, *trainee_->model(), trainee_->optimizer(),
+      LoadCheckpointWeights(checkpoint.dir, *trainee_->weights(), trainee_->optimizer(),
                             trainee_->device()));
   RETURN_IF_ERROR(trainee_->randomness().Restore(state.random));
   if (state.loop.world_size != comm_.world_size()) {
@@ -370,7 +372,7 @@ absl::Status Trainer::Save(SaveReason reason) {
   RETURN_IF_ERROR(metrics_->Flush(Position()));
   RETURN_IF_ERROR(mllog_->Sync());
   RETURN_IF_ERROR(metrics_->Sync());
-  return checkpointer_.Save(loop_.step, *trainee_->model(), trainee_->optimizer(),
+  return checkpointer_.Save(loop_.step, *trainee_->weights(), trainee_->optimizer(),
                             ToJson(State()));
 }
 
@@ -391,7 +393,7 @@ absl::Status Trainer::Abort(const absl::Status& why) {
 
 std::string Trainer::Diverged() const {
   if (!loss_finite_) return absl::StrCat("the loss of step ", loop_.step, " is not finite");
-  for (const auto& item : trainee_->model()->named_parameters()) {
+  for (const auto& item : trainee_->weights()->named_parameters()) {
     if (!item.value().isfinite().all().template item<bool>()) {
       return absl::StrCat(item.key(), " holds inf or NaN");
     }

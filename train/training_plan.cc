@@ -24,6 +24,8 @@ void PlanTrainee(const ExperimentConfig& config, const c10::Device& device, Trai
   plan->trainee.seed = static_cast<uint64_t>(config.run.seed);
   plan->trainee.bucket_bytes = config.dist.bucket_bytes();
   plan->trainee.overlap = config.dist.overlap;
+  plan->trainee.master_weights = config.model.master_weights;
+  plan->trainee.fused_optimizer = config.optim.fused;
   plan->step.mlm_loss = config.model.mlm_loss;
   plan->step.max_grad_norm = config.optim.max_grad_norm;
 }

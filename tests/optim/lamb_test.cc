@@ -343,3 +343,96 @@ TEST(LambTest, AStridedParameterStepsAsAContiguousOne) {
 
 }  // namespace
 }  // namespace pbert::optim
+
+namespace pbert::optim {
+namespace {
+
+// Random fp32 parameters of several shapes, for the tests below.
+std::vector<torch::Tensor> RandomParams(uint64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({64, 48}), torch::randn({48}), torch::randn({3, 5, 7}),
+          torch::zeros({9})};
+}
+
+// Two groups as BERT's: weights decayed and trust-ratio scaled, the rest
+// not.
+Lamb TwoGroups(const std::vector<torch::Tensor>& params) {
+  const LambOptions with = LambOptions(0.02).weight_decay(0.01);
+  LambOptions without = with;
+  without.weight_decay(0).trust_ratio(false);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{params[0], params[2]},
+                      std::make_unique<LambOptions>(with));
+  groups.emplace_back(std::vector<torch::Tensor>{params[1], params[3]},
+                      std::make_unique<LambOptions>(without));
+  return Lamb(std::move(groups), with);
+}
+
+// Clipping in the step (ScaleGradients) multiplies each gradient by the
+// coefficient as ClipGradNorm does before the step: the same operation on
+// the same numbers, so the same weights bit for bit.
+TEST(LambTest, ScalingTheGradientsInTheStepEqualsClippingBefore) {
+  std::vector<torch::Tensor> a = RandomParams(5), b;
+  for (auto& p : a) {
+    b.push_back(p.clone().requires_grad_());
+    p.requires_grad_();
+  }
+  Lamb in_step = TwoGroups(a), before = TwoGroups(b);
+  for (int t = 0; t < 3; ++t) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      const torch::Tensor g = torch::randn(a[i].sizes());
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    const torch::Tensor norm = ClipGradNorm(b, 0.5);  // scales b's gradients
+    const torch::Tensor coefficient = ClipCoefficient(GlobalGradNorm(a), 0.5);
+    ASSERT_TRUE(torch::equal(norm, GlobalGradNorm(a)));
+    EXPECT_LT(coefficient.item<double>(), 1.0) << "clipping took place";
+    in_step.ScaleGradients(coefficient);
+    in_step.step();
+    before.step();
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i << " after step " << t + 1;
+    }
+  }
+  EXPECT_FALSE(ClipCoefficient(GlobalGradNorm(a), 0).defined()) << "no limit: no coefficient";
+}
+
+// Master weights: fp32 parameters bound to bf16 copies step with the
+// copies' bf16 gradients, exactly as fp32 parameters whose gradients are
+// those bf16 values, and each copy is then its master rounded to bf16.
+TEST(LambTest, MasterWeightsStepWithTheCopiesGradientsAndWriteTheCopies) {
+  std::vector<torch::Tensor> masters = RandomParams(7), reference, copies;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
+  for (auto& p : masters) {
+    reference.push_back(p.clone().requires_grad_());
+    copies.push_back(p.to(torch::kBFloat16).requires_grad_());
+    p.requires_grad_();
+    pairs.emplace_back(p, copies.back());
+  }
+  Lamb bound = TwoGroups(masters), plain = TwoGroups(reference);
+  bound.BindModelWeights(pairs);
+  for (int t = 0; t < 3; ++t) {
+    for (size_t i = 0; i < masters.size(); ++i) {
+      const torch::Tensor g = torch::randn(masters[i].sizes()).to(torch::kBFloat16);
+      copies[i].mutable_grad() = g;
+      reference[i].mutable_grad() = g.to(torch::kFloat);
+    }
+    const torch::Tensor coefficient = torch::full({}, 0.75, torch::kDouble);
+    bound.ScaleGradients(coefficient);
+    plain.ScaleGradients(coefficient);
+    bound.step();
+    plain.step();
+    EXPECT_STREQ(bound.last_path(), "foreach");
+    for (size_t i = 0; i < masters.size(); ++i) {
+      EXPECT_FALSE(masters[i].grad().defined()) << "the masters keep no gradient of their own";
+      EXPECT_TRUE(torch::equal(masters[i], reference[i])) << "master " << i << ", step " << t + 1;
+      EXPECT_TRUE(torch::equal(copies[i], masters[i].to(torch::kBFloat16)))
+          << "copy " << i << ", step " << t + 1;
+    }
+  }
+  EXPECT_FALSE(torch::equal(masters[0], RandomParams(7)[0])) << "the weights moved";
+}
+
+}  // namespace
+}  // namespace pbert::optim

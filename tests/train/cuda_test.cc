@@ -9,13 +9,18 @@
 #include <filesystem>
 #include <limits>
 
+#include "common/status.h"
+#include "common/torch_compat.h"
 #include "gpu/gpu.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "model/losses.h"
 #include "model/precision.h"
+#include "optim/lamb.h"
 #include "tests/model/fixtures.h"
 #include "train/checkpointer.h"
+#include "train/host_read.h"
+#include "train/inputs.h"
 #include "train/step.h"
 #include "train/trainee.h"
 #include "train/trainer_state.h"
@@ -210,7 +215,9 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
   checkpoints.every_steps = 0;
   Checkpointer checkpointer(checkpoints, *communicator);
   TrainerState state;
-  state.loop.step = 2;
+  state.loop.step = 2;  // 4 rows a step, as the batches below
+  state.loop.samples = 16;
+  state.loader.rows = 8;
   state.random = whole->randomness().Save();
   EXPECT_FALSE(state.random.cuda.empty()) << "the CUDA generator's state is saved";
   ASSERT_TRUE(checkpointer.Save(2, *whole->model(), whole->optimizer(), ToJson(state)).ok());
@@ -239,6 +246,241 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
     EXPECT_LE(MaxAbsDiff(pa[k].value(), pb[k].value()),
               kTerms * std::numeric_limits<double>::epsilon() * size)
         << pa[k].key();
+  }
+}
+
+// The fused LAMB kernels (kernels/lamb_cuda.h), and the fused gradient
+// norm, against the _foreach step
+// on the same GPU, from the same tensors, over three clipped steps: 30
+// tensors (more than one launch's 24) of up to 6 million entries (more
+// than one launch's 320 chunks of 16,384), in two groups as BERT's. Both
+// compute each element by the same formula in fp32 (kernels/lamb_math.h);
+// the kernels contract a multiply and an add into one rounding where the
+// compiler may, and sum the norms in another order (in double), so each
+// element may differ by a few fp32 roundings of the terms it is made of:
+// per step at most kUlps roundings of the weight and of the step taken,
+// and of the moments. With bf16 gradients and copies (master weights),
+// each copy is its master rounded: within one bf16 rounding of the other
+// side's.
+TEST(CudaTest, TheFusedLambEqualsTheForeachStep) {
+  SKIP_WITHOUT_GPU();
+  constexpr double kF = 1.0 / (1 << 24), kUlps = 8;
+  for (const bool masters : {false, true}) {
+    torch::manual_seed(masters ? 2 : 1);
+    const auto on_gpu = torch::TensorOptions().device(kGpu);
+    std::vector<at::Tensor> initial;
+    for (int i = 0; i < 29; ++i) initial.push_back(torch::randn({1 + 997 * i % 50000}, on_gpu));
+    initial.push_back(torch::randn({6 << 20}, on_gpu) * 0.05);
+    std::vector<at::Tensor> fused_w, foreach_w, fused_c, foreach_c;
+    std::vector<std::pair<at::Tensor, at::Tensor>> fused_pairs, foreach_pairs;
+    for (const auto& x : initial) {
+      fused_w.push_back(x.clone().requires_grad_());
+      foreach_w.push_back(x.clone().requires_grad_());
+      if (masters) {
+        fused_c.push_back(x.to(torch::kBFloat16).requires_grad_());
+        foreach_c.push_back(x.to(torch::kBFloat16).requires_grad_());
+        fused_pairs.emplace_back(fused_w.back(), fused_c.back());
+        foreach_pairs.emplace_back(foreach_w.back(), foreach_c.back());
+      }
+    }
+    auto make = [](const std::vector<at::Tensor>& w) {
+      const auto with = optim::LambOptions(0.01).weight_decay(0.01);
+      auto without = with;
+      without.weight_decay(0).trust_ratio(false);
+      std::vector<at::Tensor> a, b;
+      for (size_t i = 0; i < w.size(); ++i) (i % 3 == 0 ? b : a).push_back(w[i]);
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      groups.emplace_back(a, std::make_unique<optim::LambOptions>(with));
+      groups.emplace_back(b, std::make_unique<optim::LambOptions>(without));
+      return std::make_unique<optim::Lamb>(std::move(groups), with);
+    };
+    auto fused = make(fused_w), plain = make(foreach_w);
+    fused->UseFusedKernels(true);
+    plain->UseFusedKernels(false);
+    if (masters) {
+      fused->BindModelWeights(fused_pairs);
+      plain->BindModelWeights(foreach_pairs);
+    }
+    std::vector<double> bound(initial.size(), 0.0);
+    for (int t = 1; t <= 3; ++t) {
+      for (size_t i = 0; i < initial.size(); ++i) {
+        at::Tensor g = torch::randn(initial[i].sizes(), on_gpu) * (i % 2 == 0 ? 1e-3 : 1.0);
+        if (masters) {
+          g = g.to(torch::kBFloat16);
+          fused_c[i].mutable_grad() = g.clone();
+          foreach_c[i].mutable_grad() = g.clone();
+        } else {
+          fused_w[i].mutable_grad() = g.clone();
+          foreach_w[i].mutable_grad() = g.clone();
+        }
+      }
+      // Clipping's global norm by the fused kernel against the _foreach
+      // norms: squares of the same fp32 values summed in double in another
+      // order, within 2^-40 of the norm.
+      const std::vector<at::Tensor>& with_grads = masters ? fused_c : fused_w;
+      const double fused_norm = optim::GlobalGradNorm(with_grads, true).item<double>();
+      const double plain_norm = optim::GlobalGradNorm(with_grads, false).item<double>();
+      EXPECT_NEAR(fused_norm, plain_norm, plain_norm / (1ull << 40)) << "step " << t;
+      const at::Tensor clip = torch::full({}, 0.6, on_gpu.dtype(torch::kDouble));
+      fused->ScaleGradients(clip);
+      plain->ScaleGradients(clip);
+      std::vector<at::Tensor> before;
+      for (const auto& w : foreach_w) before.push_back(w.detach().clone());
+      fused->step();
+      plain->step();
+      EXPECT_STREQ(fused->last_path(), "fused");
+      EXPECT_STREQ(plain->last_path(), "foreach");
+      for (size_t i = 0; i < initial.size(); ++i) {
+        const double moved = MaxAbsDiff(foreach_w[i], before[i]);
+        const double size = foreach_w[i].abs().max().item<double>();
+        bound[i] += kUlps * kF * (moved + size);
+        EXPECT_LE(MaxAbsDiff(fused_w[i], foreach_w[i]), bound[i])
+            << "weight " << i << " after step " << t << (masters ? " (master weights)" : "");
+        if (masters) {
+          EXPECT_LE(MaxAbsDiff(fused_c[i], foreach_c[i]), size / 128 + bound[i])
+              << "bf16 copy " << i << " after step " << t;
+          EXPECT_TRUE(torch::equal(fused_c[i], fused_w[i].to(torch::kBFloat16)))
+              << "bf16 copy " << i << " is not its master rounded, after step " << t;
+        }
+      }
+    }
+    for (size_t i = 0; i < initial.size(); ++i) {
+      const auto& a = static_cast<const optim::LambParamState&>(
+          *fused->state().at(torch_compat::OptimizerStateKey(fused_w[i])));
+      const auto& b = static_cast<const optim::LambParamState&>(
+          *plain->state().at(torch_compat::OptimizerStateKey(foreach_w[i])));
+      EXPECT_LE(MaxAbsDiff(a.exp_avg(), b.exp_avg()),
+                3 * kUlps * kF * b.exp_avg().abs().max().item<double>())
+          << "first moment " << i;
+      EXPECT_LE(MaxAbsDiff(a.exp_avg_sq(), b.exp_avg_sq()),
+                3 * kUlps * kF * b.exp_avg_sq().abs().max().item<double>())
+          << "second moment " << i;
+    }
+    EXPECT_GT(MaxAbsDiff(fused_w.back(), initial.back()), 0.0) << "the weights moved";
+  }
+}
+
+// No hidden wait: after a warm-up step, training steps in bf16 with master
+// weights and the fused LAMB (and in bf16 autocast over fp32 weights with
+// the _foreach LAMB) run with LibTorch's synchronization debug mode set to
+// error, so that any operation that makes the host wait for the GPU
+// throws, but in the step's one read (train/host_read.h, which allows it).
+TEST(CudaTest, AStepWaitsForTheGpuOnlyInItsOneRead) {
+  SKIP_WITHOUT_GPU();
+  auto communicator = distributed::Communicator::Single();
+  auto instances = model::testing::RandomInstances(40, 6, 60, 97, 12);
+  auto rows = model::testing::PackInOrder(instances, 4, 128);
+  const std::vector<data::PackedBatch> batches = {*data::MakeBatch(rows, {128, 4, 0})};
+  for (const bool lean : {true, false}) {
+    TraineeOptions o;
+    o.bert = model::testing::TinyOptions()
+                 .hidden_size(128)
+                 .num_heads(2)
+                 .max_position_embeddings(128)
+                 .hidden_dropout(0.1)
+                 .attention_dropout(0.1)
+                 .attention(model::AttentionKind::kVarlen);
+    o.lamb = optim::LambOptions(1e-3);
+    o.seed = 6;
+    o.device = kGpu;
+    o.precision = model::Precision::kBf16;
+    o.master_weights = lean;
+    o.fused_optimizer = lean;
+    auto trainee = std::move(*Trainee::Make(o, *communicator));
+    auto prepared = Prepare(batches, trainee->input_plan());
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    StepOptions step;
+    step.max_grad_norm = 1.0;
+    ASSERT_TRUE(TrainStep(*trainee, *communicator, *prepared, 1e-3, step).ok());  // warm-up
+    const uint64_t reads = HostReads();
+    for (int k = 0; k < 2; ++k) {
+      absl::StatusOr<StepResult> result = absl::UnknownError("not run");
+      std::string thrown;
+      {
+        gpu::WaitCheck refuse(/*refuse=*/true);
+        try {
+          result = TrainStep(*trainee, *communicator, *prepared, 1e-3, step);
+        } catch (const std::exception& e) {
+          thrown = FirstLine(e);
+        }
+      }
+      EXPECT_EQ(thrown, "") << (lean ? "master weights, fused LAMB" : "autocast, _foreach LAMB")
+                            << ": a step waited for the GPU outside its read";
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_TRUE(result->applied);
+      EXPECT_STREQ(trainee->optimizer().last_path(), lean ? "fused" : "foreach");
+    }
+    EXPECT_EQ(HostReads() - reads, 2u);
+  }
+}
+
+// Resume with bf16 master weights on the GPU: the checkpoint keeps the
+// fp32 masters (what weights() holds) and the optimizer's state; a new
+// trainee loads them, makes its bf16 copies from them, and continues as
+// the uninterrupted one does. The two run the same kernels on the same
+// inputs; only the order of a GPU's atomic adds may differ from run to
+// run (attention's backward, split reductions), by fp32 roundings of bf16
+// products: the losses agree to well within bf16's rounding (2^-9).
+TEST(CudaTest, ResumeWithMasterWeightsContinuesTheRun) {
+  SKIP_WITHOUT_GPU();
+  auto communicator = distributed::Communicator::Single();
+  TraineeOptions o;
+  o.bert = model::testing::TinyOptions()
+               .hidden_size(128)
+               .num_heads(2)
+               .attention(model::AttentionKind::kVarlen);
+  o.lamb = optim::LambOptions(1e-3);
+  o.seed = 8;
+  o.device = kGpu;
+  o.precision = model::Precision::kBf16;
+  o.master_weights = true;
+  auto instances = model::testing::RandomInstances(60, 6, 30, 97, 10);
+  auto rows = model::testing::PackInOrder(instances, 2, 64);
+  auto batches = [&](int step) {
+    Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
+    return std::vector<data::PackedBatch>{*data::MakeBatch(part, {64, 2, 0})};
+  };
+  auto whole = std::move(*Trainee::Make(o, *communicator));
+  ASSERT_TRUE(whole->has_master_weights());
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE(TrainStep(*whole, *communicator, batches(step), 1e-3, {}).ok());
+  }
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "pbert_CudaTest_resume_masters";
+  std::filesystem::remove_all(dir);
+  CheckpointOptions checkpoints;
+  checkpoints.run_dir = dir.string();
+  checkpoints.every_steps = 0;
+  Checkpointer checkpointer(checkpoints, *communicator);
+  TrainerState state;
+  state.loop.step = 2;  // 4 rows a step, as the batches below
+  state.loop.samples = 16;
+  state.loader.rows = 8;
+  state.random = whole->randomness().Save();
+  ASSERT_TRUE(checkpointer.Save(2, *whole->weights(), whole->optimizer(), ToJson(state)).ok());
+  std::vector<double> losses;
+  for (int step = 2; step < 5; ++step) {
+    auto a = TrainStep(*whole, *communicator, batches(step), 1e-3, {});
+    ASSERT_TRUE(a.ok());
+    losses.push_back(a->metrics.loss);
+  }
+  auto info = ReadCheckpointInfo(checkpointer.last());
+  ASSERT_TRUE(info.ok()) << info.status();
+  auto resumed = std::move(*Trainee::Make(o, *communicator));
+  ASSERT_TRUE(
+      LoadCheckpointWeights(info->dir, *resumed->weights(), resumed->optimizer(), kGpu).ok());
+  resumed->SyncModelWeights();
+  ASSERT_TRUE(resumed->randomness().Restore(info->trainer.random).ok());
+  std::filesystem::remove_all(dir);
+  for (int step = 2; step < 5; ++step) {
+    auto b = TrainStep(*resumed, *communicator, batches(step), 1e-3, {});
+    ASSERT_TRUE(b.ok());
+    EXPECT_NEAR(losses[step - 2], b->metrics.loss, losses[step - 2] / 4096) << "step " << step;
+  }
+  auto pa = whole->weights()->named_parameters(), pb = resumed->weights()->named_parameters();
+  for (size_t k = 0; k < pa.size(); ++k) {
+    EXPECT_EQ(pb[k].value().scalar_type(), torch::kFloat);
+    EXPECT_LE(MaxAbsDiff(pa[k].value(), pb[k].value()), 3 * 2e-3) << pa[k].key();
   }
 }
 

@@ -57,6 +57,18 @@ TEST(ProfilerTest, KernelsAndOperatorsFallIntoTheirClasses) {
       {"aten::gelu", "elementwise and casts"},
       {"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
        "elementwise and casts"},
+      // Names read off an H200 (LibTorch 2.11, CUDA 13): cuBLAS's nvjet
+      // kernels are matrix products; a functor's "{lambda()#1}" is no LAMB.
+      {"nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", "matrix products"},
+      {"void at::native::vectorized_elementwise_kernel<8, at::native::GeluBackwardCUDAKernelImpl("
+       "at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const>",
+       "elementwise and casts"},
+      {"void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda("
+       "at::TensorIteratorBase&)::{lambda()#3}::operator()() const>",
+       "elementwise and casts"},
+      {"void pbert::kernels::(anonymous namespace)::LambDirectionKernel<__nv_bfloat16>(Launch)",
+       "optimizer"},
+      {"void pbert::kernels::(anonymous namespace)::SquaredNormsKernel<float>", "optimizer"},
   };
   for (const auto& [name, expected] : cases) EXPECT_EQ(KernelClass(name), expected) << name;
 }

@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -26,6 +27,7 @@
 #include "data/packing/pack.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
+#include "model/precision.h"
 #include "optim/lamb.h"
 #include "tests/model/fixtures.h"
 #include "train/evaluator.h"
@@ -113,6 +115,91 @@ TEST(StepTest, AccumulatedMicroBatchesEqualOneBatchOfAll) {
             << pa[k].key() << " after step " << step;
       }
     }
+  }
+}
+
+// bf16 with master weights (model.master_weights): the model computes with
+// bf16 weights, LAMB updates fp32 masters. Against the same step in double
+// precision from the same initial weights, and against today's autocast
+// over fp32 weights. Bounds from bf16's unit roundoff u = 2^-9: every
+// product's inputs are rounded to bf16 (relative u each) and summed in
+// fp32, so a product carries about 2u of its operands' scale; along the
+// tiny BERT's deepest chain, two layers forward and back with the heads,
+// about kRounded = 64 such roundings add up, to kRounded * u of the largest
+// entry of what they produce (gradients) and of the loss. Then the weights:
+// each bf16 weight is its fp32 master rounded to nearest (exactly).
+TEST(StepTest, Bf16MasterWeightsStepWithinBf16RoundingOfDoublePrecision) {
+  if (!model::CpuRunsBf16().ok()) {
+    GTEST_SKIP() << "this CPU does not compute bf16 (" << model::CpuRunsBf16().message() << ")";
+  }
+  constexpr double kU = 1.0 / 512, kRounded = 64;
+  auto instances = model::testing::RandomInstances(24, 6, 30, 97, 5);
+  Rows rows;
+  for (const auto& in : instances) rows.push_back({&in});
+  const auto batches = Batches({rows}, 1);
+  auto make = [](c10::ScalarType dtype, model::Precision precision, bool masters) {
+    Alone run;
+    run.communicator = distributed::Communicator::Single();
+    TraineeOptions options;
+    options.bert = model::testing::TinyOptions();
+    options.lamb = optim::LambOptions(kLr);
+    options.seed = 21;
+    options.dtype = dtype;
+    options.precision = precision;
+    options.master_weights = masters;
+    run.trainee = std::move(*Trainee::Make(options, *run.communicator));
+    return run;
+  };
+  Alone reference = make(torch::kDouble, model::Precision::kFp32, false);
+  Alone masters = make(torch::kFloat, model::Precision::kBf16, true);
+  Alone autocast = make(torch::kFloat, model::Precision::kBf16, false);
+  ASSERT_TRUE(masters.trainee->has_master_weights());
+  ASSERT_FALSE(autocast.trainee->has_master_weights());
+  for (const auto& p : masters.model()->parameters()) ASSERT_EQ(p.scalar_type(), torch::kBFloat16);
+  for (const auto& p : masters.trainee->weights()->parameters()) {
+    ASSERT_EQ(p.scalar_type(), torch::kFloat);
+  }
+  StepOptions options;
+  options.max_grad_norm = 0;  // the gradients as backward left them
+  for (int step = 0; step < 3; ++step) {
+    auto r = TrainStep(*reference.trainee, *reference.communicator, batches, kLr, options);
+    auto m = TrainStep(*masters.trainee, *masters.communicator, batches, kLr, options);
+    auto a = TrainStep(*autocast.trainee, *autocast.communicator, batches, kLr, options);
+    ASSERT_TRUE(r.ok() && m.ok() && a.ok());
+    ASSERT_TRUE(m->applied);
+    EXPECT_NEAR(m->metrics.loss, r->metrics.loss, kRounded * kU * r->metrics.loss)
+        << "step " << step;
+    EXPECT_NEAR(m->grad_norm, r->grad_norm, kRounded * kU * r->grad_norm) << "step " << step;
+    if (step == 0) {  // the same weights: the gradients compare
+      const double largest = LargestGradient(reference.model());
+      auto pr = reference.model()->named_parameters(), pm = masters.model()->named_parameters(),
+           pa = autocast.model()->named_parameters();
+      double worst = 0, autocast_worst = 0;
+      for (size_t k = 0; k < pr.size(); ++k) {
+        const at::Tensor g = pr[k].value().grad();
+        const double d = MaxDifference(pm[k].value().grad().to(torch::kDouble), g);
+        EXPECT_LE(d, kRounded * kU * largest) << "gradient of " << pr[k].key();
+        worst = std::max(worst, d);
+        autocast_worst =
+            std::max(autocast_worst, MaxDifference(pa[k].value().grad().to(torch::kDouble), g));
+      }
+      std::printf("largest gradient entry %.3g; from double: master weights %.3g, autocast %.3g\n",
+                  largest, worst, autocast_worst);
+    }
+    auto weights = masters.trainee->weights()->named_parameters();
+    for (const auto& item : masters.model()->named_parameters()) {
+      EXPECT_TRUE(torch::equal(item.value(), weights[item.key()].to(torch::kBFloat16)))
+          << item.key() << " is not its master rounded to bf16 after step " << step;
+    }
+  }
+  // The masters moved as the double-precision weights did: LAMB moves each
+  // weight by about lr per step, so the gradients' bf16 rounding can
+  // change a step's sign only where a gradient entry is within rounding of
+  // 0; the weights' largest difference stays within 2 lr per step.
+  auto wr = reference.model()->named_parameters(), wm = masters.trainee->weights()->named_parameters();
+  for (size_t k = 0; k < wr.size(); ++k) {
+    EXPECT_LE(MaxDifference(wm[k].value().to(torch::kDouble), wr[k].value()), 3 * 2 * kLr * 1.01)
+        << wr[k].key();
   }
 }
 
