@@ -10,7 +10,8 @@
 //   build/bench/step [--rounds 5] [--steps 3] [--threads 2] [--models tiny,mini]
 //
 //   build/bench/step [--precision fp32|bf16|auto] [--peers all|eager|none]
-//   build/bench/step --precision bf16 --master-weights 1   # bf16 weights, fp32 masters
+//   build/bench/step --precision bf16 --master-weights both  # and with bf16 weights, fp32
+//                                                           # masters ("pb-masters"), in turns
 //   build/bench/step --load 1     # beside one busy process (CPU contention)
 //
 // The OpenMP wait policy in force (OMP_WAIT_POLICY, GOMP_SPINCOUNT, or
@@ -256,15 +257,14 @@ using Ours = std::unique_ptr<pbert::train::Trainee>;
 
 int Main(int argc, char** argv) {
   int rounds = 5, steps = 3, threads = 2;
-  std::string precision_name = "fp32", profile;
-  bool master_weights = false;
+  std::string precision_name = "fp32", profile, master_weights_name = "0";
   std::string peer_set = "all";
   int load = 0;
   bool tune_malloc = true;
   std::vector<std::string> models = {"tiny", "mini"};
   const char* usage =
       "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mini] "
-      "[--precision fp32|bf16|auto] [--master-weights 0|1] [--profile CASE] "
+      "[--precision fp32|bf16|auto] [--master-weights 0|1|both] [--profile CASE] "
       "[--peers all|eager|none] "
       "[--malloc tuned|glibc] [--load N]\n";
   // A whole number in [low, high], or the usage line and exit 2.
@@ -288,7 +288,7 @@ int Main(int argc, char** argv) {
     else if (flag == "--threads") threads = number(flag, value, 1, 1024);
     else if (flag == "--models") models = absl::StrSplit(value, ',');
     else if (flag == "--precision") precision_name = value;
-    else if (flag == "--master-weights") master_weights = value == "1";
+    else if (flag == "--master-weights") master_weights_name = value;
     else if (flag == "--profile") profile = value;
     else if (flag == "--peers" && (value == "all" || value == "eager" || value == "none")) {
       peer_set = value;
@@ -309,10 +309,22 @@ int Main(int argc, char** argv) {
   }
   const pbert::model::Precision precision = *parsed;
   const bool bf16 = precision == pbert::model::Precision::kBf16;
+  if (master_weights_name != "0" && master_weights_name != "1" && master_weights_name != "both") {
+    std::cerr << "bench/step: --master-weights is 0, 1 or both, not " << master_weights_name
+              << "\n";
+    return 2;
+  }
+  // both: packed-bert's step with and without master weights, as two
+  // sides taking turns.
+  const bool master_weights = master_weights_name == "1";
+  const bool both = bf16 && master_weights_name == "both";
   std::printf("LibTorch %s; precision %s (%s on both sides%s), %d threads\n",
               pbert::torch_compat::Version().c_str(), bf16 ? "bf16" : "fp32",
               bf16 ? "autocast" : "no autocast",
-              bf16 && master_weights ? "; packed-bert: bf16 weights, fp32 masters" : "", threads);
+              bf16 && master_weights ? "; packed-bert: bf16 weights, fp32 masters"
+              : both ? "; packed-bert also with bf16 weights, fp32 masters"
+                     : "",
+              threads);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin_count = std::getenv("GOMP_SPINCOUNT");
   std::printf("OpenMP wait policy %s, GOMP_SPINCOUNT %s; %d busy processes beside the bench\n",
@@ -478,8 +490,8 @@ int Main(int argc, char** argv) {
 
   auto communicator =
       pbert::distributed::Communicator::Single();
-  std::map<std::string, Ours> ours;  // by model size
-  std::vector<Timing> our_timing(cases.size());
+  std::map<std::string, Ours> ours, ours_masters;  // by model size
+  std::vector<Timing> our_timing(cases.size()), masters_timing(cases.size());
   for (const Case& c : cases) {
     const ModelShape& m = c.model;
     if (ours.count(m.name)) continue;
@@ -491,49 +503,57 @@ int Main(int argc, char** argv) {
                  .intermediate_size(m.ffn);
     o.lamb = pbert::optim::LambOptions(1e-4);
     o.precision = precision;
-    o.master_weights = master_weights;
     o.seed = 1;
-    auto made = pbert::train::Trainee::Make(o, *communicator);
-    if (!made.ok()) {
-      std::cerr << made.status() << "\n";
-      return 1;
+    for (bool masters : {false, true}) {
+      if (masters && !both) continue;
+      o.master_weights = master_weights || masters;
+      auto made = pbert::train::Trainee::Make(o, *communicator);
+      if (!made.ok()) {
+        std::cerr << made.status() << "\n";
+        return 1;
+      }
+      (masters ? ours_masters : ours)[m.name] = std::move(*made);
     }
-    ours[m.name] = std::move(*made);
   }
   const pbert::train::StepOptions step_options;
   // Round 0 warms both sides up and is not counted.
   for (int round = 0; round <= rounds; ++round) {
     for (size_t i = 0; i < cases.size(); ++i) {
       Case& c = cases[i];
-      pbert::train::Trainee& o = *ours[c.model.name];
-      const pbert::model::InputPlan plan = PlanOf(o, c.attention);
-      long faults = MinorFaults();
-      for (int s = 0; s < steps; ++s) {
-        // What the loader's threads do ahead of the step in a run, timed
-        // apart: the host work that is off the training thread.
-        auto start = std::chrono::steady_clock::now();
-        auto prepared = pbert::train::Prepare(std::vector<pbert::data::PackedBatch>{c.batch}, plan);
-        auto prepared_at = std::chrono::steady_clock::now();
-        if (!prepared.ok()) {
-          std::cerr << prepared.status() << "\n";
-          return 1;
-        }
-        auto result = pbert::train::TrainStep(o, *communicator, *prepared, 1e-4, step_options);
-        if (!result.ok()) {
-          std::cerr << result.status() << "\n";
-          return 1;
+      for (bool masters : {false, true}) {
+        if (masters && !both) continue;
+        pbert::train::Trainee& o = *(masters ? ours_masters : ours)[c.model.name];
+        std::vector<Timing>& timing = masters ? masters_timing : our_timing;
+        const pbert::model::InputPlan plan = PlanOf(o, c.attention);
+        long faults = MinorFaults();
+        for (int s = 0; s < steps; ++s) {
+          // What the loader's threads do ahead of the step in a run, timed
+          // apart: the host work that is off the training thread.
+          auto start = std::chrono::steady_clock::now();
+          auto prepared =
+              pbert::train::Prepare(std::vector<pbert::data::PackedBatch>{c.batch}, plan);
+          auto prepared_at = std::chrono::steady_clock::now();
+          if (!prepared.ok()) {
+            std::cerr << prepared.status() << "\n";
+            return 1;
+          }
+          auto result = pbert::train::TrainStep(o, *communicator, *prepared, 1e-4, step_options);
+          if (!result.ok()) {
+            std::cerr << result.status() << "\n";
+            return 1;
+          }
+          if (round > 0) {
+            timing[i].seconds.push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared_at)
+                    .count());
+            timing[i].prepare_seconds.push_back(
+                std::chrono::duration<double>(prepared_at - start).count());
+          }
         }
         if (round > 0) {
-          our_timing[i].seconds.push_back(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared_at)
-                  .count());
-          our_timing[i].prepare_seconds.push_back(
-              std::chrono::duration<double>(prepared_at - start).count());
+          timing[i].faults += static_cast<double>(MinorFaults() - faults);
+          timing[i].steps += steps;
         }
-      }
-      if (round > 0) {
-        our_timing[i].faults += static_cast<double>(MinorFaults() - faults);
-        our_timing[i].steps += steps;
       }
       for (auto& peer : peers) {
         if (c.packed) continue;
@@ -579,6 +599,7 @@ int Main(int argc, char** argv) {
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     row(cases[i], "packed-bert", our_timing[i]);
+    if (both) row(cases[i], "pb-masters", masters_timing[i]);
     for (auto& peer : peers) {
       if (!peer->timing[i].seconds.empty()) row(cases[i], peer->name.c_str(), peer->timing[i]);
     }
@@ -611,6 +632,12 @@ int Main(int argc, char** argv) {
       std::printf("ratio %-28s blocked / dense attention, packed-bert step speed: %.2f\n",
                   c.name.c_str(), Median(our_timing[i - 1].seconds) / Median(our_timing[i].seconds));
     }
+  }
+  for (size_t i = 0; both && i < cases.size(); ++i) {
+    std::printf("ratio %-28s bf16 weights with fp32 masters / autocast over fp32 weights, "
+                "packed-bert step speed: %.2f\n",
+                cases[i].name.c_str(),
+                Median(our_timing[i].seconds) / Median(masters_timing[i].seconds));
   }
   rusage self_usage;
   getrusage(RUSAGE_SELF, &self_usage);

@@ -18,6 +18,7 @@
 #include "model/precision.h"
 #include "optim/lamb.h"
 #include "tests/model/fixtures.h"
+#include "tests/train/resume_run.h"
 #include "train/checkpointer.h"
 #include "train/host_read.h"
 #include "train/inputs.h"
@@ -201,38 +202,15 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
     Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
     return std::vector<data::PackedBatch>{*data::MakeBatch(part, {64, 2, 0})};
   };
-  // The generators are the process's: the uninterrupted run takes all its
-  // steps before the resumed one restores them, as a new process would.
-  auto whole = std::move(*Trainee::Make(o, *communicator));
-  for (int step = 0; step < 2; ++step) ASSERT_TRUE(TrainStep(*whole, *communicator, batches(step), 1e-3, {}).ok());
-  // Step 2's checkpoint, written and read as a run does (train/checkpointer.h):
-  // weights, the optimizer's state, the generators in the trainer state.
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / "pbert_CudaTest_resume";
-  std::filesystem::remove_all(dir);
-  CheckpointOptions checkpoints;
-  checkpoints.run_dir = dir.string();
-  checkpoints.every_steps = 0;
-  Checkpointer checkpointer(checkpoints, *communicator);
-  TrainerState state;
-  state.loop.step = 2;  // 4 rows a step, as the batches below
-  state.loop.samples = 16;
-  state.loader.rows = 8;
-  state.random = whole->randomness().Save();
-  EXPECT_FALSE(state.random.cuda.empty()) << "the CUDA generator's state is saved";
-  ASSERT_TRUE(checkpointer.Save(2, *whole->model(), whole->optimizer(), ToJson(state)).ok());
-  std::vector<double> losses;
-  for (int step = 2; step < 5; ++step) {
-    auto a = TrainStep(*whole, *communicator, batches(step), 1e-3, {});
-    ASSERT_TRUE(a.ok());
-    losses.push_back(a->metrics.loss);
-  }
-  auto info = ReadCheckpointInfo(checkpointer.last());
-  ASSERT_TRUE(info.ok()) << info.status();
-  auto resumed = std::move(*Trainee::Make(o, *communicator));
-  ASSERT_TRUE(LoadCheckpointWeights(info->dir, *resumed->model(), resumed->optimizer(), kGpu).ok());
-  ASSERT_TRUE(resumed->randomness().Restore(info->trainer.random).ok());
-  std::filesystem::remove_all(dir);
+  // Step 2's checkpoint, written and read as a run does: weights, the
+  // optimizer's state, the generators in the trainer state.
+  testing::ResumedRun run =
+      testing::RunAndResume(o, *communicator, batches, 2, 5, 4, 8, 1e-3, "pbert_CudaTest_resume");
+  ASSERT_EQ(run.error, "");
+  EXPECT_FALSE(run.random.cuda.empty()) << "the CUDA generator's state is saved";
+  auto& whole = run.whole;
+  auto& resumed = run.resumed;
+  const std::vector<double>& losses = run.losses;
   for (int step = 2; step < 5; ++step) {
     auto b = TrainStep(*resumed, *communicator, batches(step), 1e-3, {});
     ASSERT_TRUE(b.ok());
@@ -440,38 +418,13 @@ TEST(CudaTest, ResumeWithMasterWeightsContinuesTheRun) {
     Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
     return std::vector<data::PackedBatch>{*data::MakeBatch(part, {64, 2, 0})};
   };
-  auto whole = std::move(*Trainee::Make(o, *communicator));
-  ASSERT_TRUE(whole->has_master_weights());
-  for (int step = 0; step < 2; ++step) {
-    ASSERT_TRUE(TrainStep(*whole, *communicator, batches(step), 1e-3, {}).ok());
-  }
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / "pbert_CudaTest_resume_masters";
-  std::filesystem::remove_all(dir);
-  CheckpointOptions checkpoints;
-  checkpoints.run_dir = dir.string();
-  checkpoints.every_steps = 0;
-  Checkpointer checkpointer(checkpoints, *communicator);
-  TrainerState state;
-  state.loop.step = 2;  // 4 rows a step, as the batches below
-  state.loop.samples = 16;
-  state.loader.rows = 8;
-  state.random = whole->randomness().Save();
-  ASSERT_TRUE(checkpointer.Save(2, *whole->weights(), whole->optimizer(), ToJson(state)).ok());
-  std::vector<double> losses;
-  for (int step = 2; step < 5; ++step) {
-    auto a = TrainStep(*whole, *communicator, batches(step), 1e-3, {});
-    ASSERT_TRUE(a.ok());
-    losses.push_back(a->metrics.loss);
-  }
-  auto info = ReadCheckpointInfo(checkpointer.last());
-  ASSERT_TRUE(info.ok()) << info.status();
-  auto resumed = std::move(*Trainee::Make(o, *communicator));
-  ASSERT_TRUE(
-      LoadCheckpointWeights(info->dir, *resumed->weights(), resumed->optimizer(), kGpu).ok());
-  resumed->SyncModelWeights();
-  ASSERT_TRUE(resumed->randomness().Restore(info->trainer.random).ok());
-  std::filesystem::remove_all(dir);
+  testing::ResumedRun run = testing::RunAndResume(o, *communicator, batches, 2, 5, 4, 8, 1e-3,
+                                                  "pbert_CudaTest_resume_masters");
+  ASSERT_EQ(run.error, "");
+  ASSERT_TRUE(run.whole->has_master_weights());
+  auto& whole = run.whole;
+  auto& resumed = run.resumed;
+  const std::vector<double>& losses = run.losses;
   for (int step = 2; step < 5; ++step) {
     auto b = TrainStep(*resumed, *communicator, batches(step), 1e-3, {});
     ASSERT_TRUE(b.ok());

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -30,8 +31,11 @@
 #include "model/precision.h"
 #include "optim/lamb.h"
 #include "tests/model/fixtures.h"
+#include "tests/train/resume_run.h"
+#include "train/checkpointer.h"
 #include "train/evaluator.h"
 #include "train/host_read.h"
+#include "train/trainer_state.h"
 
 namespace pbert::train {
 namespace {
@@ -43,21 +47,24 @@ constexpr double kTerms = 1 << 16;  // > 24 sequences x 30 tokens x FFN width 64
 constexpr double kGradientTolerance = kTerms * kEps;  // relative to the largest gradient
 constexpr double kLr = 1e-2;
 
-// A tiny BERT in double precision, alone (one process).
+// A tiny BERT, alone (one process): in double precision, or as asked.
 struct Alone {
   std::unique_ptr<distributed::Communicator> communicator;
   std::unique_ptr<Trainee> trainee;
   model::BertForPreTraining& model() { return trainee->model(); }
 };
 
-Alone Make() {
+Alone Make(c10::ScalarType dtype = torch::kDouble,
+           model::Precision precision = model::Precision::kFp32, bool master_weights = false) {
   Alone run;
   run.communicator = distributed::Communicator::Single();
   TraineeOptions options;
   options.bert = model::testing::TinyOptions();
   options.lamb = optim::LambOptions(kLr);
   options.seed = 21;
-  options.dtype = torch::kDouble;
+  options.dtype = dtype;
+  options.precision = precision;
+  options.master_weights = master_weights;
   run.trainee = std::move(*Trainee::Make(options, *run.communicator));
   return run;
 }
@@ -137,22 +144,9 @@ TEST(StepTest, Bf16MasterWeightsStepWithinBf16RoundingOfDoublePrecision) {
   Rows rows;
   for (const auto& in : instances) rows.push_back({&in});
   const auto batches = Batches({rows}, 1);
-  auto make = [](c10::ScalarType dtype, model::Precision precision, bool masters) {
-    Alone run;
-    run.communicator = distributed::Communicator::Single();
-    TraineeOptions options;
-    options.bert = model::testing::TinyOptions();
-    options.lamb = optim::LambOptions(kLr);
-    options.seed = 21;
-    options.dtype = dtype;
-    options.precision = precision;
-    options.master_weights = masters;
-    run.trainee = std::move(*Trainee::Make(options, *run.communicator));
-    return run;
-  };
-  Alone reference = make(torch::kDouble, model::Precision::kFp32, false);
-  Alone masters = make(torch::kFloat, model::Precision::kBf16, true);
-  Alone autocast = make(torch::kFloat, model::Precision::kBf16, false);
+  Alone reference = Make();
+  Alone masters = Make(torch::kFloat, model::Precision::kBf16, true);
+  Alone autocast = Make(torch::kFloat, model::Precision::kBf16, false);
   ASSERT_TRUE(masters.trainee->has_master_weights());
   ASSERT_FALSE(autocast.trainee->has_master_weights());
   for (const auto& p : masters.model()->parameters()) ASSERT_EQ(p.scalar_type(), torch::kBFloat16);
@@ -200,6 +194,46 @@ TEST(StepTest, Bf16MasterWeightsStepWithinBf16RoundingOfDoublePrecision) {
   for (size_t k = 0; k < wr.size(); ++k) {
     EXPECT_LE(MaxDifference(wm[k].value().to(torch::kDouble), wr[k].value()), 3 * 2 * kLr * 1.01)
         << wr[k].key();
+  }
+}
+
+// Resume with bf16 master weights: the checkpoint keeps the fp32 masters
+// (weights()) and LAMB's state; a new trainee loads them and makes its
+// bf16 copies from them, and continues bit for bit as the uninterrupted
+// one does (the CPU computes the same kernels on the same inputs), dropout
+// on.
+TEST(StepTest, AResumedRunWithMasterWeightsContinuesBitForBit) {
+  if (!model::CpuRunsBf16().ok()) {
+    GTEST_SKIP() << "this CPU does not compute bf16 (" << model::CpuRunsBf16().message() << ")";
+  }
+  auto communicator = distributed::Communicator::Single();
+  TraineeOptions o;
+  o.bert = model::testing::TinyOptions().hidden_dropout(0.1).attention_dropout(0.1);
+  o.lamb = optim::LambOptions(kLr);
+  o.seed = 8;
+  o.precision = model::Precision::kBf16;
+  o.master_weights = true;
+  auto instances = model::testing::RandomInstances(60, 6, 30, 97, 10);
+  auto rows = model::testing::PackInOrder(instances, 2, 64);
+  auto batches = [&](int step) {
+    Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
+    return Batches({part}, 2);
+  };
+  testing::ResumedRun run = testing::RunAndResume(o, *communicator, batches, 2, 5, 4, 8, kLr,
+                                                  "pbert_StepTest_resume_masters");
+  ASSERT_EQ(run.error, "");
+  auto& whole = run.whole;
+  auto& resumed = run.resumed;
+  const std::vector<double>& losses = run.losses;
+  for (int step = 2; step < 5; ++step) {
+    auto b = TrainStep(*resumed, *communicator, batches(step), kLr, {});
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(losses[step - 2], b->metrics.loss) << "step " << step;
+  }
+  auto pa = whole->weights()->named_parameters(), pb = resumed->weights()->named_parameters();
+  for (size_t k = 0; k < pa.size(); ++k) {
+    EXPECT_EQ(pb[k].value().scalar_type(), torch::kFloat) << "the checkpoint keeps fp32 masters";
+    EXPECT_TRUE(torch::equal(pa[k].value(), pb[k].value())) << pa[k].key();
   }
 }
 

@@ -1,0 +1,95 @@
+// A training run stopped at a checkpoint and resumed from it, as the
+// trainer does it (train/checkpointer.h): the tests of exact resume on the
+// CPU and on a GPU build it here, then step the resumed trainee and compare.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "data/batch.h"
+#include "train/checkpointer.h"
+#include "train/step.h"
+#include "train/trainee.h"
+#include "train/trainer_state.h"
+
+namespace pbert::testing {
+
+struct ResumedRun {
+  std::unique_ptr<train::Trainee> whole;    // trained without a stop, to `end`
+  std::unique_ptr<train::Trainee> resumed;  // loaded from step `stop`, not stepped yet
+  std::vector<double> losses;        // whole's losses of steps stop..end-1
+  model::SavedRandomState random;    // the generators as the checkpoint saved them
+  std::string error;                 // what failed, or ""
+};
+
+// Trains a trainee of `options` for `end` steps (step k trains on
+// batches(k), of `rows` rows and `sequences` sequences each), saving at
+// step `stop` a checkpoint of its weights() (the fp32 masters, where it has
+// them), its optimizer and its generators into a folder `name` under the
+// temporary folder; then makes a new trainee of `options` and loads that
+// checkpoint into it as a resumed run does, and removes the folder. The
+// generators are the process's: the uninterrupted trainee takes all its
+// steps before the resumed one restores them, as a new process would.
+inline ResumedRun RunAndResume(const train::TraineeOptions& options,
+                               distributed::Communicator& communicator,
+                               const std::function<std::vector<data::PackedBatch>(int)>& batches,
+                               int stop, int end, uint64_t rows, uint64_t sequences, double lr,
+                               const std::string& name) {
+  ResumedRun run;
+  auto failed = [&](const std::string& what, const absl::Status& status) {
+    run.error = absl::StrCat(what, ": ", status.ToString());
+    return std::move(run);
+  };
+  auto whole = train::Trainee::Make(options, communicator);
+  if (!whole.ok()) return failed("making the trainee", whole.status());
+  run.whole = std::move(*whole);
+  for (int step = 0; step < stop; ++step) {
+    auto result = train::TrainStep(*run.whole, communicator, batches(step), lr, {});
+    if (!result.ok()) return failed(absl::StrCat("step ", step), result.status());
+  }
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  train::CheckpointOptions checkpoints;
+  checkpoints.run_dir = dir.string();
+  checkpoints.every_steps = 0;
+  train::Checkpointer checkpointer(checkpoints, communicator);
+  train::TrainerState state;
+  state.loop.step = stop;
+  state.loop.samples = sequences * static_cast<uint64_t>(stop);
+  state.loader.rows = rows * static_cast<uint64_t>(stop);
+  state.random = run.whole->randomness().Save();
+  run.random = state.random;
+  if (absl::Status saved = checkpointer.Save(stop, *run.whole->weights(), run.whole->optimizer(),
+                                             train::ToJson(state));
+      !saved.ok()) {
+    return failed("saving the checkpoint", saved);
+  }
+  for (int step = stop; step < end; ++step) {
+    auto result = train::TrainStep(*run.whole, communicator, batches(step), lr, {});
+    if (!result.ok()) return failed(absl::StrCat("step ", step), result.status());
+    run.losses.push_back(result->metrics.loss);
+  }
+  auto info = train::ReadCheckpointInfo(checkpointer.last());
+  if (!info.ok()) return failed("reading the checkpoint", info.status());
+  auto resumed = train::Trainee::Make(options, communicator);
+  if (!resumed.ok()) return failed("making the resumed trainee", resumed.status());
+  run.resumed = std::move(*resumed);
+  if (absl::Status loaded = train::LoadCheckpointWeights(info->dir, *run.resumed->weights(),
+                                                  run.resumed->optimizer(), options.device);
+      !loaded.ok()) {
+    return failed("loading the checkpoint", loaded);
+  }
+  run.resumed->SyncModelWeights();
+  if (absl::Status restored = run.resumed->randomness().Restore(info->trainer.random);
+      !restored.ok()) {
+    return failed("restoring the generators", restored);
+  }
+  std::filesystem::remove_all(dir);
+  return run;
+}
+
+}  // namespace pbert::testing
