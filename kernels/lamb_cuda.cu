@@ -5,9 +5,9 @@
 namespace pbert::kernels {
 namespace {
 
-constexpr int kMaxTensors = 24;   // per launch
-constexpr int kMaxBlocks = 320;   // per launch
-constexpr int kChunk = 16384;     // elements per block
+constexpr int kMaxTensors = 24;  // per launch
+constexpr int kMaxBlocks = 320;  // per launch
+constexpr int kChunk = 16384;    // elements per block
 constexpr int kThreads = 512;
 
 // One launch's work: which tensors, and which chunk of which tensor each
@@ -28,13 +28,15 @@ struct Launch {
 // Sums `value` over the block into `out` (one atomic add per block).
 __device__ void BlockSum(double value, double* out) {
   __shared__ double partial[kThreads / 32];
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_down_sync(0xffffffffu, value, offset);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0) partial[warp] = value;
   __syncthreads();
   if (warp == 0) {
     value = lane < kThreads / 32 ? partial[lane] : 0.0;
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+    for (int offset = 16; offset > 0; offset /= 2)
+      value += __shfl_down_sync(0xffffffffu, value, offset);
     if (lane == 0) atomicAdd(out, value);
   }
   __syncthreads();
@@ -45,7 +47,8 @@ __device__ inline float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <typename G>
 __global__ void __launch_bounds__(kThreads)
-    LambDirectionKernel(Launch launch, LambScalars s, const double* clip, double* norms, int tensors) {
+    LambDirectionKernel(Launch launch, LambScalars s, const double* clip, double* norms,
+                        int tensors) {
   if (clip != nullptr) s.clip = static_cast<float>(*clip);
   const int t = launch.block_tensor[blockIdx.x];
   const G* g = static_cast<const G*>(launch.g[t]);
@@ -66,8 +69,8 @@ __global__ void __launch_bounds__(kThreads)
   BlockSum(u_sq, norms + tensors + launch.index[t]);
 }
 
-__global__ void __launch_bounds__(kThreads) LambApplyKernel(Launch launch, const double* norms,
-                                                        int tensors, bool trust_ratio, float lr) {
+__global__ void __launch_bounds__(kThreads)
+    LambApplyKernel(Launch launch, const double* norms, int tensors, bool trust_ratio, float lr) {
   const int t = launch.block_tensor[blockIdx.x];
   const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
   const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
@@ -152,9 +155,8 @@ __global__ void __launch_bounds__(kThreads) SquaredNormsKernel(NormLaunch launch
 
 }  // namespace
 
-cudaError_t SquaredNorms(const std::vector<const void*>& tensors,
-                         const std::vector<int64_t>& sizes, bool bf16, double* norms,
-                         cudaStream_t stream) {
+cudaError_t SquaredNorms(const std::vector<const void*>& tensors, const std::vector<int64_t>& sizes,
+                         bool bf16, double* norms, cudaStream_t stream) {
   if (tensors.empty()) return cudaSuccess;
   if (cudaError_t e = cudaMemsetAsync(norms, 0, sizeof(double) * tensors.size(), stream);
       e != cudaSuccess) {
@@ -219,7 +221,7 @@ cudaError_t LambStep(const LambGroup& group, double* norms, cudaStream_t stream)
   if (e != cudaSuccess) return e;
   return ForEachLaunch(group, [&](const Launch& launch, int blocks) {
     LambApplyKernel<<<blocks, kThreads, 0, stream>>>(launch, norms, tensors, group.trust_ratio,
-                                                 group.lr);
+                                                     group.lr);
     return cudaGetLastError();
   });
 }

@@ -200,18 +200,17 @@ torch::Tensor Lamb::step(LossClosure closure) {
 }
 
 void Lamb::BindModelWeights(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs) {
+  bound_.clear();
   for (const auto& [master, copy] : pairs) {
     TORCH_CHECK(master.sizes() == copy.sizes() && master.device() == copy.device(),
                 "Lamb: a model copy must have its master weight's shape and device");
+    bound_[master.unsafeGetTensorImpl()] = copy;
   }
-  bound_ = pairs;
 }
 
 torch::Tensor Lamb::ModelCopyOf(const torch::Tensor& p) const {
-  for (const auto& [master, copy] : bound_) {
-    if (master.is_same(p)) return copy;
-  }
-  return {};
+  const auto it = bound_.find(p.unsafeGetTensorImpl());
+  return it == bound_.end() ? torch::Tensor() : it->second;
 }
 
 void Lamb::save(torch::serialize::OutputArchive& archive) const {

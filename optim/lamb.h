@@ -7,6 +7,7 @@
 
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -124,7 +125,8 @@ class Lamb : public torch::optim::Optimizer {
   // The model's copy of parameter `p`, or an undefined tensor.
   torch::Tensor ModelCopyOf(const torch::Tensor& p) const;
 
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> bound_;  // (master, model copy)
+  // Each bound master weight's model copy, by the master's tensor.
+  std::unordered_map<const c10::TensorImpl*, torch::Tensor> bound_;
   torch::Tensor grad_scale_;
   bool fused_ = false;
   const char* last_path_ = "";

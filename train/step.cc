@@ -25,10 +25,10 @@ at::Tensor SumTotals(const std::vector<MicroBatch>& batches,
 }
 
 // Waits for the gradients' sums over the ranks, sums the metrics, unscales
-// (fp16) and computes the clipping on the device, reads the metrics, the norm and the
-// finite checks in the step's one read, and steps the optimizer unless the
-// loss or a gradient is not finite. `sums`: the metrics in ToVector's
-// order, on the device.
+// (fp16) and computes the clipping on the device, reads the metrics, the
+// norm and the finite checks in the step's one read, and steps the
+// optimizer unless the loss or a gradient is not finite. `sums`: the
+// metrics in ToVector's order, on the device.
 StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communicator,
                           const at::Tensor& sums, double lr, const StepOptions& options) {
   trainee.reducer().Finish();
