@@ -271,6 +271,20 @@ TEST(AccumulationTest, NormalisingByTheStepTotalEqualsOneBigBatch) {
 // relative), and each new weight may round differently once (eps |w|).
 // Summed over the steps, that bounds the weights' difference; the moments
 // and norms add terms of the same order.
+// Two groups as BERT's over four parameters: 0 and 2 decayed and
+// trust-ratio scaled with `with`, 1 and 3 neither.
+Lamb TwoGroups(const std::vector<torch::Tensor>& params,
+               const LambOptions& with = LambOptions(0.02).weight_decay(0.01)) {
+  LambOptions without = with;
+  without.weight_decay(0).trust_ratio(false);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{params[0], params[2]},
+                      std::make_unique<LambOptions>(with));
+  groups.emplace_back(std::vector<torch::Tensor>{params[1], params[3]},
+                      std::make_unique<LambOptions>(without));
+  return Lamb(std::move(groups), with);
+}
+
 TEST(LambTest, TheMultiTensorStepEqualsThePerParameterOne) {
   constexpr double kEpsF = std::numeric_limits<float>::epsilon();
   constexpr double kOps = 32;
@@ -287,15 +301,7 @@ TEST(LambTest, TheMultiTensorStepEqualsThePerParameterOne) {
     m.push_back(torch::zeros_like(x));
     v.push_back(torch::zeros_like(x));
   }
-  LambOptions with = LambOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd);
-  LambOptions without = with;
-  without.weight_decay(0).trust_ratio(false);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<torch::Tensor>{params[0], params[2]},
-                      std::make_unique<LambOptions>(with));
-  groups.emplace_back(std::vector<torch::Tensor>{params[1], params[3]},
-                      std::make_unique<LambOptions>(without));
-  Lamb lamb(std::move(groups), with);
+  Lamb lamb = TwoGroups(params, LambOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd));
   std::vector<double> bound(initial.size(), 0.0);
   for (int t = 1; t <= kSteps; ++t) {
     const double c1 = 1 - std::pow(b1, t), c2 = 1 - std::pow(b2, t);
@@ -352,20 +358,6 @@ std::vector<torch::Tensor> RandomParams(uint64_t seed) {
   torch::manual_seed(seed);
   return {torch::randn({64, 48}), torch::randn({48}), torch::randn({3, 5, 7}),
           torch::zeros({9})};
-}
-
-// Two groups as BERT's: weights decayed and trust-ratio scaled, the rest
-// not.
-Lamb TwoGroups(const std::vector<torch::Tensor>& params) {
-  const LambOptions with = LambOptions(0.02).weight_decay(0.01);
-  LambOptions without = with;
-  without.weight_decay(0).trust_ratio(false);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<torch::Tensor>{params[0], params[2]},
-                      std::make_unique<LambOptions>(with));
-  groups.emplace_back(std::vector<torch::Tensor>{params[1], params[3]},
-                      std::make_unique<LambOptions>(without));
-  return Lamb(std::move(groups), with);
 }
 
 // Clipping in the step (ScaleGradients) multiplies each gradient by the

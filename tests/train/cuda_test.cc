@@ -52,6 +52,21 @@ std::string NoGpu() {
 
 const c10::Device kGpu(c10::kCUDA, 0);
 
+// A tiny BERT with 64-wide heads (FlashAttention's kind) in the varlen
+// layout, trained in bf16 on the GPU at lr 1e-3.
+TraineeOptions Bf16OnTheGpu(uint64_t seed) {
+  TraineeOptions o;
+  o.bert = model::testing::TinyOptions()
+               .hidden_size(128)
+               .num_heads(2)
+               .attention(model::AttentionKind::kVarlen);
+  o.lamb = optim::LambOptions(1e-3);
+  o.seed = seed;
+  o.device = kGpu;
+  o.precision = model::Precision::kBf16;
+  return o;
+}
+
 double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
   return a.numel() == 0 ? 0.0 : (a.to(at::kCPU, at::kDouble) - b.to(at::kCPU, at::kDouble)).abs().max().item<double>();
 }
@@ -196,12 +211,7 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
   o.seed = 4;
   o.device = kGpu;
   o.dtype = torch::kDouble;
-  auto instances = model::testing::RandomInstances(60, 6, 30, 97, 9);
-  auto rows = model::testing::PackInOrder(instances, 2, 64);
-  auto batches = [&](int step) {
-    Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
-    return std::vector<data::PackedBatch>{*data::MakeBatch(part, {64, 2, 0})};
-  };
+  const auto batches = testing::FourRowSteps(9);
   // Step 2's checkpoint, written and read as a run does: weights, the
   // optimizer's state, the generators in the trainer state.
   testing::ResumedRun run =
@@ -350,18 +360,8 @@ TEST(CudaTest, AStepWaitsForTheGpuOnlyInItsOneRead) {
   auto rows = model::testing::PackInOrder(instances, 4, 128);
   const std::vector<data::PackedBatch> batches = {*data::MakeBatch(rows, {128, 4, 0})};
   for (const bool lean : {true, false}) {
-    TraineeOptions o;
-    o.bert = model::testing::TinyOptions()
-                 .hidden_size(128)
-                 .num_heads(2)
-                 .max_position_embeddings(128)
-                 .hidden_dropout(0.1)
-                 .attention_dropout(0.1)
-                 .attention(model::AttentionKind::kVarlen);
-    o.lamb = optim::LambOptions(1e-3);
-    o.seed = 6;
-    o.device = kGpu;
-    o.precision = model::Precision::kBf16;
+    TraineeOptions o = Bf16OnTheGpu(6);
+    o.bert.max_position_embeddings(128).hidden_dropout(0.1).attention_dropout(0.1);
     o.master_weights = lean;
     o.fused_optimizer = lean;
     auto trainee = std::move(*Trainee::Make(o, *communicator));
@@ -402,22 +402,9 @@ TEST(CudaTest, AStepWaitsForTheGpuOnlyInItsOneRead) {
 TEST(CudaTest, ResumeWithMasterWeightsContinuesTheRun) {
   SKIP_WITHOUT_GPU();
   auto communicator = distributed::Communicator::Single();
-  TraineeOptions o;
-  o.bert = model::testing::TinyOptions()
-               .hidden_size(128)
-               .num_heads(2)
-               .attention(model::AttentionKind::kVarlen);
-  o.lamb = optim::LambOptions(1e-3);
-  o.seed = 8;
-  o.device = kGpu;
-  o.precision = model::Precision::kBf16;
+  TraineeOptions o = Bf16OnTheGpu(8);
   o.master_weights = true;
-  auto instances = model::testing::RandomInstances(60, 6, 30, 97, 10);
-  auto rows = model::testing::PackInOrder(instances, 2, 64);
-  auto batches = [&](int step) {
-    Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
-    return std::vector<data::PackedBatch>{*data::MakeBatch(part, {64, 2, 0})};
-  };
+  const auto batches = testing::FourRowSteps(10);
   testing::ResumedRun run = testing::RunAndResume(o, *communicator, batches, 2, 5, 4, 8, 1e-3,
                                                   "pbert_CudaTest_resume_masters");
   ASSERT_EQ(run.error, "");

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/batch.h"
+#include "tests/model/fixtures.h"
 #include "train/checkpointer.h"
 #include "train/step.h"
 #include "train/trainee.h"
@@ -25,6 +26,21 @@ struct ResumedRun {
   model::SavedRandomState random;    // the generators as the checkpoint saved them
   std::string error;                 // what failed, or ""
 };
+
+// The steps the resume tests train on: step k holds 4 rows of 64 tokens,
+// each of at most two sequences of 6 to 30 tokens (vocabulary 97), drawn
+// with `seed`; 4 rows and 8 sequences a step.
+inline std::function<std::vector<data::PackedBatch>(int)> FourRowSteps(uint32_t seed) {
+  auto instances = std::make_shared<std::vector<data::Instance>>(
+      model::testing::RandomInstances(60, 6, 30, 97, seed));
+  auto rows = std::make_shared<std::vector<std::vector<const data::Instance*>>>(
+      model::testing::PackInOrder(*instances, 2, 64));
+  return [instances, rows](int step) {
+    std::vector<std::vector<const data::Instance*>> part(rows->begin() + 4 * step,
+                                                         rows->begin() + 4 * step + 4);
+    return std::vector<data::PackedBatch>{*data::MakeBatch(part, {64, 2, 0})};
+  };
+}
 
 // Trains a trainee of `options` for `end` steps (step k trains on
 // batches(k), of `rows` rows and `sequences` sequences each), saving at

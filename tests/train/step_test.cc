@@ -213,12 +213,7 @@ TEST(StepTest, AResumedRunWithMasterWeightsContinuesBitForBit) {
   o.seed = 8;
   o.precision = model::Precision::kBf16;
   o.master_weights = true;
-  auto instances = model::testing::RandomInstances(60, 6, 30, 97, 10);
-  auto rows = model::testing::PackInOrder(instances, 2, 64);
-  auto batches = [&](int step) {
-    Rows part(rows.begin() + 4 * step, rows.begin() + 4 * step + 4);
-    return Batches({part}, 2);
-  };
+  const auto batches = testing::FourRowSteps(10);
   testing::ResumedRun run = testing::RunAndResume(o, *communicator, batches, 2, 5, 4, 8, kLr,
                                                   "pbert_StepTest_resume_masters");
   ASSERT_EQ(run.error, "");
