@@ -6,9 +6,10 @@
 // started by --peer, after this process has returned its cached GPU
 // memory), for BERT-base and BERT-large. packed-bert runs as cases that
 // take turns (each `steps / turns` timed steps a turn, after its warm-up
-// steps): each lever of the lean step added to the one before (autocast
-// over fp32 weights with the _foreach LAMB; the fused LAMB; bf16 weights
-// with fp32 masters), then the last at each rows per step of --sweep. The
+// steps): each lever added to the one before (autocast over fp32 weights
+// with the _foreach LAMB; the fused LAMB; the fused layers; bf16 weights
+// with fp32 masters), then the defaults (the third) at each rows per step
+// of --sweep. The
 // peer trains on the first case's sequences, in bf16 autocast with fp32
 // weights. Prints per model and case real tokens/s, sequences/s, model
 // TFLOP/s and MFU (the model's own FLOPs per real token, attention over
@@ -21,8 +22,8 @@
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
 //       [--turns 4] [--sweep 16,32,48,64] [--profile N]
 //
-// --profile N: after the timed steps, N more steps of the first and the
-// last lever under LibTorch's profiler, and for each the table that
+// --profile N: after the timed steps, N more steps of the first lever,
+// the defaults and the last lever under LibTorch's profiler, and for each the table that
 // train.profile_steps writes to profile.md (train/profiler.h,
 // docs/performance.md).
 //
@@ -96,7 +97,7 @@ void Print(const std::string& model, const std::string& side, const Side& r, dou
 struct Case {
   std::string label;
   int rows = 32;
-  bool master_weights = false, fused = false;
+  bool master_weights = false, fused = false, fused_layers = false;
   std::unique_ptr<pbert::train::Trainee> trainee;
   std::vector<pbert::train::MicroBatch> steps;  // every step's inputs, on the GPU
   std::vector<pbert::data::PackedBatch> batches;
@@ -109,13 +110,16 @@ struct Case {
 // gain over the row above), at the benchmark's rows per step.
 struct Lever {
   const char* label;
-  bool master_weights, fused;
+  bool master_weights, fused, fused_layers;
 };
 constexpr Lever kLevers[] = {
-    {"autocast over fp32 weights, _foreach LAMB", false, false},
-    {"+ fused LAMB", false, true},
-    {"+ bf16 weights, fp32 masters", true, true},
+    {"autocast over fp32 weights, _foreach LAMB", false, false, false},
+    {"+ fused LAMB", false, true, false},
+    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", false, true, true},
+    {"+ bf16 weights, fp32 masters", true, true, true},
 };
+// The lever the rows sweep runs: the defaults (model.master_weights off).
+constexpr size_t kSweepLever = 2;
 
 pbert::gpu::MemoryStats Memory() {
   auto m = pbert::gpu::Memory(0);
@@ -199,15 +203,17 @@ int Main(int argc, char** argv) {
       c.rows = rows;
       c.master_weights = lever.master_weights;
       c.fused = lever.fused;
+      c.fused_layers = lever.fused_layers;
       cases.push_back(std::move(c));
     }
     for (int r : sweep) {
       if (r == rows) continue;
       Case c;
-      c.label = absl::StrCat(kLevers[2].label, ", ", r, " rows");
+      c.label = absl::StrCat(kLevers[kSweepLever].label, ", ", r, " rows");
       c.rows = r;
-      c.master_weights = kLevers[2].master_weights;
-      c.fused = kLevers[2].fused;
+      c.master_weights = kLevers[kSweepLever].master_weights;
+      c.fused = kLevers[kSweepLever].fused;
+      c.fused_layers = kLevers[kSweepLever].fused_layers;
       cases.push_back(std::move(c));
     }
     // Enough sequences for every case's steps, packed by lp at depth 8.
@@ -244,7 +250,8 @@ int Main(int argc, char** argv) {
                          .num_layers(s.layers)
                          .num_heads(s.heads)
                          .intermediate_size(s.ffn)
-                         .attention(pbert::model::AttentionKind::kVarlen);
+                         .attention(pbert::model::AttentionKind::kVarlen)
+                         .fused_layers(c.fused_layers);
       options.lamb = pbert::optim::LambOptions(1e-4);
       options.precision = pbert::model::Precision::kBf16;
       options.device = device;
@@ -310,14 +317,18 @@ int Main(int argc, char** argv) {
                                                (cases[k - 1].side.tokens / cases[k - 1].side.seconds))));
     }
     for (const Case& c : cases) {
-      if (c.master_weights != kLevers[2].master_weights || c.fused != kLevers[2].fused) continue;
+      const Lever& l = kLevers[kSweepLever];
+      if (c.master_weights != l.master_weights || c.fused != l.fused ||
+          c.fused_layers != l.fused_layers) {
+        continue;
+      }
       sweeps.push_back(absl::StrFormat("| %s | %d | %.0f | %.1f |", s.name, c.rows,
                                        c.side.tokens / c.side.seconds, c.side.peak_bytes / (1 << 30)));
     }
     if (profile > 0) {
-      // The first and last lever again, under the profiler: the table of
-      // profile.md for each.
-      for (size_t k : {size_t{0}, std::size(kLevers) - 1}) {
+      // The first lever, the defaults and the last lever again, under the
+      // profiler: the table of profile.md for each.
+      for (size_t k : {size_t{0}, kSweepLever, std::size(kLevers) - 1}) {
         Case& c = cases[k];
         pbert::train::StepProfiler profiler({1, profile}, "", device);
         for (int step = 1; step <= profile; ++step) {
@@ -389,7 +400,7 @@ int Main(int argc, char** argv) {
   if (!sweeps.empty()) {
     std::printf("\n## Rows per step (%s)\n\n| model | rows | real tokens/s | peak GiB |\n"
                 "|---|---|---|---|\n",
-                kLevers[std::size(kLevers) - 1].label);
+                kLevers[kSweepLever].label);
     for (const std::string& line : sweeps) std::printf("%s\n", line.c_str());
   }
   for (const std::string& table : profiles) std::printf("\n%s", table.c_str());

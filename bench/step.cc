@@ -12,6 +12,8 @@
 //   build/bench/step [--precision fp32|bf16|auto] [--peers all|eager|none]
 //   build/bench/step --precision bf16 --master-weights both  # and with bf16 weights, fp32
 //                                                           # masters ("pb-masters"), in turns
+//   build/bench/step --fused-layers both  # and with the unfused modules ("pb-unfused"), in
+//                                         # turns: model.fused_layers before and after
 //   build/bench/step --load 1     # beside one busy process (CPU contention)
 //
 // The OpenMP wait policy in force (OMP_WAIT_POLICY, GOMP_SPINCOUNT, or
@@ -47,6 +49,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -257,14 +260,15 @@ using Ours = std::unique_ptr<pbert::train::Trainee>;
 
 int Main(int argc, char** argv) {
   int rounds = 5, steps = 3, threads = 2;
-  std::string precision_name = "fp32", profile, master_weights_name = "0";
+  std::string precision_name = "fp32", profile, master_weights_name = "0", fused_name = "1";
   std::string peer_set = "all";
   int load = 0;
   bool tune_malloc = true;
   std::vector<std::string> models = {"tiny", "mini"};
   const char* usage =
       "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mini] "
-      "[--precision fp32|bf16|auto] [--master-weights 0|1|both] [--profile CASE] "
+      "[--precision fp32|bf16|auto] [--master-weights 0|1|both] [--fused-layers 0|1|both] "
+      "[--profile CASE] "
       "[--peers all|eager|none] "
       "[--malloc tuned|glibc] [--load N]\n";
   // A whole number in [low, high], or the usage line and exit 2.
@@ -289,6 +293,7 @@ int Main(int argc, char** argv) {
     else if (flag == "--models") models = absl::StrSplit(value, ',');
     else if (flag == "--precision") precision_name = value;
     else if (flag == "--master-weights") master_weights_name = value;
+    else if (flag == "--fused-layers") fused_name = value;
     else if (flag == "--profile") profile = value;
     else if (flag == "--peers" && (value == "all" || value == "eager" || value == "none")) {
       peer_set = value;
@@ -309,21 +314,42 @@ int Main(int argc, char** argv) {
   }
   const pbert::model::Precision precision = *parsed;
   const bool bf16 = precision == pbert::model::Precision::kBf16;
-  if (master_weights_name != "0" && master_weights_name != "1" && master_weights_name != "both") {
-    std::cerr << "bench/step: --master-weights is 0, 1 or both, not " << master_weights_name
-              << "\n";
+  for (const auto& [flag, value] : {std::pair{"--master-weights", &master_weights_name},
+                                    std::pair{"--fused-layers", &fused_name}}) {
+    if (*value != "0" && *value != "1" && *value != "both") {
+      std::cerr << "bench/step: " << flag << " is 0, 1 or both, not " << *value << "\n";
+      return 2;
+    }
+  }
+  if (master_weights_name == "both" && fused_name == "both") {
+    std::cerr << "bench/step: one of --master-weights and --fused-layers may be both\n";
     return 2;
   }
-  // both: packed-bert's step with and without master weights, as two
-  // sides taking turns.
+  // both: packed-bert's step with and without the option, as two sides
+  // taking turns; the second side ("pb-masters" or "pb-unfused") is the
+  // first with one option changed.
   const bool master_weights = master_weights_name == "1";
-  const bool both = bf16 && master_weights_name == "both";
-  std::printf("LibTorch %s; precision %s (%s on both sides%s), %d threads\n",
+  const bool fused_layers = fused_name != "0";
+  struct Second {
+    const char* side;
+    const char* ratio;       // what the ratio compares: the newer over the older
+    bool newer;              // whether the second side is the newer
+    bool master_weights, fused_layers;
+  };
+  std::optional<Second> second;
+  if (bf16 && master_weights_name == "both") {
+    second = Second{"pb-masters", "bf16 weights with fp32 masters / autocast over fp32 weights",
+                    true, true, fused_layers};
+  } else if (fused_name == "both") {
+    second = Second{"pb-unfused", "fused layers / unfused modules", false, master_weights, false};
+  }
+  const bool both = second.has_value();
+  std::printf("LibTorch %s; precision %s (%s on both sides%s%s), %d threads\n",
               pbert::torch_compat::Version().c_str(), bf16 ? "bf16" : "fp32",
               bf16 ? "autocast" : "no autocast",
-              bf16 && master_weights ? "; packed-bert: bf16 weights, fp32 masters"
-              : both ? "; packed-bert also with bf16 weights, fp32 masters"
-                     : "",
+              bf16 && master_weights ? "; packed-bert: bf16 weights, fp32 masters" : "",
+              both ? absl::StrCat("; packed-bert also as ", second->side).c_str()
+                   : fused_layers ? "" : "; packed-bert: unfused layers",
               threads);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin_count = std::getenv("GOMP_SPINCOUNT");
@@ -490,8 +516,8 @@ int Main(int argc, char** argv) {
 
   auto communicator =
       pbert::distributed::Communicator::Single();
-  std::map<std::string, Ours> ours, ours_masters;  // by model size
-  std::vector<Timing> our_timing(cases.size()), masters_timing(cases.size());
+  std::map<std::string, Ours> ours, ours_second;  // by model size
+  std::vector<Timing> our_timing(cases.size()), second_timing(cases.size());
   for (const Case& c : cases) {
     const ModelShape& m = c.model;
     if (ours.count(m.name)) continue;
@@ -504,15 +530,16 @@ int Main(int argc, char** argv) {
     o.lamb = pbert::optim::LambOptions(1e-4);
     o.precision = precision;
     o.seed = 1;
-    for (bool masters : {false, true}) {
-      if (masters && !both) continue;
-      o.master_weights = master_weights || masters;
+    for (bool other : {false, true}) {
+      if (other && !both) continue;
+      o.master_weights = other ? second->master_weights : master_weights;
+      o.bert.fused_layers(other ? second->fused_layers : fused_layers);
       auto made = pbert::train::Trainee::Make(o, *communicator);
       if (!made.ok()) {
         std::cerr << made.status() << "\n";
         return 1;
       }
-      (masters ? ours_masters : ours)[m.name] = std::move(*made);
+      (other ? ours_second : ours)[m.name] = std::move(*made);
     }
   }
   const pbert::train::StepOptions step_options;
@@ -520,10 +547,10 @@ int Main(int argc, char** argv) {
   for (int round = 0; round <= rounds; ++round) {
     for (size_t i = 0; i < cases.size(); ++i) {
       Case& c = cases[i];
-      for (bool masters : {false, true}) {
-        if (masters && !both) continue;
-        pbert::train::Trainee& o = *(masters ? ours_masters : ours)[c.model.name];
-        std::vector<Timing>& timing = masters ? masters_timing : our_timing;
+      for (bool other : {false, true}) {
+        if (other && !both) continue;
+        pbert::train::Trainee& o = *(other ? ours_second : ours)[c.model.name];
+        std::vector<Timing>& timing = other ? second_timing : our_timing;
         const pbert::model::InputPlan plan = PlanOf(o, c.attention);
         long faults = MinorFaults();
         for (int s = 0; s < steps; ++s) {
@@ -599,7 +626,7 @@ int Main(int argc, char** argv) {
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     row(cases[i], "packed-bert", our_timing[i]);
-    if (both) row(cases[i], "pb-masters", masters_timing[i]);
+    if (both) row(cases[i], second->side, second_timing[i]);
     for (auto& peer : peers) {
       if (!peer->timing[i].seconds.empty()) row(cases[i], peer->name.c_str(), peer->timing[i]);
     }
@@ -634,10 +661,9 @@ int Main(int argc, char** argv) {
     }
   }
   for (size_t i = 0; both && i < cases.size(); ++i) {
-    std::printf("ratio %-28s bf16 weights with fp32 masters / autocast over fp32 weights, "
-                "packed-bert step speed: %.2f\n",
-                cases[i].name.c_str(),
-                Median(our_timing[i].seconds) / Median(masters_timing[i].seconds));
+    const double first = Median(our_timing[i].seconds), other = Median(second_timing[i].seconds);
+    std::printf("ratio %-28s %s, packed-bert step speed: %.2f\n", cases[i].name.c_str(),
+                second->ratio, second->newer ? first / other : other / first);
   }
   rusage self_usage;
   getrusage(RUSAGE_SELF, &self_usage);

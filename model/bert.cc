@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/dropout.h"
+#include "model/fused_layers.h"
 
 namespace pbert::model {
 
@@ -29,6 +30,15 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertOptions& options) : options(opt
 void BertEmbeddingsImpl::reset() {
   word_embeddings = register_module("word_embeddings",
                                     nn::Embedding(options.vocab_size(), options.hidden_size()));
+  // The padding rows (options.vocab_padding) after the vocabulary's, zero;
+  // made after the module's own draws, so a seed initialises as unpadded.
+  if (options.padded_vocab_size() > options.vocab_size()) {
+    at::NoGradGuard no_grad;
+    const at::Tensor& words = word_embeddings->weight;
+    at::Tensor padded = at::zeros({options.padded_vocab_size(), options.hidden_size()}, words.options());
+    padded.narrow(0, 0, options.vocab_size()).copy_(words);
+    word_embeddings->weight.set_data(padded);
+  }
   position_embeddings =
       register_module("position_embeddings",
                       nn::Embedding(options.max_position_embeddings(), options.hidden_size()));
@@ -80,12 +90,19 @@ void BertResidualOutputImpl::reset() {
 }
 
 at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
+  if (options.fused_layers() && FusedLayersRun(x)) {
+    const bool apart = BiasInKernels(x);  // else the product adds the bias (addmm)
+    return BiasDropoutAddNorm(apart ? at::linear(x, dense->weight) : dense(x),
+                              apart ? dense->bias : at::Tensor(), residual, LayerNorm->weight,
+                              LayerNorm->bias, options.hidden_dropout(), options.layer_norm_eps(),
+                              is_training());
+  }
   return Normalize(LayerNorm, Dropout(dense(x), options.hidden_dropout(), is_training()) + residual);
 }
 
 BertDenseActivationImpl::BertDenseActivationImpl(int64_t in_features, int64_t out_features,
-                                                 Activation activation)
-    : in_features(in_features), out_features(out_features), activation(activation) {
+                                                 Activation activation, bool fused)
+    : in_features(in_features), out_features(out_features), activation(activation), fused(fused) {
   reset();
 }
 
@@ -94,6 +111,11 @@ void BertDenseActivationImpl::reset() {
 }
 
 at::Tensor BertDenseActivationImpl::forward(const at::Tensor& x) {
+  if (fused && activation == Activation::kGelu && FusedLayersRun(x)) {
+    const bool apart = BiasInKernels(x);  // else the product adds the bias (addmm)
+    return BiasGelu(apart ? at::linear(x, dense->weight) : dense(x),
+                    apart ? dense->bias : at::Tensor());
+  }
   auto y = dense(x);
   return activation == Activation::kGelu ? at::gelu(y) : at::tanh(y);
 }
@@ -114,8 +136,9 @@ BertLayerImpl::BertLayerImpl(const BertOptions& options) : options(options) { re
 void BertLayerImpl::reset() {
   attention = register_module("attention", BertAttention(options));
   intermediate = register_module(
-      "intermediate", BertDenseActivation(options.hidden_size(), options.intermediate_size(),
-                                          BertDenseActivationImpl::Activation::kGelu));
+      "intermediate",
+      BertDenseActivation(options.hidden_size(), options.intermediate_size(),
+                          BertDenseActivationImpl::Activation::kGelu, options.fused_layers()));
   output = register_module("output", BertResidualOutput(options, options.intermediate_size()));
 }
 
@@ -178,7 +201,16 @@ void BertLMPredictionHeadImpl::reset() {
 
 at::Tensor BertLMPredictionHeadImpl::forward(const at::Tensor& hidden,
                                              const at::Tensor& word_embeddings) {
-  return torch::nn::functional::linear(transform(hidden), word_embeddings, bias);
+  const int64_t V = options.vocab_size();
+  if (word_embeddings.size(0) == V) {
+    return torch::nn::functional::linear(transform(hidden), word_embeddings, bias);
+  }
+  // The product over the padded rows (aligned), its padding columns cut
+  // before the bias: they never reach a softmax, and the padding rows of the
+  // word embeddings get no gradient from here.
+  // In the product's dtype (bf16 under autocast, as the unpadded addmm's).
+  const at::Tensor logits = at::linear(transform(hidden), word_embeddings).narrow(-1, 0, V);
+  return logits + bias.to(logits.scalar_type());
 }
 
 BertPreTrainingHeadsImpl::BertPreTrainingHeadsImpl(const BertOptions& options) : options(options) {
@@ -202,18 +234,31 @@ void BertForPreTrainingImpl::reset() {
 
 void BertForPreTrainingImpl::InitWeights() {
   at::NoGradGuard no_grad;
+  const int64_t V = options.vocab_size();
   for (auto& module : modules(/*include_self=*/false)) {
     if (auto* linear = module->as<nn::Linear>()) {
       linear->weight.normal_(0.0, options.initializer_range());
       if (linear->bias.defined()) linear->bias.zero_();
     } else if (auto* embedding = module->as<nn::Embedding>()) {
-      embedding->weight.normal_(0.0, options.initializer_range());
+      // The vocabulary's rows only: the draws of an unpadded model.
+      embedding->weight.narrow(0, 0, embedding->options.num_embeddings()).normal_(
+          0.0, options.initializer_range());
     } else if (auto* norm = module->as<nn::LayerNorm>()) {
       norm->weight.fill_(1.0);
       norm->bias.zero_();
     }
   }
   cls->predictions->bias.zero_();
+  // The padding rows of the word embeddings are zero, and stay so: nothing
+  // looks them up and their logits are cut, so no gradient reaches them and
+  // LAMB moves them by 0 (zero moments, zero weight decay).
+  at::Tensor& words = bert->embeddings->word_embeddings->weight;
+  words.narrow(0, V, words.size(0) - V).zero_();
+}
+
+std::map<std::string, int64_t> BertForPreTrainingImpl::FileRows() const {
+  if (options.padded_vocab_size() == options.vocab_size()) return {};
+  return {{"bert.embeddings.word_embeddings.weight", options.vocab_size()}};
 }
 
 PretrainingLogits BertForPreTrainingImpl::forward(const Inputs& inputs) {

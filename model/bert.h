@@ -13,6 +13,7 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,9 @@ class BertSelfAttentionImpl : public torch::nn::Cloneable<BertSelfAttentionImpl>
 };
 TORCH_MODULE(BertSelfAttention);
 
-// LayerNorm(dropout(dense(x)) + residual): "attention.output" and "output".
+// LayerNorm(dropout(dense(x)) + residual): "attention.output" and "output";
+// one operation after the product with options.fused_layers
+// (model/fused_layers.h).
 class BertResidualOutputImpl : public torch::nn::Cloneable<BertResidualOutputImpl> {
  public:
   BertResidualOutputImpl(const BertOptions& options, int64_t in_features);
@@ -68,16 +71,19 @@ class BertResidualOutputImpl : public torch::nn::Cloneable<BertResidualOutputImp
 };
 TORCH_MODULE(BertResidualOutput);
 
-// activation(dense(x)): "intermediate" (exact GELU) and "pooler" (tanh).
+// activation(dense(x)): "intermediate" (exact GELU) and "pooler" (tanh);
+// `fused`: the GELU with the bias as one operation (model/fused_layers.h).
 class BertDenseActivationImpl : public torch::nn::Cloneable<BertDenseActivationImpl> {
  public:
   enum class Activation { kGelu, kTanh };
-  BertDenseActivationImpl(int64_t in_features, int64_t out_features, Activation activation);
+  BertDenseActivationImpl(int64_t in_features, int64_t out_features, Activation activation,
+                          bool fused = false);
   void reset() override;
   at::Tensor forward(const at::Tensor& x);
 
   int64_t in_features, out_features;
   Activation activation;
+  bool fused;
   torch::nn::Linear dense{nullptr};
 };
 TORCH_MODULE(BertDenseActivation);
@@ -177,8 +183,13 @@ class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImp
   explicit BertForPreTrainingImpl(const BertOptions& options);
   void reset() override;
   // Re-draws every parameter as BERT initialises: weights and embeddings
-  // normal(0, initializer_range), biases 0, LayerNorm 1 and 0.
+  // normal(0, initializer_range), biases 0, LayerNorm 1 and 0; the word
+  // embeddings' padding rows (options.vocab_padding) 0.
   void InitWeights();
+
+  // The parameters whose files hold fewer rows than the model: the padded
+  // word embeddings, by name, with the rows their files hold.
+  std::map<std::string, int64_t> FileRows() const;
 
   // The heads' logits for `inputs` (model/inputs.h), on the model's
   // device, in the layout they were made for: device work only.

@@ -7,7 +7,8 @@ namespace pbert::model {
 double BertOptions::Parameters() const {
   const double V = vocab_size(), H = hidden_size(), F = intermediate_size();
   const double layer = 4 * (H * H + H) + 2 * H + (H * F + F) + (F * H + H) + 2 * H;
-  return V * H + (max_position_embeddings() + type_vocab_size()) * H + 2 * H +
+  // The word embeddings with their padding rows, as the model holds them.
+  return static_cast<double>(padded_vocab_size()) * H + (max_position_embeddings() + type_vocab_size()) * H + 2 * H +
          num_layers() * layer + (H * H + H) + (H * H + H + 2 * H) + V + (2 * H + 2);
 }
 

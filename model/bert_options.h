@@ -66,10 +66,25 @@ struct BertOptions {
   TORCH_ARG(AttentionKind, attention) = AttentionKind::kAuto;
   /// The paper's ablations (its Figure 4), for experiments only.
   TORCH_ARG(Ablation, ablation) = Ablation::kNone;
+  /// Bias-GELU and bias-dropout-residual-LayerNorm as fused operations
+  /// (model/fused_layers.h); false: the unfused modules. The same results.
+  TORCH_ARG(bool, fused_layers) = true;
+  /// The word embeddings (and the tied MLM decoder) padded inside the model
+  /// to a multiple of this many rows, zero, never looked up, their logits
+  /// cut before the losses; files and exports keep vocab_size rows. 1: none.
+  TORCH_ARG(int64_t, vocab_padding) = 64;
+  /// Every micro-batch of one shape (model/inputs.h, InputPlan): padding
+  /// tokens, sequences and masked-LM slots that carry no loss.
+  TORCH_ARG(bool, static_shapes) = false;
 
  public:
   // The parameter count of BertForPreTraining of this shape.
   double Parameters() const;
+  // The word embeddings' rows inside the model: vocab_size rounded up to a
+  // multiple of vocab_padding.
+  int64_t padded_vocab_size() const {
+    return (vocab_size() + vocab_padding() - 1) / vocab_padding() * vocab_padding();
+  }
 
   template <class V>
   void Visit(V& v) {
@@ -97,6 +112,17 @@ struct BertOptions {
             "dense: scores over the row with the block-diagonal mask; blocked: each sequence "
             "within its own block; varlen: the model on the real tokens only, FlashAttention on "
             "a GPU; auto: the fastest on the device; the same results");
+    v.Field("fused_layers", &fused_layers_,
+            "bias-GELU and bias-dropout-residual-LayerNorm as one operation each: CUDA kernels on "
+            "a GPU, the same ATen operations on the CPU; false: the unfused modules");
+    v.Field("vocab_padding", &vocab_padding_,
+            "the word embeddings and the MLM decoder padded inside the model to a multiple of "
+            "this many rows (aligned GPU products); files and exports keep vocab_size rows; 1: none",
+            InRange<int64_t>(1, 4096));
+    v.Field("static_shapes", &static_shapes_,
+            "every micro-batch of one shape: varlen's tokens padded to rows x max length, "
+            "FlashAttention's sequence boundaries to a fixed count, the masked-LM slots to rows x "
+            "max predictions; the padding carries no loss; the same results");
     v.Field("ablation", &ablation_,
             "leave out one of packing's model changes; experiments only, refused with "
             "mlperf.division closed");

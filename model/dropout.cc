@@ -13,30 +13,6 @@
 namespace pbert::model {
 namespace {
 
-// SplitMix64's finaliser: a bijective mix of a 64-bit counter.
-inline uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Element i keeps its value when 32 bits of the hash of (seed, i / 2) are at
-// or above `threshold` = p * 2^32: two elements per hash.
-at::Tensor DrawMask(int64_t n, uint64_t seed, uint32_t threshold) {
-  at::Tensor mask = at::empty({n}, at::TensorOptions().dtype(at::kByte));
-  uint8_t* out = mask.data_ptr<uint8_t>();
-  const int64_t pairs = (n + 1) / 2;
-  at::parallel_for(0, pairs, 16384, [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      const uint64_t bits = Mix(seed + static_cast<uint64_t>(j) * 0x9e3779b97f4a7c15ULL);
-      const int64_t i = 2 * j;
-      out[i] = static_cast<uint32_t>(bits) >= threshold;
-      if (i + 1 < n) out[i + 1] = static_cast<uint32_t>(bits >> 32) >= threshold;
-    }
-  });
-  return mask;
-}
-
 // out = x * mask * scale, elementwise over contiguous tensors.
 at::Tensor ApplyMask(const at::Tensor& x, const at::Tensor& mask, double scale) {
   at::Tensor in = x.contiguous();
@@ -61,17 +37,9 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             double p) {
-    uint64_t seed;
-    {
-      auto generator = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      seed = generator.get<at::CPUGeneratorImpl>()->random64();
-    }
-    // p in units of 2^-32; the scale keeps the expectation exact for it.
-    const double p32 = std::round(p * 4294967296.0);
-    const uint32_t threshold = static_cast<uint32_t>(std::min(p32, 4294967295.0));
-    const double scale = 1.0 / (1.0 - threshold / 4294967296.0);
-    at::Tensor mask = DrawMask(x.numel(), seed, threshold);
+    const kernels::DropoutBits bits = DrawDropout(p);
+    const double scale = DropoutScale(bits);
+    at::Tensor mask = DropoutMask(x.numel(), bits);
     ctx->save_for_backward({mask});
     ctx->saved_data["scale"] = scale;
     return ApplyMask(x, mask, scale).view(x.sizes());
@@ -87,6 +55,41 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
 };
 
 }  // namespace
+
+kernels::DropoutBits DrawDropout(double p) {
+  kernels::DropoutBits bits;
+  {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    bits.seed = generator.get<at::CPUGeneratorImpl>()->random64();
+  }
+  const double p32 = std::round(p * 4294967296.0);
+  bits.threshold = static_cast<uint32_t>(std::min(p32, 4294967295.0));
+  return bits;
+}
+
+double DropoutScale(const kernels::DropoutBits& bits) {
+  return 1.0 / (1.0 - bits.threshold / 4294967296.0);
+}
+
+// Element i keeps its value where kernels::DropoutKeeps: one hash per pair
+// of elements, in parallel, the same for any thread count.
+at::Tensor DropoutMask(int64_t n, const kernels::DropoutBits& bits) {
+  at::Tensor mask = at::empty({n}, at::TensorOptions().dtype(at::kByte));
+  uint8_t* out = mask.data_ptr<uint8_t>();
+  at::parallel_for(0, (n + 1) / 2, 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      const uint64_t hash = kernels::DropoutPairHash(bits, j);
+      out[2 * j] = kernels::DropoutHalfKeeps(bits, static_cast<uint32_t>(hash));
+      if (2 * j + 1 < n) out[2 * j + 1] = kernels::DropoutHalfKeeps(bits, static_cast<uint32_t>(hash >> 32));
+    }
+  });
+  return mask;
+}
+
+at::Tensor ApplyDropoutMask(const at::Tensor& x, const at::Tensor& mask, double scale) {
+  return ApplyMask(x, mask, scale).view(x.sizes());
+}
 
 at::Tensor Dropout(const at::Tensor& x, double p, bool training) {
   if (!training || p <= 0.0) return x;

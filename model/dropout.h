@@ -13,7 +13,22 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "kernels/layer_math.h"
+
 namespace pbert::model {
+
+// One dropout mask's draw: its seed from LibTorch's default CPU generator
+// (so torch::manual_seed and a saved generator state reproduce it) and p
+// in units of 2^-32. The mask itself is kernels::DropoutKeeps, on the CPU
+// (DropoutMask) and in the fused layers' CUDA kernels alike.
+kernels::DropoutBits DrawDropout(double p);
+// 1 / (1 - p) for the p the threshold stands for: the expectation exact.
+double DropoutScale(const kernels::DropoutBits& bits);
+// The mask of `n` elements, one byte each (1: kept), on the CPU.
+at::Tensor DropoutMask(int64_t n, const kernels::DropoutBits& bits);
+// x * mask * scale, elementwise (x contiguous or not, any floating dtype,
+// on the CPU), in x's shape.
+at::Tensor ApplyDropoutMask(const at::Tensor& x, const at::Tensor& mask, double scale);
 
 // In training, each element of `x` is zeroed with probability `p` and the
 // others are scaled by 1/(1-p); otherwise, and for p == 0, returns `x`.

@@ -61,6 +61,7 @@ InputPlan InputPlan::For(const BertOptions& options, const c10::Device& device, 
   plan.reset_positions = options.ablation() != Ablation::kNoPositionReset;
   plan.mask_dtype = dtype;
   plan.device = device;
+  plan.static_shapes = options.static_shapes();
 #ifdef PBERT_HAS_FLASH_VARLEN
   const int64_t head_dim = options.hidden_size() / options.num_heads();
   if (plan.attention == AttentionKind::kVarlen && device.is_cuda() && head_dim % 8 == 0 &&

@@ -55,6 +55,10 @@ struct VarlenBoundaries {
 };
 using AttentionLayout = std::variant<DenseMask, BlockedBuckets, VarlenBuckets, VarlenBoundaries>;
 
+// The label of a masked-LM slot that holds no masked token (static
+// shapes): cross-entropy's ignored index, which the losses leave out.
+inline constexpr int64_t kNoLabel = -100;
+
 struct Inputs {
   // [B,S] in the padded layouts, [T] in the varlen ones.
   at::Tensor input_ids;       // int64
@@ -65,7 +69,7 @@ struct Inputs {
   at::Tensor mlm_token;  // [K] int64: each masked token
   at::Tensor cls_token;  // [B,D] int64: each sequence slot's [CLS] (a valid index for unused slots)
   // What the losses compare with.
-  at::Tensor mlm_labels;  // [K] int64: the masked tokens' true ids
+  at::Tensor mlm_labels;  // [K] int64: the masked tokens' true ids; kNoLabel for a padding slot
   at::Tensor mlm_owner;   // [K] int64: the sequence slot (row * D + slot) of each masked token
   at::Tensor nsp_labels;  // [B,D] int64
   at::Tensor nsp_valid;   // [B,D] int64: 1 where the slot holds a sequence
@@ -96,6 +100,16 @@ struct InputPlan {
   at::ScalarType mask_dtype = at::kFloat;  // the weights' dtype: the masks' additive -inf and 0
   c10::Device device = c10::kCPU;
   int64_t granularity = 32;  // bucket lengths are multiples of it
+  // Every micro-batch of a run in one shape (options.static_shapes), as a
+  // captured step replays it: in the varlen layouts the T real tokens
+  // padded to B*S with trailing padding tokens ([PAD], position 0, segment
+  // 0) that no head reads and that attend to nothing (VarlenBuckets) or
+  // among themselves in sequences of at most S (VarlenBoundaries, whose
+  // boundaries are then padded with empty sequences to B*D + B + 1 and
+  // whose longest sequence is S); in every layout the K masked tokens
+  // padded to the B*M masked-LM slots, the unused ones with label -100,
+  // which the losses leave out.
+  bool static_shapes = false;
 
   // FlashAttention runs where its variable-length kernel applies: a GPU of
   // sm_80 or later, fp16 or bf16 autocast, a head width that is a multiple

@@ -13,9 +13,10 @@ at::Tensor AtLeastFloat(const at::Tensor& t) {
   return t.to(at::promote_types(t.scalar_type(), at::kFloat));
 }
 
-// Cross-entropy of each row of `logits` against its label, unreduced.
+// Cross-entropy of each row of `logits` against its label, unreduced; 0
+// (and no gradient) for kNoLabel.
 at::Tensor CrossEntropyEach(const at::Tensor& logits, const at::Tensor& labels) {
-  return at::cross_entropy_loss(logits, labels, /*weight=*/{}, at::Reduction::None);
+  return at::cross_entropy_loss(logits, labels, /*weight=*/{}, at::Reduction::None, kNoLabel);
 }
 
 }  // namespace
@@ -29,13 +30,14 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const Inputs& input
   const at::Tensor& labels = inputs.mlm_labels;  // [K]
   at::Tensor ce = CrossEntropyEach(mlm_logits, labels);
   s.mlm_loss = ce.sum();
-  s.mlm_tokens = at::full({}, static_cast<double>(labels.size(0)), ce.options().dtype(at::kDouble));
+  // The slots that hold a masked token: all K, or fewer with static shapes.
+  const at::Tensor used = labels.ne(kNoLabel).to(ce.scalar_type());
+  s.mlm_tokens = used.sum().to(at::kDouble);
   s.mlm_correct = (mlm_logits.argmax(-1) == labels).sum().to(at::kDouble);
   // Token losses summed per sequence slot, without a loop over sequences.
   const at::Tensor& owners = inputs.mlm_owner;
   auto sequence_ce = at::zeros({slots}, ce.options()).index_add(0, owners, ce);
-  auto sequence_tokens =
-      at::zeros({slots}, ce.options()).index_add(0, owners, at::ones_like(ce));
+  auto sequence_tokens = at::zeros({slots}, ce.options()).index_add(0, owners, used);
   auto has_tokens = (sequence_tokens > 0).to(real);
   s.mlm_sequence_loss = (sequence_ce / sequence_tokens.clamp_min(1.0) * has_tokens).sum();
   s.mlm_sequences = has_tokens.sum().to(at::kDouble);

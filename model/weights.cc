@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "formats/safetensors.h"
+#include "model/bert.h"
 #include "model/weight_names.h"
 
 namespace pbert::model {
@@ -49,7 +50,24 @@ absl::StatusOr<std::string> WeightsPath(const std::string& given) {
       "torch.save or TensorFlow checkpoint) or a checkpoint folder"));
 }
 
+// The rows each padded parameter has in files (BertForPreTraining::FileRows).
+std::map<std::string, int64_t> FileRowsOf(const torch::nn::Module& module) {
+  const auto* bert = module.as<BertForPreTrainingImpl>();
+  return bert != nullptr ? bert->FileRows() : std::map<std::string, int64_t>{};
+}
+
 }  // namespace
+
+formats::NamedTensors FileTensors(const torch::nn::Module& module) {
+  const std::map<std::string, int64_t> rows = FileRowsOf(module);
+  formats::NamedTensors out;
+  for (const auto& item : module.named_parameters()) {
+    const auto found = rows.find(item.key());
+    out.emplace_back(item.key(), found == rows.end() ? item.value()
+                                                     : item.value().narrow(0, 0, found->second));
+  }
+  return out;
+}
 
 absl::StatusOr<Weights> ReadWeights(const std::string& given) {
   // A checkpoint folder of ours stands for its weights.
@@ -86,11 +104,14 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
   if (!weights.skipped.empty()) {
     logging::Get("model")->debug("{}: skipped {}", path, NameList(weights.skipped, 50));
   }
-  auto params = module.named_parameters();
+  // The parameters as files hold them: a padded one's file rows are a view.
+  const auto views = FileTensors(module);
+  const std::map<std::string, at::Tensor> params(views.begin(), views.end());
   std::map<std::string, at::Tensor> found;
   std::vector<std::string> unexpected = weights.unknown, misshaped, mistyped, missing;
   for (const auto& [name, tensor] : weights.tensors) {
-    const at::Tensor* target = params.find(name);
+    const auto at_name = params.find(name);
+    const at::Tensor* target = at_name == params.end() ? nullptr : &at_name->second;
     if (target == nullptr) {
       unexpected.push_back(name);
     } else if (!target->sizes().equals(tensor.sizes())) {
@@ -107,10 +128,9 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
     return std::any_of(list.begin(), list.end(),
                        [&](const std::string& m) { return absl::StartsWith(m, name + " "); });
   };
-  for (const auto& item : params) {
-    if (found.count(item.key()) == 0 && !named_in(misshaped, item.key()) &&
-        !named_in(mistyped, item.key())) {
-      missing.push_back(item.key());
+  for (const auto& [name, view] : views) {
+    if (found.count(name) == 0 && !named_in(misshaped, name) && !named_in(mistyped, name)) {
+      missing.push_back(name);
     }
   }
   std::vector<std::string> parts;
@@ -124,7 +144,12 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
                                                    "); check the model section and the vocabulary"));
   }
   at::NoGradGuard no_grad;
-  for (auto& item : params) item.value().copy_(found.at(item.key()));
+  for (auto& [name, view] : views) view.copy_(found.at(name));
+  auto all = module.named_parameters();
+  for (const auto& [name, rows] : FileRowsOf(module)) {
+    at::Tensor& padded = all[name];
+    padded.narrow(0, rows, padded.size(0) - rows).zero_();
+  }
   return absl::OkStatus();
 }
 
@@ -143,7 +168,7 @@ absl::Status CheckFiniteWeights(const torch::nn::Module& module, const std::stri
 absl::Status SaveWeights(const torch::nn::Module& module, const std::string& path,
                          const std::map<std::string, std::string>& metadata, Existing existing) {
   formats::NamedTensors named;
-  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+  for (auto& [name, view] : FileTensors(module)) named.emplace_back(name, view);
   return formats::WriteSafetensors(named, path, metadata, existing);
 }
 

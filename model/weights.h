@@ -30,8 +30,9 @@ struct Weights {
 // different tensors that map to one name are an error.
 absl::StatusOr<Weights> ReadWeights(const std::string& path);
 
-// Copies the tensors of `path` (any format) into the parameters of `module`,
-// converting floating dtypes; skipped names are listed at debug level.
+// Copies the tensors of `path` (any format) into the parameters of `module`
+// (FileTensors: padding rows are set to 0), converting floating dtypes;
+// skipped names are listed at debug level.
 // Fails, changing nothing, with one message listing every missing,
 // unexpected, mis-shaped and non-floating tensor.
 absl::Status LoadWeights(torch::nn::Module& module, const std::string& path);
@@ -39,6 +40,12 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path);
 // OK if every parameter of `module` is finite; else an error naming the
 // first that holds inf or NaN, and `path`, where it came from.
 absl::Status CheckFiniteWeights(const torch::nn::Module& module, const std::string& path);
+
+// Every parameter of `module` under its name as files hold it: the word
+// embeddings of a BertForPreTraining with a padded vocabulary
+// (model.vocab_padding) without their padding rows (a view); the others as
+// they are. What SaveWeights writes and LoadWeights fills.
+formats::NamedTensors FileTensors(const torch::nn::Module& module);
 
 // Writes every parameter of `module` under its name as safetensors (the
 // tied MLM decoder is not a parameter, so it is written once, as the word

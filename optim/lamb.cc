@@ -219,6 +219,30 @@ void Lamb::save(torch::serialize::OutputArchive& archive) const {
 
 void Lamb::load(torch::serialize::InputArchive& archive) {
   torch::optim::serialize<LambParamState, LambOptions>(archive, *this);
+  // Each state as its parameter: moments saved for fewer leading rows (the
+  // word embeddings before the model padded them, model.vocab_padding) get
+  // zero rows, which are what LAMB keeps for rows that never had a
+  // gradient; any other shape is refused.
+  torch::NoGradGuard no_grad;
+  for (const auto& group : param_groups()) {
+    for (const auto& p : group.params()) {
+      const auto found = state().find(torch_compat::OptimizerStateKey(p));
+      if (found == state().end()) continue;
+      auto& st = static_cast<LambParamState&>(*found->second);
+      for (torch::Tensor* moment : {&st.exp_avg(), &st.exp_avg_sq()}) {
+        if (!moment->defined() || moment->sizes() == p.sizes()) continue;
+        const bool fewer_rows = moment->dim() == p.dim() && p.dim() > 0 &&
+                                moment->size(0) < p.size(0) &&
+                                moment->sizes().slice(1) == p.sizes().slice(1);
+        TORCH_CHECK(fewer_rows, "the optimizer state of a ", p.sizes(),
+                    " parameter has the shape ", moment->sizes(),
+                    ": it belongs to another model config");
+        torch::Tensor padded = torch::zeros_like(p, moment->options());
+        padded.narrow(0, 0, moment->size(0)).copy_(*moment);
+        *moment = padded;
+      }
+    }
+  }
 }
 
 std::vector<torch::optim::OptimizerParamGroup> BertParamGroups(

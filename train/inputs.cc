@@ -64,17 +64,35 @@ std::vector<AttentionBucket> Buckets(const std::vector<Span>& spans, int64_t cou
 }
 
 // FlashAttention's boundaries: the batch's own, or with each row's
-// sequences joined (the no_block_mask ablation).
-model::VarlenBoundaries Boundaries(const data::PackedBatch& batch, bool whole_rows) {
-  if (!whole_rows) return {batch.cu_seqlens, batch.max_seqlen};
+// sequences joined (the no_block_mask ablation). With static shapes, the
+// padding tokens after the T real ones as sequences of at most S, then
+// empty sequences up to B*D + B of them, and S the longest.
+model::VarlenBoundaries Boundaries(const data::PackedBatch& batch, bool whole_rows,
+                                   bool static_shapes) {
+  if (!whole_rows && !static_shapes) return {batch.cu_seqlens, batch.max_seqlen};
   model::VarlenBoundaries out;
   std::vector<int32_t> cu = {0};
-  for (const Span& s : Spans(batch, /*rows=*/false, /*whole_rows=*/true)) {
+  for (const Span& s : Spans(batch, /*rows=*/false, whole_rows)) {
     cu.push_back(static_cast<int32_t>(s.start + s.length));
     out.max_seqlen = std::max(out.max_seqlen, s.length);
   }
+  if (static_shapes) {
+    const int64_t B = batch.rows(), S = batch.input_ids.size(1), D = batch.cls_positions.size(1);
+    for (int64_t end = batch.tokens; end < B * S;) {
+      end = std::min(end + S, B * S);
+      cu.push_back(static_cast<int32_t>(end));
+    }
+    cu.resize(static_cast<size_t>(B * D + B + 1), static_cast<int32_t>(B * S));
+    out.max_seqlen = S;
+  }
   out.cu_seqlens = at::tensor(cu, at::kInt);
   return out;
+}
+
+// `real` followed by `count` copies of `value`.
+at::Tensor Padded(const at::Tensor& real, int64_t count, int64_t value) {
+  if (count == 0) return real;
+  return at::cat({real, at::full({count}, value, real.options())});
 }
 
 }  // namespace
@@ -83,30 +101,38 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
   const int64_t B = batch.rows(), S = batch.input_ids.size(1), D = batch.cls_positions.size(1);
   const int64_t M = batch.mlm_positions.size(1);
   const at::Tensor& used = batch.mlm_used;  // [K] used slots among the B*M
+  // Static shapes: the K masked tokens, then B*M - K slots that hold none
+  // (label kNoLabel, token and owner 0).
+  const int64_t unused_slots = plan.static_shapes ? B * M - used.numel() : 0;
   model::Inputs in;
-  in.mlm_labels = batch.mlm_labels.reshape({-1}).index_select(0, used);
+  in.mlm_labels =
+      Padded(batch.mlm_labels.reshape({-1}).index_select(0, used), unused_slots, model::kNoLabel);
   // The sequence slot (row * D + sequence - 1) of each used MLM slot.
-  in.mlm_owner =
-      used.div(M, "floor") * D + batch.mlm_sequence.reshape({-1}).index_select(0, used) - 1;
+  in.mlm_owner = Padded(
+      used.div(M, "floor") * D + batch.mlm_sequence.reshape({-1}).index_select(0, used) - 1,
+      unused_slots, 0);
   in.nsp_labels = batch.nsp_labels;
   in.nsp_valid = batch.nsp_valid;
   if (plan.attention == model::AttentionKind::kVarlen) {
-    // The T real tokens only, end to end.
+    // The T real tokens only, end to end; with static shapes padded to B*S
+    // with [PAD] (id 0), position 0 and segment 0.
+    const int64_t padding = plan.static_shapes ? B * S - batch.tokens : 0;
     auto real = [&](const at::Tensor& t) {
-      return t.reshape({-1}).index_select(0, batch.token_index);
+      return Padded(t.reshape({-1}).index_select(0, batch.token_index), padding, 0);
     };
     in.input_ids = real(batch.input_ids);
     in.token_type_ids = real(batch.token_type_ids);
-    in.position_ids =
-        plan.reset_positions ? real(batch.position_ids) : batch.token_index.remainder(S);
-    in.mlm_token = batch.mlm_token;
+    in.position_ids = plan.reset_positions ? real(batch.position_ids)
+                                           : Padded(batch.token_index.remainder(S), padding, 0);
+    in.mlm_token = Padded(batch.mlm_token, unused_slots, 0);
     in.cls_token = batch.cls_token;
     if (plan.flash) {
-      in.attention = Boundaries(batch, plan.whole_rows);
+      in.attention = Boundaries(batch, plan.whole_rows, plan.static_shapes);
     } else {
-      in.attention =
-          model::VarlenBuckets{Buckets(Spans(batch, /*rows=*/false, plan.whole_rows), batch.tokens,
-                                       S, plan.mask_dtype, plan.granularity)};
+      // The padding tokens are in no bucket: their attention is zero.
+      in.attention = model::VarlenBuckets{Buckets(Spans(batch, /*rows=*/false, plan.whole_rows),
+                                                  batch.tokens + padding, S, plan.mask_dtype,
+                                                  plan.granularity)};
     }
   } else {
     in.input_ids = batch.input_ids;
@@ -114,8 +140,9 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
     in.position_ids = plan.reset_positions
                           ? batch.position_ids
                           : at::arange(S, at::kLong).expand_as(batch.position_ids).contiguous();
-    in.mlm_token =
-        used.div(M, "floor") * S + batch.mlm_positions.reshape({-1}).index_select(0, used);
+    in.mlm_token = Padded(
+        used.div(M, "floor") * S + batch.mlm_positions.reshape({-1}).index_select(0, used),
+        unused_slots, 0);
     in.cls_token = batch.cls_positions + at::arange(B, at::kLong).mul(S).unsqueeze(1);
     if (plan.attention == model::AttentionKind::kDense) {
       // Without the block mask, a row's real tokens are one "sequence".

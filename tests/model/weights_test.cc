@@ -79,9 +79,8 @@ TEST(WeightsTest, AnIndependentReaderAgrees) {
   std::string path = Temp("independent.safetensors"), expected_path = Temp("expected.json");
   ASSERT_TRUE(SaveWeights(*model, path).ok());
   nlohmann::json expected;
-  for (const auto& item : model->named_parameters()) {
-    const at::Tensor& t = item.value();
-    expected[item.key()] = {{"shape", t.sizes().vec()},
+  for (const auto& [name, t] : FileTensors(*model)) {
+    expected[name] = {{"shape", t.sizes().vec()},
                             {"sum", t.to(torch::kDouble).sum().item<double>()},
                             {"first", t.reshape(-1)[0].item<double>()}};
   }
@@ -97,13 +96,12 @@ TEST(WeightsTest, HuggingFaceSpellingsAreAccepted) {
   torch::manual_seed(4);
   BertForPreTraining source(testing::TinyOptions());
   std::map<std::string, at::Tensor> tensors;
-  for (const auto& item : source->named_parameters()) {
-    std::string name = item.key();
+  for (auto [name, value] : FileTensors(*source)) {
     if (name == "cls.predictions.bias") name = "cls.predictions.decoder.bias";
     if (name == "bert.embeddings.LayerNorm.weight") name = "bert.embeddings.LayerNorm.gamma";
-    tensors[name] = item.value();
+    tensors[name] = value;
   }
-  tensors["cls.predictions.decoder.weight"] = source->bert->embeddings->word_embeddings->weight;
+  tensors["cls.predictions.decoder.weight"] = tensors.at("bert.embeddings.word_embeddings.weight");
   tensors["bert.embeddings.position_ids"] = torch::arange(64).unsqueeze(0);
   std::string path = Temp("hf.safetensors");
   {

@@ -175,6 +175,68 @@ TEST(LambTest, SaveAndLoadContinueBitIdentically) {
   std::filesystem::remove(path);
 }
 
+// A state saved for a parameter with fewer rows (word embeddings saved
+// before the model padded them, model.vocab_padding) loads with zero rows
+// for the padding, and the step then moves the unpadded rows as the
+// unpadded optimizer does and leaves the zero rows at zero; a state of
+// another shape is refused.
+TEST(LambTest, AStateOfFewerRowsLoadsWithZeroRowsAndOthersAreRefused) {
+  torch::manual_seed(3);
+  auto small = torch::randn({5, 4}).set_requires_grad(true);
+  std::vector<torch::optim::OptimizerParamGroup> g1;
+  g1.emplace_back(std::vector<torch::Tensor>{small},
+                  std::make_unique<LambOptions>(LambOptions(0.1).weight_decay(0.01)));
+  Lamb saved(std::move(g1), LambOptions(0.1).weight_decay(0.01));
+  small.mutable_grad() = torch::randn({5, 4});
+  saved.step();
+  const std::string path = std::filesystem::temp_directory_path() / "pbert_lamb_rows.pt";
+  torch::serialize::OutputArchive archive;
+  saved.save(archive);
+  archive.save_to(path);
+  auto load_into = [&](const torch::Tensor& param) {
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(std::vector<torch::Tensor>{param},
+                        std::make_unique<LambOptions>(LambOptions(0.1).weight_decay(0.01)));
+    auto lamb = std::make_unique<Lamb>(std::move(groups), LambOptions(0.1).weight_decay(0.01));
+    torch::serialize::InputArchive in;
+    in.load_from(path);
+    lamb->load(in);
+    return lamb;
+  };
+  auto padded = torch::zeros({8, 4});
+  padded.narrow(0, 0, 5).copy_(small.detach());
+  padded.set_requires_grad(true);
+  auto lamb = load_into(padded);
+  const auto& state = static_cast<const LambParamState&>(
+      *lamb->state().at(torch_compat::OptimizerStateKey(padded)));
+  ASSERT_EQ(state.exp_avg().sizes(), padded.sizes());
+  EXPECT_TRUE(torch::equal(state.exp_avg().narrow(0, 5, 3), torch::zeros({3, 4})));
+  EXPECT_TRUE(torch::equal(state.exp_avg_sq().narrow(0, 0, 5),
+                           static_cast<const LambParamState&>(
+                               *saved.state().at(torch_compat::OptimizerStateKey(small)))
+                               .exp_avg_sq()));
+  // One more step of each, the padding rows without a gradient.
+  const auto grad = torch::randn({5, 4});
+  small.mutable_grad() = grad.clone();
+  saved.step();
+  padded.mutable_grad() = torch::zeros({8, 4});
+  padded.mutable_grad().narrow(0, 0, 5).copy_(grad);
+  lamb->step();
+  // The trust ratio's norms sum the same squares plus zeros: equal to a
+  // few fp32 roundings.
+  EXPECT_TRUE(torch::allclose(padded.detach().narrow(0, 0, 5), small.detach(), 1e-6, 1e-7));
+  EXPECT_TRUE(torch::equal(padded.detach().narrow(0, 5, 3), torch::zeros({3, 4})));
+  // Another shape: refused, naming both.
+  auto other = torch::zeros({5, 3}).set_requires_grad(true);
+  try {
+    load_into(other);
+    ADD_FAILURE() << "a [5, 3] parameter took a [5, 4] state";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[5, 4]"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(ClipGradNormTest, ScalesToTheLimitAndReportsTheNorm) {
   auto a = torch::zeros({2}).set_requires_grad(true);
   auto b = torch::zeros({1}).set_requires_grad(true);

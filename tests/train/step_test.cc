@@ -25,16 +25,19 @@
 #include <mutex>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "data/packing/pack.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "model/precision.h"
+#include "model/weights.h"
 #include "optim/lamb.h"
 #include "tests/model/fixtures.h"
 #include "tests/train/resume_run.h"
 #include "train/checkpointer.h"
 #include "train/evaluator.h"
 #include "train/host_read.h"
+#include "train/inputs.h"
 #include "train/trainer_state.h"
 
 namespace pbert::train {
@@ -262,6 +265,107 @@ TEST(StepTest, PackedRowsGiveTheGradientsOfUnpackedOnes) {
   }
 }
 
+// Static shapes (model.static_shapes) pad each micro-batch to one shape:
+// the varlen layout's tokens to B*S, the masked-LM slots to B*M (label
+// kNoLabel), FlashAttention's boundaries to B*D + B + 1 with the longest S.
+// The padding carries no loss and attends to nothing real, and the dropout
+// masks are the same for the real tokens (drawn by element index, the
+// padding after them), so three steps with dropout on give the same losses,
+// metrics, gradients and weights in every attention layout, to the
+// rounding of sums over more (zero) terms (the bound above).
+TEST(StepTest, StaticShapesChangeNoLossMetricOrGradient) {
+  auto instances = model::testing::RandomInstances(36, 4, 28, 97, 6);
+  const Rows rows = model::testing::PackInOrder(instances, 3, 64);
+  for (model::AttentionKind kind :
+       {model::AttentionKind::kDense, model::AttentionKind::kBlocked, model::AttentionKind::kVarlen}) {
+    auto make = [&](bool static_shapes) {
+      Alone run;
+      run.communicator = distributed::Communicator::Single();
+      TraineeOptions o;
+      o.bert = model::testing::TinyOptions()
+                   .hidden_dropout(0.1)
+                   .attention_dropout(0.1)
+                   .attention(kind)
+                   .static_shapes(static_shapes);
+      o.lamb = optim::LambOptions(kLr);
+      o.seed = 21;
+      o.dtype = torch::kDouble;
+      run.trainee = std::move(*Trainee::Make(o, *run.communicator));
+      return run;
+    };
+    Alone plain = make(false), fixed = make(true);
+    for (int step = 0; step < 3; ++step) {
+      const Rows part(rows.begin() + 2 * step, rows.begin() + 2 * step + 2);
+      const auto batches = Batches({part}, 3);
+      // The padded inputs do have one shape: B*S tokens, B*M slots.
+      if (kind == model::AttentionKind::kVarlen) {
+        const model::Inputs in = MakeInputs(batches[0], fixed.trainee->input_plan());
+        const int64_t B = batches[0].rows(), S = batches[0].input_ids.size(1);
+        EXPECT_EQ(in.input_ids.numel(), B * S);
+        EXPECT_EQ(in.mlm_labels.numel(), batches[0].mlm_positions.numel());
+        EXPECT_LT(batches[0].tokens, B * S) << "the test's rows should leave padding";
+      }
+      torch::manual_seed(100 + step);  // the same dropout seeds for both
+      auto a = TrainStep(*plain.trainee, *plain.communicator, batches, kLr, {});
+      torch::manual_seed(100 + step);
+      auto b = TrainStep(*fixed.trainee, *fixed.communicator, batches, kLr, {});
+      ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status() : a.status());
+      const std::string where = absl::StrCat(static_cast<int>(kind), " step ", step);
+      const double tol = kGradientTolerance;
+      EXPECT_NEAR(a->metrics.loss, b->metrics.loss, tol * a->metrics.loss) << where;
+      EXPECT_NEAR(a->metrics.mlm_loss, b->metrics.mlm_loss, tol * a->metrics.mlm_loss) << where;
+      EXPECT_NEAR(a->metrics.mlm_sequence_loss, b->metrics.mlm_sequence_loss,
+                  tol * a->metrics.mlm_sequence_loss)
+          << where;
+      EXPECT_NEAR(a->metrics.nsp_loss, b->metrics.nsp_loss, tol * a->metrics.nsp_loss) << where;
+      EXPECT_EQ(a->metrics.mlm_tokens, b->metrics.mlm_tokens) << where;
+      EXPECT_EQ(a->metrics.mlm_sequences, b->metrics.mlm_sequences) << where;
+      EXPECT_EQ(a->metrics.mlm_correct, b->metrics.mlm_correct) << where;
+      EXPECT_EQ(a->metrics.nsp_sequences, b->metrics.nsp_sequences) << where;
+      EXPECT_EQ(a->metrics.nsp_correct, b->metrics.nsp_correct) << where;
+      EXPECT_NEAR(a->grad_norm, b->grad_norm, tol * a->grad_norm) << where;
+      const double dg = tol * LargestGradient(plain.model());
+      auto pa = plain.model()->named_parameters(), pb = fixed.model()->named_parameters();
+      for (size_t k = 0; k < pa.size(); ++k) {
+        EXPECT_LE(MaxDifference(pb[k].value().grad(), pa[k].value().grad()), dg)
+            << "gradient of " << pa[k].key() << ", " << where;
+        EXPECT_LE(MaxDifference(pb[k].value(), pa[k].value()),
+                  (step + 1) * kLr * dg / optim::LambOptions().eps())
+            << pa[k].key() << ", " << where;
+      }
+    }
+  }
+}
+
+// FlashAttention's boundaries with static shapes (what a GPU run gets; the
+// kernel itself runs only there): the real sequences' boundaries, the
+// padding in sequences of at most S, then empty sequences, B*D + B + 1 in
+// all, S the longest.
+TEST(StepTest, StaticShapesPadFlashAttentionsBoundaries) {
+  auto instances = model::testing::RandomInstances(9, 4, 28, 97, 7);
+  const Rows rows = model::testing::PackInOrder(instances, 3, 64);
+  const auto batch = *data::MakeBatch(rows, {64, 3, 0});
+  const int64_t B = batch.rows(), S = 64, D = 3;
+  model::InputPlan plan;
+  plan.flash = true;
+  plan.static_shapes = true;
+  const model::Inputs in = MakeInputs(batch, plan);
+  const auto& boundaries = std::get<model::VarlenBoundaries>(in.attention);
+  EXPECT_EQ(boundaries.max_seqlen, S);
+  const at::Tensor cu = boundaries.cu_seqlens.to(at::kLong);
+  ASSERT_EQ(cu.numel(), B * D + B + 1);
+  const at::Tensor real = batch.cu_seqlens.to(at::kLong);
+  EXPECT_TRUE(torch::equal(cu.narrow(0, 0, real.numel()), real));
+  const at::Tensor steps = cu.narrow(0, 1, cu.numel() - 1) - cu.narrow(0, 0, cu.numel() - 1);
+  EXPECT_GE(steps.min().item<int64_t>(), 0);
+  EXPECT_LE(steps.max().item<int64_t>(), S);
+  EXPECT_EQ(cu[-1].item<int64_t>(), B * S);
+  EXPECT_EQ(in.input_ids.numel(), B * S);
+  EXPECT_EQ(in.input_ids.narrow(0, batch.tokens, B * S - batch.tokens).abs().sum().item<int64_t>(), 0);
+  EXPECT_EQ(in.mlm_labels.eq(model::kNoLabel).sum().item<int64_t>(),
+            batch.mlm_positions.numel() - batch.mlm_used.numel());
+}
+
 TEST(StepTest, ANonFiniteLossSkipsTheUpdate) {
   Alone run = Make();
   auto instances = model::testing::RandomInstances(4, 6, 20, 97, 5);
@@ -326,7 +430,8 @@ namespace {
 // matrices: each product of a [out, in] weight with n vectors is 2·n·in·out
 // FLOPs forward, where n is what the weight is applied to (every real token
 // in the encoder, every sequence in the pooler and the NSP classifier,
-// every masked token in the MLM transform and the tied decoder); attention
+// every masked token in the MLM transform and the tied decoder, over the
+// vocabulary's rows); attention
 // adds two products of 2·length²·hidden per sequence and layer; backward
 // doubles the forward.
 TEST(StepTest, FlopsAreCountedFromTheModelsOwnMatrices) {
@@ -346,10 +451,11 @@ TEST(StepTest, FlopsAreCountedFromTheModelsOwnMatrices) {
   tokens *= 2, squared *= 2, sequences *= 2, masked *= 2;  // two micro-batches of the same rows
   double forward = 0;
   int layers = 0;
-  for (const auto& p : run.model()->named_parameters()) {
-    const std::string& name = p.key();
-    if (p.value().dim() != 2) continue;
-    const double matrix = static_cast<double>(p.value().size(0) * p.value().size(1));
+  // The matrices as files hold them: the vocabulary's rows, not the padding
+  // (model.vocab_padding) the products also run over.
+  for (const auto& [name, value] : model::FileTensors(*run.model())) {
+    if (value.dim() != 2) continue;
+    const double matrix = static_cast<double>(value.size(0) * value.size(1));
     if (name.find("encoder.layer.") != std::string::npos) {
       forward += 2 * tokens * matrix;
       if (name.find("attention.self.query.weight") != std::string::npos) ++layers;

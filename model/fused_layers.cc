@@ -1,0 +1,162 @@
+#include "model/fused_layers.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <tuple>
+
+#include "model/dropout.h"
+#include "model/fused_layers_kernels.h"
+
+namespace pbert::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The functions take an empty tensor for "no bias": LibTorch 1.13's
+// autograd functions take no undefined inputs.
+bool HasBias(const at::Tensor& bias) { return bias.numel() > 0; }
+
+at::Tensor BiasOrEmpty(const at::Tensor& bias, const at::Tensor& y) {
+  return bias.defined() ? bias : at::empty({0}, y.options());
+}
+
+kernels::DropoutBits BitsOf(AutogradContext* ctx) {
+  kernels::DropoutBits bits;
+  bits.seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
+  bits.threshold = static_cast<uint32_t>(ctx->saved_data["threshold"].toInt());
+  return bits;
+}
+
+// x * scale where the mask keeps, 0 elsewhere; nothing without dropout.
+at::Tensor Masked(const at::Tensor& x, const at::Tensor& mask, double scale) {
+  if (!mask.defined()) return x;
+  if (x.is_cpu()) return ApplyDropoutMask(x, mask, scale);
+  // Off the CPU only in tests (the reference against the kernels).
+  return x.mul(scale).masked_fill_(mask.to(x.device()).view(x.sizes()) == 0, 0);
+}
+
+class BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y_in, const at::Tensor& bias) {
+    const at::Tensor y = y_in.contiguous();
+    const bool kernel = fused_kernels::SupportsGelu(y, bias);
+    ctx->saved_data["kernel"] = kernel;
+    ctx->saved_data["y_dtype"] = y.scalar_type();
+    if (kernel) {
+      ctx->save_for_backward({y, bias});
+      return fused_kernels::BiasGeluForward(y, bias);
+    }
+    const at::Tensor u = HasBias(bias) ? y + bias : y;
+    ctx->save_for_backward({u, bias});
+    return at::gelu(u).to(y.scalar_type());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& bias = saved[1];
+    if (ctx->saved_data["kernel"].toBool()) {
+      auto [dy, dbias] = fused_kernels::BiasGeluBackward(grads[0], saved[0], bias);
+      return {dy, dbias};
+    }
+    const at::Tensor& u = saved[0];
+    const at::Tensor du = at::gelu_backward(grads[0].to(u.scalar_type()), u);
+    return {du.to(ctx->saved_data["y_dtype"].toScalarType()),
+            HasBias(bias) ? at::sum_to(du, bias.sizes()).to(bias.scalar_type()) : at::Tensor()};
+  }
+};
+
+class BiasDropoutAddNormFunction : public torch::autograd::Function<BiasDropoutAddNormFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y_in, const at::Tensor& bias,
+                            const at::Tensor& residual, const at::Tensor& gamma,
+                            const at::Tensor& beta, int64_t seed, int64_t threshold, double eps) {
+    const at::Tensor y = y_in.contiguous();
+    kernels::DropoutBits bits;
+    bits.seed = static_cast<uint64_t>(seed);
+    bits.threshold = static_cast<uint32_t>(threshold);
+    const double scale = bits.threshold > 0 ? DropoutScale(bits) : 1.0;
+    const bool kernel = fused_kernels::SupportsNorm(y, bias, gamma);
+    ctx->saved_data["kernel"] = kernel;
+    ctx->saved_data["seed"] = seed;
+    ctx->saved_data["threshold"] = threshold;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["y_dtype"] = y.scalar_type();
+    ctx->saved_data["residual_dtype"] = residual.scalar_type();
+    if (kernel) {
+      auto [out, z, mean, rstd] =
+          fused_kernels::NormForward(y, bias, residual, gamma, beta, bits, scale, eps);
+      ctx->save_for_backward({z, mean, rstd, gamma, bias});
+      return out;
+    }
+    // The unfused modules' operations: LayerNorm(Dropout(y + bias) + residual)
+    // in the LayerNorm weight's dtype (model/bert.cc, Normalize).
+    const at::Tensor u = HasBias(bias) ? y + bias : y;
+    const at::Tensor mask = bits.threshold > 0 ? DropoutMask(u.numel(), bits) : at::Tensor();
+    const at::Tensor z = (Masked(u, mask, scale) + residual).to(gamma.scalar_type());
+    auto [out, mean, rstd] = at::native_layer_norm(z, {z.size(-1)}, gamma, beta, eps);
+    ctx->saved_data["u_dtype"] = u.scalar_type();
+    ctx->save_for_backward({z, mean, rstd, gamma, bias, beta, mask});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &z = saved[0], &mean = saved[1], &rstd = saved[2], &gamma = saved[3],
+                     &bias = saved[4];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const at::ScalarType y_dtype = ctx->saved_data["y_dtype"].toScalarType();
+    const at::ScalarType residual_dtype = ctx->saved_data["residual_dtype"].toScalarType();
+    if (ctx->saved_data["kernel"].toBool()) {
+      auto [dz, dy, dbias, dgamma, dbeta] = fused_kernels::NormBackward(
+          grads[0], z, mean, rstd, gamma, BitsOf(ctx), scale, y_dtype);
+      return {dy, dbias, dz.to(residual_dtype), dgamma, dbeta, at::Tensor(), at::Tensor(),
+              at::Tensor()};
+    }
+    const at::Tensor &beta = saved[5], &mask = saved[6];
+    auto [dz, dgamma, dbeta] = at::native_layer_norm_backward(
+        grads[0].contiguous(), z, {z.size(-1)}, mean, rstd, gamma, beta, {true, true, true});
+    const at::Tensor du = Masked(dz.to(ctx->saved_data["u_dtype"].toScalarType()), mask, scale);
+    return {du.to(y_dtype),
+            HasBias(bias) ? at::sum_to(du, bias.sizes()).to(bias.scalar_type()) : at::Tensor(),
+            dz.to(residual_dtype),
+            dgamma,
+            dbeta,
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool FusedLayerKernelsBuilt() { return fused_kernels::Built(); }
+
+bool FusedLayersRun(const at::Tensor& x) { return x.is_cpu() || BiasInKernels(x); }
+
+bool BiasInKernels(const at::Tensor& x) { return x.is_cuda() && fused_kernels::Built(); }
+
+at::Tensor BiasGelu(const at::Tensor& y, const at::Tensor& bias) {
+  return BiasGeluFunction::apply(y, BiasOrEmpty(bias, y));
+}
+
+at::Tensor BiasDropoutAddNorm(const at::Tensor& y, const at::Tensor& bias,
+                              const at::Tensor& residual, const at::Tensor& gamma,
+                              const at::Tensor& beta, double p, double eps, bool training) {
+  TORCH_CHECK(p < 1.0, "dropout probability ", p, " is not below 1");
+  const kernels::DropoutBits bits = training && p > 0.0 ? DrawDropout(p) : kernels::DropoutBits{};
+  return BiasDropoutAddNorm(y, bias, residual, gamma, beta, bits, eps);
+}
+
+at::Tensor BiasDropoutAddNorm(const at::Tensor& y, const at::Tensor& bias,
+                              const at::Tensor& residual, const at::Tensor& gamma,
+                              const at::Tensor& beta, const kernels::DropoutBits& bits,
+                              double eps) {
+  return BiasDropoutAddNormFunction::apply(y, BiasOrEmpty(bias, y), residual, gamma, beta,
+                                           static_cast<int64_t>(bits.seed),
+                                           static_cast<int64_t>(bits.threshold), eps);
+}
+
+}  // namespace pbert::model

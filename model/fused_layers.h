@@ -1,0 +1,58 @@
+// The elementwise work between a BERT layer's matrix products, fused:
+//
+//   BiasGelu:           gelu(y + bias)                                (intermediate)
+//   BiasDropoutAddNorm: LayerNorm(dropout(y + bias) + residual)       (attention.output, output)
+//
+// where y is a product, without its bias where the CUDA kernels add it
+// (BiasInKernels); on the CPU the product keeps its bias (addmm, as the
+// unfused modules compute it) and `bias` is undefined. Each is one autograd
+// function with
+// two implementations of one arithmetic: CUDA kernels (kernels/layer_cuda.h),
+// one pass over the rows forward and one backward, and a reference of ATen
+// operations (at::gelu, at::native_layer_norm and their backward functions)
+// that the CPU runs and the tests compare with. The dropout mask is
+// kernels::DropoutKeeps of a seed drawn from LibTorch's default CPU
+// generator (model/dropout.h), on either side: the same mask for the same
+// seed, reproduced on resume, and nothing drawn on (or read from) the device.
+//
+// The results take the dtypes of the unfused modules under autocast:
+// BiasGelu's that of y, BiasDropoutAddNorm's (and the residual gradient's)
+// that of the LayerNorm weight.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "kernels/layer_math.h"
+
+namespace pbert::model {
+
+// Whether this build has the CUDA kernels.
+bool FusedLayerKernelsBuilt();
+
+// Whether the fused operations run for tensors on `x`'s device: on the CPU
+// (the reference), and on CUDA where this build has the kernels.
+bool FusedLayersRun(const at::Tensor& x);
+
+// Whether the operations on `x`'s device take the products' biases (the
+// CUDA kernels add them); else the products add them themselves.
+bool BiasInKernels(const at::Tensor& x);
+
+// gelu(y + bias) over the last dimension of y (bias undefined: gelu(y));
+// differentiable in both.
+at::Tensor BiasGelu(const at::Tensor& y, const at::Tensor& bias);
+
+// LayerNorm(dropout(y + bias) + residual) with weight `gamma` and bias
+// `beta` (bias undefined: no bias); dropout with probability p in training
+// (a fresh DrawDropout), none otherwise. Differentiable in all five tensors.
+at::Tensor BiasDropoutAddNorm(const at::Tensor& y, const at::Tensor& bias,
+                              const at::Tensor& residual, const at::Tensor& gamma,
+                              const at::Tensor& beta, double p, double eps, bool training);
+
+// The same with a given mask draw (threshold 0: no dropout): for tests,
+// which run the kernels and the reference on one mask.
+at::Tensor BiasDropoutAddNorm(const at::Tensor& y, const at::Tensor& bias,
+                              const at::Tensor& residual, const at::Tensor& gamma,
+                              const at::Tensor& beta, const kernels::DropoutBits& bits,
+                              double eps);
+
+}  // namespace pbert::model
