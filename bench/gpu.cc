@@ -7,7 +7,8 @@
 // memory), for BERT-base and BERT-large. packed-bert runs as cases that
 // take turns (each `steps / turns` timed steps a turn, after its warm-up
 // steps): each lever added to the one before (autocast over fp32 weights
-// with the _foreach LAMB; the fused LAMB; the fused layers; bf16 weights
+// with the _foreach LAMB; the fused LAMB; the fused layers and the one QKV
+// product; bf16 weights
 // with fp32 masters), then the defaults (the third) at each rows per step
 // of --sweep. The
 // peer trains on the first case's sequences, in bf16 autocast with fp32
@@ -115,7 +116,7 @@ struct Lever {
 constexpr Lever kLevers[] = {
     {"autocast over fp32 weights, _foreach LAMB", false, false, false},
     {"+ fused LAMB", false, true, false},
-    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", false, true, true},
+    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm, one QKV product", false, true, true},
     {"+ bf16 weights, fp32 masters", true, true, true},
 };
 // The lever the rows sweep runs: the defaults (model.master_weights off).
@@ -251,7 +252,8 @@ int Main(int argc, char** argv) {
                          .num_heads(s.heads)
                          .intermediate_size(s.ffn)
                          .attention(pbert::model::AttentionKind::kVarlen)
-                         .fused_layers(c.fused_layers);
+                         .fused_layers(c.fused_layers)
+                         .fused_qkv(c.fused_layers);
       options.lamb = pbert::optim::LambOptions(1e-4);
       options.precision = pbert::model::Precision::kBf16;
       options.device = device;

@@ -12,8 +12,9 @@
 //   build/bench/step [--precision fp32|bf16|auto] [--peers all|eager|none]
 //   build/bench/step --precision bf16 --master-weights both  # and with bf16 weights, fp32
 //                                                           # masters ("pb-masters"), in turns
-//   build/bench/step --fused-layers both  # and with the unfused modules ("pb-unfused"), in
-//                                         # turns: model.fused_layers before and after
+//   build/bench/step --fused both  # and with the unfused modules ("pb-unfused"): three QKV
+//                                  # products, no fused layers (model.fused_qkv and
+//                                  # model.fused_layers off), in turns: before and after
 //   build/bench/step --load 1     # beside one busy process (CPU contention)
 //
 // The OpenMP wait policy in force (OMP_WAIT_POLICY, GOMP_SPINCOUNT, or
@@ -267,7 +268,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> models = {"tiny", "mini"};
   const char* usage =
       "usage: bench/step [--rounds N] [--steps K] [--threads T] [--models tiny,mini] "
-      "[--precision fp32|bf16|auto] [--master-weights 0|1|both] [--fused-layers 0|1|both] "
+      "[--precision fp32|bf16|auto] [--master-weights 0|1|both] [--fused 0|1|both] "
       "[--profile CASE] "
       "[--peers all|eager|none] "
       "[--malloc tuned|glibc] [--load N]\n";
@@ -293,7 +294,7 @@ int Main(int argc, char** argv) {
     else if (flag == "--models") models = absl::StrSplit(value, ',');
     else if (flag == "--precision") precision_name = value;
     else if (flag == "--master-weights") master_weights_name = value;
-    else if (flag == "--fused-layers") fused_name = value;
+    else if (flag == "--fused") fused_name = value;
     else if (flag == "--profile") profile = value;
     else if (flag == "--peers" && (value == "all" || value == "eager" || value == "none")) {
       peer_set = value;
@@ -315,33 +316,34 @@ int Main(int argc, char** argv) {
   const pbert::model::Precision precision = *parsed;
   const bool bf16 = precision == pbert::model::Precision::kBf16;
   for (const auto& [flag, value] : {std::pair{"--master-weights", &master_weights_name},
-                                    std::pair{"--fused-layers", &fused_name}}) {
+                                    std::pair{"--fused", &fused_name}}) {
     if (*value != "0" && *value != "1" && *value != "both") {
       std::cerr << "bench/step: " << flag << " is 0, 1 or both, not " << *value << "\n";
       return 2;
     }
   }
   if (master_weights_name == "both" && fused_name == "both") {
-    std::cerr << "bench/step: one of --master-weights and --fused-layers may be both\n";
+    std::cerr << "bench/step: one of --master-weights and --fused may be both\n";
     return 2;
   }
   // both: packed-bert's step with and without the option, as two sides
   // taking turns; the second side ("pb-masters" or "pb-unfused") is the
   // first with one option changed.
   const bool master_weights = master_weights_name == "1";
-  const bool fused_layers = fused_name != "0";
+  const bool fused = fused_name != "0";  // fused layers and one QKV product
   struct Second {
     const char* side;
     const char* ratio;       // what the ratio compares: the newer over the older
     bool newer;              // whether the second side is the newer
-    bool master_weights, fused_layers;
+    bool master_weights, fused;
   };
   std::optional<Second> second;
   if (bf16 && master_weights_name == "both") {
     second = Second{"pb-masters", "bf16 weights with fp32 masters / autocast over fp32 weights",
-                    true, true, fused_layers};
+                    true, true, fused};
   } else if (fused_name == "both") {
-    second = Second{"pb-unfused", "fused layers / unfused modules", false, master_weights, false};
+    second = Second{"pb-unfused", "fused layers and QKV / unfused modules", false,
+                    master_weights, false};
   }
   const bool both = second.has_value();
   std::printf("LibTorch %s; precision %s (%s on both sides%s%s), %d threads\n",
@@ -349,7 +351,7 @@ int Main(int argc, char** argv) {
               bf16 ? "autocast" : "no autocast",
               bf16 && master_weights ? "; packed-bert: bf16 weights, fp32 masters" : "",
               both ? absl::StrCat("; packed-bert also as ", second->side).c_str()
-                   : fused_layers ? "" : "; packed-bert: unfused layers",
+                   : fused ? "" : "; packed-bert: unfused modules",
               threads);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin_count = std::getenv("GOMP_SPINCOUNT");
@@ -533,7 +535,8 @@ int Main(int argc, char** argv) {
     for (bool other : {false, true}) {
       if (other && !both) continue;
       o.master_weights = other ? second->master_weights : master_weights;
-      o.bert.fused_layers(other ? second->fused_layers : fused_layers);
+      const bool f = other ? second->fused : fused;
+      o.bert.fused_layers(f).fused_qkv(f);
       auto made = pbert::train::Trainee::Make(o, *communicator);
       if (!made.ok()) {
         std::cerr << made.status() << "\n";

@@ -69,12 +69,27 @@ void BertSelfAttentionImpl::reset() {
   query = register_module("query", nn::Linear(h, h));
   key = register_module("key", nn::Linear(h, h));
   value = register_module("value", nn::Linear(h, h));
+  PackQkv();
+}
+
+void BertSelfAttentionImpl::PackQkv() {
+  if (!options.fused_qkv()) return;
+  PackRows({query->weight, key->weight, value->weight});
+  PackRows({query->bias, key->bias, value->bias});
 }
 
 at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& hidden,
                                           const AttentionLayout& layout) {
-  return Attend(query(hidden), key(hidden), value(hidden), options.num_heads(), layout,
-                is_training() ? options.attention_dropout() : 0.0);
+  const double dropout = is_training() ? options.attention_dropout() : 0.0;
+  if (!options.fused_qkv()) {
+    return Attend(query(hidden), key(hidden), value(hidden), options.num_heads(), layout, dropout);
+  }
+  // One [3h, h] product; Q, K and V are views of its output.
+  const at::Tensor qkv =
+      at::linear(hidden, JoinRows({query->weight, key->weight, value->weight}),
+                 JoinRows({query->bias, key->bias, value->bias}));
+  const auto parts = qkv.chunk(3, -1);
+  return Attend(parts[0], parts[1], parts[2], options.num_heads(), layout, dropout);
 }
 
 BertResidualOutputImpl::BertResidualOutputImpl(const BertOptions& options, int64_t in_features)
@@ -254,6 +269,27 @@ void BertForPreTrainingImpl::InitWeights() {
   // LAMB moves them by 0 (zero moments, zero weight decay).
   at::Tensor& words = bert->embeddings->word_embeddings->weight;
   words.narrow(0, V, words.size(0) - V).zero_();
+}
+
+void BertForPreTrainingImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(device, dtype, non_blocking);
+  PackQkv();
+}
+
+void BertForPreTrainingImpl::to(torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(dtype, non_blocking);
+  PackQkv();
+}
+
+void BertForPreTrainingImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  PackQkv();
+}
+
+void BertForPreTrainingImpl::PackQkv() {
+  for (const auto& module : *bert->encoder->layer) {
+    module->as<BertLayer>()->attention->self->PackQkv();
+  }
 }
 
 std::map<std::string, int64_t> BertForPreTrainingImpl::FileRows() const {

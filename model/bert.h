@@ -47,6 +47,9 @@ class BertSelfAttentionImpl : public torch::nn::Cloneable<BertSelfAttentionImpl>
   explicit BertSelfAttentionImpl(const BertOptions& options);
   void reset() override;
   at::Tensor forward(const at::Tensor& hidden, const AttentionLayout& layout);
+  // With options.fused_qkv: lays the Q, K, V weights (and biases) end to
+  // end in one buffer (model/fused_layers.h, PackRows), for one product.
+  void PackQkv();
 
   BertOptions options;
   // Dropout on the attention probabilities (options.attention_dropout)
@@ -190,6 +193,14 @@ class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImp
   // The parameters whose files hold fewer rows than the model: the padded
   // word embeddings, by name, with the rows their files hold.
   std::map<std::string, int64_t> FileRows() const;
+
+  // Moves as Module::to, then lays each layer's Q, K and V end to end again
+  // in the new storage (PackQkv).
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
+  // Every layer's BertSelfAttention::PackQkv.
+  void PackQkv();
 
   // The heads' logits for `inputs` (model/inputs.h), on the model's
   // device, in the layout they were made for: device work only.

@@ -69,6 +69,9 @@ struct BertOptions {
   /// Bias-GELU and bias-dropout-residual-LayerNorm as fused operations
   /// (model/fused_layers.h); false: the unfused modules. The same results.
   TORCH_ARG(bool, fused_layers) = true;
+  /// Q, K and V of a layer as one [3h, h] product: their weights (and
+  /// biases) laid end to end in one buffer, the output split into views.
+  TORCH_ARG(bool, fused_qkv) = true;
   /// The word embeddings (and the tied MLM decoder) padded inside the model
   /// to a multiple of this many rows, zero, never looked up, their logits
   /// cut before the losses; files and exports keep vocab_size rows. 1: none.
@@ -115,6 +118,9 @@ struct BertOptions {
     v.Field("fused_layers", &fused_layers_,
             "bias-GELU and bias-dropout-residual-LayerNorm as one operation each: CUDA kernels on "
             "a GPU, the same ATen operations on the CPU; false: the unfused modules");
+    v.Field("fused_qkv", &fused_qkv_,
+            "Q, K and V as one [3h, h] product over their weights laid end to end in one "
+            "buffer (still three parameters: query, key, value); false: three products");
     v.Field("vocab_padding", &vocab_padding_,
             "the word embeddings and the MLM decoder padded inside the model to a multiple of "
             "this many rows (aligned GPU products); files and exports keep vocab_size rows; 1: none",

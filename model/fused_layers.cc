@@ -130,7 +130,73 @@ class BiasDropoutAddNormFunction : public torch::autograd::Function<BiasDropoutA
   }
 };
 
+// The whole of parts that lie end to end in one storage (JoinRows).
+class JoinRowsFunction : public torch::autograd::Function<JoinRowsFunction> {
+ public:
+  // Three parts, as LibTorch 1.13's autograd functions take no list of
+  // differentiable inputs.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                            const at::Tensor& c) {
+    const variable_list parts = {a, b, c};
+    std::vector<int64_t> rows;
+    for (const at::Tensor& p : parts) rows.push_back(p.size(0));
+    ctx->saved_data["rows"] = rows;
+    if (!EndToEnd(parts)) return at::cat(parts, 0);
+    std::vector<int64_t> sizes = parts.front().sizes().vec();
+    sizes[0] = 0;
+    for (int64_t r : rows) sizes[0] += r;
+    const at::Tensor& first = parts.front();
+    // An alias of the storage (set_, not a view autograd tracks): the
+    // function's own output, whose gradient is split below.
+    return at::empty({0}, first.options())
+        .set_(first.storage(), first.storage_offset(), sizes, first.strides());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const std::vector<int64_t> rows = ctx->saved_data["rows"].toIntVector();
+    variable_list out;
+    int64_t start = 0;
+    for (int64_t r : rows) {
+      out.push_back(grads[0].narrow(0, start, r));
+      start += r;
+    }
+    return out;
+  }
+
+  // Whether the parts are contiguous and each starts where the one before
+  // ends, in one storage.
+  static bool EndToEnd(const variable_list& parts) {
+    const at::Tensor& first = parts.front();
+    int64_t next = first.storage_offset();
+    for (const at::Tensor& p : parts) {
+      if (!p.is_contiguous() || !p.storage().is_alias_of(first.storage()) ||
+          p.storage_offset() != next || p.scalar_type() != first.scalar_type() ||
+          p.sizes().slice(1) != first.sizes().slice(1)) {
+        return false;
+      }
+      next += p.numel();
+    }
+    return true;
+  }
+};
+
 }  // namespace
+
+at::Tensor JoinRows(const std::vector<at::Tensor>& parts) {
+  TORCH_CHECK(parts.size() == 3, "JoinRows: three parts, not ", parts.size());
+  return JoinRowsFunction::apply(parts[0], parts[1], parts[2]);
+}
+
+void PackRows(const std::vector<at::Tensor>& tensors) {
+  if (tensors.empty()) return;
+  at::NoGradGuard no_grad;
+  const at::Tensor packed = at::cat(tensors, 0);  // a new, contiguous buffer
+  int64_t start = 0;
+  for (const at::Tensor& t : tensors) {
+    at::Tensor(t).set_data(packed.narrow(0, start, t.size(0)));
+    start += t.size(0);
+  }
+}
 
 bool FusedLayerKernelsBuilt() { return fused_kernels::Built(); }
 

@@ -48,6 +48,20 @@ at::Tensor BiasDropoutAddNorm(const at::Tensor& y, const at::Tensor& bias,
                               const at::Tensor& residual, const at::Tensor& gamma,
                               const at::Tensor& beta, double p, double eps, bool training);
 
+// The three parts (each [r_i, ...], the same trailing sizes, dtype and
+// device) stacked along dimension 0, as one tensor for one product: an alias of
+// their storage where they lie end to end in it, as PackRows lays them,
+// else a copy (at::cat). Differentiable: the gradient goes back to each
+// part as its rows of the whole (no copy).
+at::Tensor JoinRows(const std::vector<at::Tensor>& parts);
+
+// Lays the tensors (leaf parameters, say) end to end in one new buffer,
+// each keeping its values, identity and autograd leafness (set_data), so
+// that JoinRows of them is an alias: the Q, K and V weights of a layer for
+// one [3h, h] product. Something that gives a tensor new storage (a move
+// to another device or dtype) undoes it; PackRows again redoes it.
+void PackRows(const std::vector<at::Tensor>& tensors);
+
 // The same with a given mask draw (threshold 0: no dropout): for tests,
 // which run the kernels and the reference on one mask.
 at::Tensor BiasDropoutAddNorm(const at::Tensor& y, const at::Tensor& bias,

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -125,6 +126,96 @@ TEST(FusedLayersTest, AModelWithFusedLayersEqualsOneWithout) {
     for (size_t i = 0; i < grads[0].size(); ++i) {
       EXPECT_TRUE(torch::equal(grads[1][i], grads[0][i]))
           << "parameter " << i << ", " << c10::toString(dtype);
+    }
+  }
+}
+
+// Q, K and V of each layer lie end to end in one buffer (model.fused_qkv),
+// still three leaf parameters under their names; after a move to another
+// dtype too; JoinRows of them is an alias of that buffer, not a copy.
+TEST(FusedLayersTest, QkvWeightsLieEndToEndAndJoinWithoutACopy) {
+  BertForPreTraining model(testing::TinyOptions());
+  for (bool moved : {false, true}) {
+    if (moved) model->to(torch::kDouble);
+    for (const auto& module : *model->bert->encoder->layer) {
+      const auto& self = module->as<BertLayer>()->attention->self;
+      const at::Tensor &q = self->query->weight, &k = self->key->weight, &v = self->value->weight;
+      ASSERT_TRUE(q.is_leaf() && q.requires_grad());
+      EXPECT_TRUE(q.storage().is_alias_of(v.storage()));
+      EXPECT_EQ(k.storage_offset(), q.storage_offset() + q.numel());
+      EXPECT_EQ(v.storage_offset(), k.storage_offset() + k.numel());
+      const at::Tensor joined = JoinRows({q, k, v});
+      EXPECT_EQ(joined.data_ptr(), q.data_ptr()) << "joined by a copy";
+      EXPECT_TRUE(torch::equal(joined, at::cat({q, k, v}).detach()));
+      EXPECT_EQ(self->key->bias.storage_offset(),
+                self->query->bias.storage_offset() + self->query->bias.numel());
+    }
+  }
+}
+
+// JoinRows of tensors apart (a copy) and of tensors end to end (an alias):
+// the same values, and each part's gradient is its rows of the whole's.
+TEST(FusedLayersTest, JoinRowsSplitsTheGradientBackIntoItsParts) {
+  torch::manual_seed(4);
+  std::vector<at::Tensor> apart = {torch::randn({2, 3}), torch::randn({4, 3}),
+                                   torch::randn({1, 3})};
+  std::vector<at::Tensor> packed;
+  for (auto& t : apart) {
+    t.requires_grad_();
+    packed.push_back(t.detach().clone().requires_grad_());
+  }
+  PackRows(packed);
+  const at::Tensor grad = torch::randn({7, 3});
+  for (const auto* parts : {&apart, &packed}) {
+    const at::Tensor joined = JoinRows(*parts);
+    EXPECT_TRUE(torch::equal(joined, at::cat(apart).detach()));
+    (joined * grad).sum().backward();
+    EXPECT_TRUE(torch::equal((*parts)[0].grad(), grad.narrow(0, 0, 2)));
+    EXPECT_TRUE(torch::equal((*parts)[1].grad(), grad.narrow(0, 2, 4)));
+    EXPECT_TRUE(torch::equal((*parts)[2].grad(), grad.narrow(0, 6, 1)));
+  }
+  EXPECT_EQ(JoinRows(packed).data_ptr(), packed[0].data_ptr());
+  EXPECT_NE(JoinRows(apart).data_ptr(), apart[0].data_ptr());
+}
+
+// One [3h, h] product against three: the same initial weights (the same
+// draws), and in double precision the same loss and gradients to the
+// rounding of the products' other summation order (1e-12 of the largest;
+// a wrong split of Q, K and V would be off by O(1)).
+TEST(FusedLayersTest, OneQkvProductEqualsThree) {
+  auto options = testing::TinyOptions().hidden_dropout(0.1).attention_dropout(0.1);
+  auto instances = testing::RandomInstances(5, 6, 20, options.vocab_size(), 10);
+  const int max_len = static_cast<int>(options.max_position_embeddings());
+  auto batch = *data::MakeBatch(testing::PackInOrder(instances, 3, max_len), {max_len, 3, 0});
+  for (AttentionKind kind : {AttentionKind::kDense, AttentionKind::kVarlen}) {
+    std::vector<double> losses;
+    std::vector<std::vector<at::Tensor>> weights, grads;
+    for (bool fused : {false, true}) {
+      torch::manual_seed(2);
+      BertForPreTraining model(options.fused_qkv(fused).attention(kind));
+      model->to(torch::kDouble);
+      model->train();
+      torch::manual_seed(3);
+      auto sums = testing::SumsOf(testing::Forward(model, batch), batch);
+      at::Tensor loss = PretrainingLoss(sums, MlmLossMode::kPerToken, testing::TotalsOf(batch));
+      loss.backward();
+      losses.push_back(loss.item<double>());
+      weights.emplace_back();
+      grads.emplace_back();
+      for (const auto& p : model->parameters()) {
+        weights.back().push_back(p.detach().clone());
+        grads.back().push_back(p.grad().clone());
+      }
+    }
+    EXPECT_NEAR(losses[1], losses[0], 1e-12 * losses[0]);
+    // Relative to the largest gradient entry: some gradients are zero in
+    // exact arithmetic (the key bias's), their noise of the others' size.
+    double largest = 0;
+    for (const auto& g : grads[0]) largest = std::max(largest, g.abs().max().item<double>());
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      EXPECT_TRUE(torch::equal(weights[1][i], weights[0][i])) << "initial weight " << i;
+      EXPECT_LE((grads[1][i] - grads[0][i]).abs().max().item<double>(), 1e-12 * largest)
+          << "gradient " << i;
     }
   }
 }
