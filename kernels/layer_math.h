@@ -7,11 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define PBERT_HOST_DEVICE __host__ __device__
-#else
-#define PBERT_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace pbert::kernels {
 

@@ -21,6 +21,7 @@
 #include "optim/lamb.h"
 #include "tests/model/fixtures.h"
 #include "tests/train/resume_run.h"
+#include "tests/train/same_step.h"
 #include "train/checkpointer.h"
 #include "train/host_read.h"
 #include "train/inputs.h"
@@ -184,14 +185,8 @@ TEST(CudaTest, AStepOnTheGpuEqualsTheCpuStep) {
     }
     const double dg = kTerms * std::numeric_limits<double>::epsilon() * largest;
     EXPECT_NEAR(a->metrics.loss, b->metrics.loss, dg);
-    auto pa = cpu->model()->named_parameters(), pb = gpu->model()->named_parameters();
-    for (size_t k = 0; k < pa.size(); ++k) {
-      EXPECT_LE(MaxAbsDiff(pb[k].value().grad(), pa[k].value().grad()), dg)
-          << "gradient of " << pa[k].key() << " at step " << step;
-      EXPECT_LE(MaxAbsDiff(pb[k].value(), pa[k].value()),
-                (step + 1) * kLr * dg / optim::LambOptions().eps())
-          << pa[k].key() << " after step " << step;
-    }
+    pbert::testing::ExpectSameGradientsAndWeights(cpu->model(), gpu->model(), dg, kLr, step,
+                                                  " (CPU, GPU)");
   }
 }
 

@@ -34,6 +34,7 @@
 #include "optim/lamb.h"
 #include "tests/model/fixtures.h"
 #include "tests/train/resume_run.h"
+#include "tests/train/same_step.h"
 #include "train/checkpointer.h"
 #include "train/evaluator.h"
 #include "train/host_read.h"
@@ -112,18 +113,9 @@ TEST(StepTest, AccumulatedMicroBatchesEqualOneBatchOfAll) {
           << "step " << step;
       EXPECT_NEAR(a->grad_norm, b->grad_norm, kGradientTolerance * a->grad_norm) << "step " << step;
       EXPECT_EQ(a->metrics.mlm_tokens, b->metrics.mlm_tokens);
-      // LAMB's update m / (sqrt(v) + eps_lamb) turns a gradient error dg
-      // into at most dg / eps_lamb; times the rate, each step may add that
-      // much to the weights' difference.
       const double dg = kGradientTolerance * LargestGradient(one.model());
-      auto pa = one.model()->named_parameters(), pb = accumulated.model()->named_parameters();
-      for (size_t k = 0; k < pa.size(); ++k) {
-        EXPECT_LE(MaxDifference(pb[k].value().grad(), pa[k].value().grad()), dg)
-            << "gradient of " << pa[k].key() << " at step " << step;
-        EXPECT_LE(MaxDifference(pb[k].value(), pa[k].value()),
-                  (step + 1) * kLr * dg / optim::LambOptions().eps())
-            << pa[k].key() << " after step " << step;
-      }
+      pbert::testing::ExpectSameGradientsAndWeights(one.model(), accumulated.model(), dg, kLr,
+                                                    step, "");
     }
   }
 }
@@ -324,15 +316,9 @@ TEST(StepTest, StaticShapesChangeNoLossMetricOrGradient) {
       EXPECT_EQ(a->metrics.nsp_sequences, b->metrics.nsp_sequences) << where;
       EXPECT_EQ(a->metrics.nsp_correct, b->metrics.nsp_correct) << where;
       EXPECT_NEAR(a->grad_norm, b->grad_norm, tol * a->grad_norm) << where;
-      const double dg = tol * LargestGradient(plain.model());
-      auto pa = plain.model()->named_parameters(), pb = fixed.model()->named_parameters();
-      for (size_t k = 0; k < pa.size(); ++k) {
-        EXPECT_LE(MaxDifference(pb[k].value().grad(), pa[k].value().grad()), dg)
-            << "gradient of " << pa[k].key() << ", " << where;
-        EXPECT_LE(MaxDifference(pb[k].value(), pa[k].value()),
-                  (step + 1) * kLr * dg / optim::LambOptions().eps())
-            << pa[k].key() << ", " << where;
-      }
+      pbert::testing::ExpectSameGradientsAndWeights(
+          plain.model(), fixed.model(), tol * LargestGradient(plain.model()), kLr, step,
+          absl::StrCat(", layout ", static_cast<int>(kind)));
     }
   }
 }
