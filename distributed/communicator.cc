@@ -1,6 +1,7 @@
 #include "distributed/communicator.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/Logging.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -157,7 +158,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   QuietStderr quiet;
   std::thread(std::move(join)).detach();
   if (joined.wait_until(deadline + kOwnReportsFirst) != std::future_status::ready) {
-    // The thread stays blocked; the process ends with the error.
+    // The thread stays blocked; the process ends with the error. The store
+    // client it is in may still log its own timeout after stderr is back
+    // (under load it gives up later than this wait): LibTorch's logs below
+    // fatal are silenced for the rest of the process, so that the error
+    // stays one line.
+    FLAGS_caffe2_log_level = 3;
     const int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
     if (!AcceptsConnections(environment, std::chrono::seconds(1))) {
       return absl::UnavailableError(absl::StrCat(
