@@ -119,7 +119,7 @@ constexpr Lever kLevers[] = {
     {"+ fused bias-GELU, bias-dropout-residual-LayerNorm, one QKV product", false, true, true},
     {"+ bf16 weights, fp32 masters", true, true, true},
 };
-// The lever the rows sweep runs: the defaults (model.master_weights off).
+// The lever the rows sweep runs: every lever but the master weights.
 constexpr size_t kSweepLever = 2;
 
 pbert::gpu::MemoryStats Memory() {

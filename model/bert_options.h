@@ -68,7 +68,8 @@ struct BertOptions {
   TORCH_ARG(Ablation, ablation) = Ablation::kNone;
   /// Bias-GELU and bias-dropout-residual-LayerNorm as fused operations
   /// (model/fused_layers.h); false: the unfused modules. The same results.
-  TORCH_ARG(bool, fused_layers) = true;
+  /// Off by default until their CUDA kernels have run on a GPU.
+  TORCH_ARG(bool, fused_layers) = false;
   /// Q, K and V of a layer as one [3h, h] product: their weights (and
   /// biases) laid end to end in one buffer, the output split into views.
   TORCH_ARG(bool, fused_qkv) = true;
@@ -117,7 +118,8 @@ struct BertOptions {
             "a GPU; auto: the fastest on the device; the same results");
     v.Field("fused_layers", &fused_layers_,
             "bias-GELU and bias-dropout-residual-LayerNorm as one operation each: CUDA kernels on "
-            "a GPU, the same ATen operations on the CPU; false: the unfused modules");
+            "a GPU, the same ATen operations on the CPU; false: the unfused modules (the "
+            "default until the kernels have run on a GPU)");
     v.Field("fused_qkv", &fused_qkv_,
             "Q, K and V as one [3h, h] product over their weights laid end to end in one "
             "buffer (still three parameters: query, key, value); false: three products");

@@ -342,6 +342,7 @@ TEST(CrossContaminationTest, ChangingOneSequenceLeavesTheOthersExactlyAlone) {
 TEST(GradientCheckTest, CentralDifferencesInDoubleMatchAutograd) {
   torch::manual_seed(3);
   auto options = TinyOptions()
+                     .fused_layers(true)  // their hand-written backward
                      .vocab_size(23)
                      .hidden_size(8)
                      .num_heads(2)

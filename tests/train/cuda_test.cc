@@ -56,13 +56,15 @@ std::string NoGpu() {
 const c10::Device kGpu(c10::kCUDA, 0);
 
 // A tiny BERT with 64-wide heads (FlashAttention's kind) in the varlen
-// layout, trained in bf16 on the GPU at lr 1e-3.
+// layout, its layers fused (the CUDA kernels), trained in bf16 on the GPU
+// at lr 1e-3.
 TraineeOptions Bf16OnTheGpu(uint64_t seed) {
   TraineeOptions o;
   o.bert = model::testing::TinyOptions()
                .hidden_size(128)
                .num_heads(2)
-               .attention(model::AttentionKind::kVarlen);
+               .attention(model::AttentionKind::kVarlen)
+               .fused_layers(true);
   o.lamb = optim::LambOptions(1e-3);
   o.seed = seed;
   o.device = kGpu;
