@@ -98,11 +98,7 @@ int Worker(int rounds) {
     std::vector<std::unique_ptr<pbert::train::Trainee>> sides;
     for (bool overlap : {false, true}) {
       pbert::train::TraineeOptions o;
-      o.bert = pbert::model::BertOptions()
-                   .hidden_size(s.hidden)
-                   .num_layers(s.layers)
-                   .num_heads(s.heads)
-                   .intermediate_size(s.ffn);
+      o.bert = s.Options();
       o.lamb = pbert::optim::LambOptions(1e-4);
       o.seed = 1;
       o.overlap = overlap;

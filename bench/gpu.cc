@@ -7,11 +7,9 @@
 // memory), for BERT-base and BERT-large. packed-bert runs as cases that
 // take turns (each `steps / turns` timed steps a turn, after its warm-up
 // steps): each lever added to the one before (autocast over fp32 weights
-// with the _foreach LAMB; the fused LAMB; the fused layers and the one QKV
-// product; bf16 weights
-// with fp32 masters), then the defaults (the third) at each rows per step
-// of --sweep. The
-// peer trains on the first case's sequences, in bf16 autocast with fp32
+// with the _foreach LAMB; the fused LAMB; the one QKV product; the fused
+// layers; bf16 weights with fp32 masters), then all but the last at each
+// rows per step of --sweep. The peer trains on the first case's sequences, in bf16 autocast with fp32
 // weights. Prints per model and case real tokens/s, sequences/s, model
 // TFLOP/s and MFU (the model's own FLOPs per real token, attention over
 // each sequence's own length, against the GPU's dense bf16 peak), the peak
@@ -94,11 +92,29 @@ void Print(const std::string& model, const std::string& side, const Side& r, dou
               r.peak_bytes / (1 << 30));
 }
 
+// The levers, each added to the one before (issue-style table: each row's
+// gain over the row above), at the benchmark's rows per step; each is one
+// switch of the config.
+struct Lever {
+  const char* label;
+  bool fused_optimizer, fused_qkv, fused_layers, master_weights;
+};
+constexpr Lever kLevers[] = {
+    {"autocast over fp32 weights, _foreach LAMB", false, false, false, false},
+    {"+ fused LAMB", true, false, false, false},
+    {"+ one QKV product", true, true, false, false},
+    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", true, true, true, false},
+    {"+ bf16 weights, fp32 masters", true, true, true, true},
+};
+// The lever the rows sweep runs: every lever but the master weights.
+constexpr size_t kSweepLever = 3;
+
 // One configuration of packed-bert's step: its levers and rows per step.
 struct Case {
   std::string label;
   int rows = 32;
-  bool master_weights = false, fused = false, fused_layers = false;
+  Lever lever{};
+  bool swept = false;  // one of the rows sweep's (or the sweep lever's own)
   std::unique_ptr<pbert::train::Trainee> trainee;
   std::vector<pbert::train::MicroBatch> steps;  // every step's inputs, on the GPU
   std::vector<pbert::data::PackedBatch> batches;
@@ -106,21 +122,6 @@ struct Case {
   int64_t transient_peak = 0;    // the most a step allocated above that
   Side side;
 };
-
-// The levers, each added to the one before (issue-style table: each row's
-// gain over the row above), at the benchmark's rows per step.
-struct Lever {
-  const char* label;
-  bool master_weights, fused, fused_layers;
-};
-constexpr Lever kLevers[] = {
-    {"autocast over fp32 weights, _foreach LAMB", false, false, false},
-    {"+ fused LAMB", false, true, false},
-    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm, one QKV product", false, true, true},
-    {"+ bf16 weights, fp32 masters", true, true, true},
-};
-// The lever the rows sweep runs: every lever but the master weights.
-constexpr size_t kSweepLever = 2;
 
 pbert::gpu::MemoryStats Memory() {
   auto m = pbert::gpu::Memory(0);
@@ -202,9 +203,8 @@ int Main(int argc, char** argv) {
       Case c;
       c.label = lever.label;
       c.rows = rows;
-      c.master_weights = lever.master_weights;
-      c.fused = lever.fused;
-      c.fused_layers = lever.fused_layers;
+      c.lever = lever;
+      c.swept = &lever == &kLevers[kSweepLever];
       cases.push_back(std::move(c));
     }
     for (int r : sweep) {
@@ -212,9 +212,8 @@ int Main(int argc, char** argv) {
       Case c;
       c.label = absl::StrCat(kLevers[kSweepLever].label, ", ", r, " rows");
       c.rows = r;
-      c.master_weights = kLevers[kSweepLever].master_weights;
-      c.fused = kLevers[kSweepLever].fused;
-      c.fused_layers = kLevers[kSweepLever].fused_layers;
+      c.lever = kLevers[kSweepLever];
+      c.swept = true;
       cases.push_back(std::move(c));
     }
     // Enough sequences for every case's steps, packed by lp at depth 8.
@@ -246,20 +245,16 @@ int Main(int argc, char** argv) {
         if (first) plan.push_back(step_lengths);
       }
       pbert::train::TraineeOptions options;
-      options.bert = pbert::model::BertOptions()
-                         .hidden_size(s.hidden)
-                         .num_layers(s.layers)
-                         .num_heads(s.heads)
-                         .intermediate_size(s.ffn)
+      options.bert = s.Options()
                          .attention(pbert::model::AttentionKind::kVarlen)
-                         .fused_layers(c.fused_layers)
-                         .fused_qkv(c.fused_layers);
+                         .fused_qkv(c.lever.fused_qkv)
+                         .fused_layers(c.lever.fused_layers);
       options.lamb = pbert::optim::LambOptions(1e-4);
       options.precision = pbert::model::Precision::kBf16;
       options.device = device;
       options.seed = 1;
-      options.master_weights = c.master_weights;
-      options.fused_optimizer = c.fused;
+      options.master_weights = c.lever.master_weights;
+      options.fused_optimizer = c.lever.fused_optimizer;
       const int64_t before = Allocated();
       auto trainee = pbert::train::Trainee::Make(options, *communicator);
       if (!trainee.ok()) return Usage(std::string(trainee.status().message()));
@@ -319,11 +314,7 @@ int Main(int argc, char** argv) {
                                                (cases[k - 1].side.tokens / cases[k - 1].side.seconds))));
     }
     for (const Case& c : cases) {
-      const Lever& l = kLevers[kSweepLever];
-      if (c.master_weights != l.master_weights || c.fused != l.fused ||
-          c.fused_layers != l.fused_layers) {
-        continue;
-      }
+      if (!c.swept) continue;
       sweeps.push_back(absl::StrFormat("| %s | %d | %.0f | %.1f |", s.name, c.rows,
                                        c.side.tokens / c.side.seconds, c.side.peak_bytes / (1 << 30)));
     }

@@ -7,11 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "model/bert_options.h"
+
 namespace pbert::bench {
 
 struct ModelSize {
   std::string name;
   int64_t hidden, layers, heads, ffn;
+
+  // BERT of this size, every other option its default.
+  model::BertOptions Options() const {
+    return model::BertOptions().hidden_size(hidden).num_layers(layers).num_heads(heads).intermediate_size(ffn);
+  }
 };
 
 inline const std::vector<ModelSize>& ModelSizes() {

@@ -185,11 +185,7 @@ int Main(int argc, char** argv) {
     }
     const Shape& s = *found;
     torch::manual_seed(1);
-    pbert::model::BertForPreTraining model(pbert::model::BertOptions()
-                                               .hidden_size(s.hidden)
-                                               .num_layers(s.layers)
-                                               .num_heads(s.heads)
-                                               .intermediate_size(s.ffn));
+    pbert::model::BertForPreTraining model(s.Options());
     Side baseline = MakeSide(model, false), multi = MakeSide(model, true);
     model = nullptr;  // only the copies are stepped
     int64_t count = 0;

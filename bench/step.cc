@@ -524,11 +524,7 @@ int Main(int argc, char** argv) {
     const ModelShape& m = c.model;
     if (ours.count(m.name)) continue;
     pbert::train::TraineeOptions o;
-    o.bert = pbert::model::BertOptions()
-                 .hidden_size(m.hidden)
-                 .num_layers(m.layers)
-                 .num_heads(m.heads)
-                 .intermediate_size(m.ffn);
+    o.bert = m.Options();
     o.lamb = pbert::optim::LambOptions(1e-4);
     o.precision = precision;
     o.seed = 1;

@@ -219,12 +219,7 @@ int main(int argc, char** argv) {
     for (const ModelShape& m : all_models) {
       if (std::find(models.begin(), models.end(), m.name) == models.end()) continue;
       pbert::train::TraineeOptions options;
-      options.bert = pbert::model::BertOptions()
-                         .hidden_size(m.hidden)
-                         .num_layers(m.layers)
-                         .num_heads(m.heads)
-                         .intermediate_size(m.ffn)
-                         .max_position_embeddings(S);
+      options.bert = m.Options().max_position_embeddings(S);
       options.lamb = pbert::optim::LambOptions(1e-4);
       options.seed = 1;
       auto trainee = pbert::train::Trainee::Make(options, *communicator);

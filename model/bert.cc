@@ -105,8 +105,9 @@ void BertResidualOutputImpl::reset() {
 }
 
 at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
-  if (options.fused_layers() && FusedLayersRun(x)) {
-    const bool apart = BiasInKernels(x);  // else the product adds the bias (addmm)
+  if (options.fused_layers() &&
+      BiasDropoutAddNormRuns(x, dense->bias, LayerNorm->weight)) {
+    const bool apart = !x.is_cpu();  // the kernels add the bias; on the CPU the product (addmm)
     return BiasDropoutAddNorm(apart ? at::linear(x, dense->weight) : dense(x),
                               apart ? dense->bias : at::Tensor(), residual, LayerNorm->weight,
                               LayerNorm->bias, options.hidden_dropout(), options.layer_norm_eps(),
@@ -126,8 +127,8 @@ void BertDenseActivationImpl::reset() {
 }
 
 at::Tensor BertDenseActivationImpl::forward(const at::Tensor& x) {
-  if (fused && activation == Activation::kGelu && FusedLayersRun(x)) {
-    const bool apart = BiasInKernels(x);  // else the product adds the bias (addmm)
+  if (fused && activation == Activation::kGelu && BiasGeluRuns(x, dense->bias)) {
+    const bool apart = !x.is_cpu();  // the kernels add the bias; on the CPU the product (addmm)
     return BiasGelu(apart ? at::linear(x, dense->weight) : dense(x),
                     apart ? dense->bias : at::Tensor());
   }

@@ -6,6 +6,7 @@
 
 #include <tuple>
 
+#include "common/torch_compat_ops.h"
 #include "model/dropout.h"
 #include "model/fused_layers_kernels.h"
 
@@ -30,6 +31,18 @@ kernels::DropoutBits BitsOf(AutogradContext* ctx) {
   return bits;
 }
 
+// The dtype of a product of `x` by a weight: autocast's where it is on.
+at::ScalarType ProductType(const at::Tensor& x) {
+  const c10::DeviceType device = x.device().type();
+  return torch_compat::AutocastEnabled(device) ? torch_compat::AutocastDtype(device)
+                                               : x.scalar_type();
+}
+
+// Whether the kernels take y: its last dimension the bias'.
+bool KernelsTake(const at::Tensor& y, const at::Tensor& bias, bool taken) {
+  return taken && y.dim() >= 1 && y.is_cuda() && y.size(-1) == bias.numel();
+}
+
 // x * scale where the mask keeps, 0 elsewhere; nothing without dropout.
 at::Tensor Masked(const at::Tensor& x, const at::Tensor& mask, double scale) {
   if (!mask.defined()) return x;
@@ -42,7 +55,7 @@ class BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y_in, const at::Tensor& bias) {
     const at::Tensor y = y_in.contiguous();
-    const bool kernel = fused_kernels::SupportsGelu(y, bias);
+    const bool kernel = KernelsTake(y, bias, fused_kernels::TakesGelu(y.scalar_type(), bias));
     ctx->saved_data["kernel"] = kernel;
     ctx->saved_data["y_dtype"] = y.scalar_type();
     if (kernel) {
@@ -78,7 +91,8 @@ class BiasDropoutAddNormFunction : public torch::autograd::Function<BiasDropoutA
     bits.seed = static_cast<uint64_t>(seed);
     bits.threshold = static_cast<uint32_t>(threshold);
     const double scale = bits.threshold > 0 ? DropoutScale(bits) : 1.0;
-    const bool kernel = fused_kernels::SupportsNorm(y, bias, gamma);
+    const bool kernel =
+        KernelsTake(y, bias, fused_kernels::TakesNorm(y.scalar_type(), bias, gamma));
     ctx->saved_data["kernel"] = kernel;
     ctx->saved_data["seed"] = seed;
     ctx->saved_data["threshold"] = threshold;
@@ -200,9 +214,13 @@ void PackRows(const std::vector<at::Tensor>& tensors) {
 
 bool FusedLayerKernelsBuilt() { return fused_kernels::Built(); }
 
-bool FusedLayersRun(const at::Tensor& x) { return x.is_cpu() || BiasInKernels(x); }
+bool BiasGeluRuns(const at::Tensor& x, const at::Tensor& bias) {
+  return x.is_cpu() || fused_kernels::TakesGelu(ProductType(x), bias);
+}
 
-bool BiasInKernels(const at::Tensor& x) { return x.is_cuda() && fused_kernels::Built(); }
+bool BiasDropoutAddNormRuns(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& gamma) {
+  return x.is_cpu() || fused_kernels::TakesNorm(ProductType(x), bias, gamma);
+}
 
 at::Tensor BiasGelu(const at::Tensor& y, const at::Tensor& bias) {
   return BiasGeluFunction::apply(y, BiasOrEmpty(bias, y));

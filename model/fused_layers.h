@@ -3,10 +3,9 @@
 //   BiasGelu:           gelu(y + bias)                                (intermediate)
 //   BiasDropoutAddNorm: LayerNorm(dropout(y + bias) + residual)       (attention.output, output)
 //
-// where y is a product, without its bias where the CUDA kernels add it
-// (BiasInKernels); on the CPU the product keeps its bias (addmm, as the
-// unfused modules compute it) and `bias` is undefined. Each is one autograd
-// function with
+// where y is a product, without its bias where the CUDA kernels add it;
+// on the CPU the product keeps its bias (addmm, as the unfused modules
+// compute it) and `bias` is undefined. Each is one autograd function with
 // two implementations of one arithmetic: CUDA kernels (kernels/layer_cuda.h),
 // one pass over the rows forward and one backward, and a reference of ATen
 // operations (at::gelu, at::native_layer_norm and their backward functions)
@@ -29,13 +28,14 @@ namespace pbert::model {
 // Whether this build has the CUDA kernels.
 bool FusedLayerKernelsBuilt();
 
-// Whether the fused operations run for tensors on `x`'s device: on the CPU
-// (the reference), and on CUDA where this build has the kernels.
-bool FusedLayersRun(const at::Tensor& x);
-
-// Whether the operations on `x`'s device take the products' biases (the
-// CUDA kernels add them); else the products add them themselves.
-bool BiasInKernels(const at::Tensor& x);
+// Whether each operation runs after the product of `x` by a layer with
+// these parameters: on the CPU always (the reference); on CUDA where the
+// kernels take the product's dtype (autocast's, or x's) and the
+// parameters; elsewhere, and for what the kernels do not take (fp16, say),
+// the unfused modules run. Where it runs off the CPU, the kernels add the
+// bias.
+bool BiasGeluRuns(const at::Tensor& x, const at::Tensor& bias);
+bool BiasDropoutAddNormRuns(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& gamma);
 
 // gelu(y + bias) over the last dimension of y (bias undefined: gelu(y));
 // differentiable in both.

@@ -34,18 +34,15 @@ at::Tensor SumPartials(const at::Tensor& partials, at::ScalarType type) {
 
 bool Built() { return true; }
 
-bool SupportsGelu(const at::Tensor& y, const at::Tensor& bias) {
-  return y.is_cuda() && bias.numel() == y.size(-1) && bias.device() == y.device() &&
-         Takes(y.scalar_type()) && Takes(bias.scalar_type()) && y.dim() >= 1 &&
-         y.size(-1) <= kernels::kMaxGeluCols;
+bool TakesGelu(at::ScalarType act, const at::Tensor& bias) {
+  return bias.is_cuda() && Takes(act) && Takes(bias.scalar_type()) && bias.numel() > 0 &&
+         bias.numel() <= kernels::kMaxGeluCols;
 }
 
-bool SupportsNorm(const at::Tensor& y, const at::Tensor& bias, const at::Tensor& gamma) {
-  return y.is_cuda() && bias.numel() == y.size(-1) && bias.device() == y.device() &&
-         gamma.device() == y.device() &&
-         Takes(y.scalar_type()) && Takes(gamma.scalar_type()) &&
-         bias.scalar_type() == gamma.scalar_type() && y.dim() >= 1 &&
-         y.size(-1) <= kernels::kMaxNormCols;
+bool TakesNorm(at::ScalarType act, const at::Tensor& bias, const at::Tensor& gamma) {
+  return bias.is_cuda() && gamma.device() == bias.device() && Takes(act) &&
+         Takes(gamma.scalar_type()) && bias.scalar_type() == gamma.scalar_type() &&
+         bias.numel() > 0 && bias.numel() <= kernels::kMaxNormCols;
 }
 
 at::Tensor BiasGeluForward(const at::Tensor& y, const at::Tensor& bias) {

@@ -1,7 +1,7 @@
 // The CUDA side of model/fused_layers.h for ATen tensors: checks them,
 // launches kernels/layer_cuda.h on the current stream and sums the column
 // partials. CUDA builds with the kernels link fused_layers_cuda.cc; others
-// fused_layers_none.cc, whose Supports says no. Internal to model/.
+// fused_layers_none.cc, whose Takes says no. Internal to model/.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -12,11 +12,11 @@ namespace pbert::model::fused_kernels {
 
 bool Built();
 
-// Whether the kernels take these tensors (CUDA, fp32 or bf16, rows narrow
-// enough); else the caller runs the reference. `cols` is the last
-// dimension; `param` the dtype of the bias (and LayerNorm's tensors).
-bool SupportsGelu(const at::Tensor& y, const at::Tensor& bias);
-bool SupportsNorm(const at::Tensor& y, const at::Tensor& bias, const at::Tensor& gamma);
+// Whether the kernels take a product of dtype `act` with these parameters:
+// on CUDA, fp32 or bf16 (the bias and LayerNorm's weight of one dtype),
+// rows of bias.numel() columns narrow enough.
+bool TakesGelu(at::ScalarType act, const at::Tensor& bias);
+bool TakesNorm(at::ScalarType act, const at::Tensor& bias, const at::Tensor& gamma);
 
 // y [N, F] contiguous, bias [F]: gelu(y + bias) in y's dtype.
 at::Tensor BiasGeluForward(const at::Tensor& y, const at::Tensor& bias);

@@ -8,8 +8,8 @@
 namespace pbert::model::fused_kernels {
 
 bool Built() { return false; }
-bool SupportsGelu(const at::Tensor&, const at::Tensor&) { return false; }
-bool SupportsNorm(const at::Tensor&, const at::Tensor&, const at::Tensor&) { return false; }
+bool TakesGelu(at::ScalarType, const at::Tensor&) { return false; }
+bool TakesNorm(at::ScalarType, const at::Tensor&, const at::Tensor&) { return false; }
 
 at::Tensor BiasGeluForward(const at::Tensor&, const at::Tensor&) {
   TORCH_CHECK(false, "this build of packed-bert has no CUDA kernels (fused layers)");

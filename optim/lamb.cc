@@ -234,9 +234,11 @@ void Lamb::load(torch::serialize::InputArchive& archive) {
         const bool fewer_rows = moment->dim() == p.dim() && p.dim() > 0 &&
                                 moment->size(0) < p.size(0) &&
                                 moment->sizes().slice(1) == p.sizes().slice(1);
-        TORCH_CHECK(fewer_rows, "the optimizer state of a ", p.sizes(),
-                    " parameter has the shape ", moment->sizes(),
-                    ": it belongs to another model config");
+        if (!fewer_rows) {
+          throw StateMismatch(c10::str("the optimizer state of a ", p.sizes(),
+                                       " parameter has the shape ", moment->sizes(),
+                                       ": it belongs to another model config"));
+        }
         torch::Tensor padded = torch::zeros_like(p, moment->options());
         padded.narrow(0, 0, moment->size(0)).copy_(*moment);
         *moment = padded;

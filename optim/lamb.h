@@ -5,6 +5,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/ordered_dict.h>
 
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -98,6 +99,12 @@ struct LambParamState : public torch::optim::OptimizerCloneableParamState<LambPa
 //   parameter, against about 180 for the _foreach operations), where every
 //   parameter of a group has taken as many steps; elsewhere, and on the
 //   CPU always, the _foreach operations above.
+// What Lamb::load throws for a saved state that does not fit the
+// parameters (another model config's), apart from an unreadable archive.
+struct StateMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Lamb : public torch::optim::Optimizer {
  public:
   explicit Lamb(std::vector<torch::optim::OptimizerParamGroup> param_groups,
@@ -107,6 +114,8 @@ class Lamb : public torch::optim::Optimizer {
 
   torch::Tensor step(LossClosure closure = nullptr) override;
   void save(torch::serialize::OutputArchive& archive) const override;
+  // Moments saved for fewer leading rows (an unpadded vocabulary) get
+  // zero rows; a state of any other shape throws StateMismatch.
   void load(torch::serialize::InputArchive& archive) override;
 
   // Each pair: a parameter of this optimizer (an fp32 master weight) and

@@ -343,6 +343,11 @@ absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& mo
     // Onto the training device, whichever device wrote it.
     archive.load_from(dir + "/optimizer.pt", device);
     optimizer.load(archive);
+  } catch (const optim::StateMismatch& e) {
+    // The config's doing, not the file's.
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, "/optimizer.pt does not fit this model: ", e.what(),
+        "; resume with the config the checkpoint was trained with"));
   } catch (const std::exception& e) {
     return Damaged(dir, absl::StrCat(dir, "/optimizer.pt cannot be read: ", FirstLine(e)));
   }

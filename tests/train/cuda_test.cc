@@ -361,6 +361,20 @@ TEST(CudaTest, TheFusedLambEqualsTheForeachStep) {
 TEST(CudaTest, FusedLayerKernelsEqualTheReferenceWithinTheirRounding) {
   SKIP_WITHOUT_GPU();
   if (!model::FusedLayerKernelsBuilt()) GTEST_SKIP() << "needs a build with the CUDA kernels";
+  {
+    // Which products the model hands the kernels: autocast's dtype where it
+    // is on, else the input's; fp16 and double go to the unfused modules.
+    const at::Tensor x = torch::zeros({2, 64}, torch::TensorOptions().device(kGpu));
+    const at::Tensor bias = torch::zeros({64}, x.options());
+    EXPECT_TRUE(model::BiasGeluRuns(x, bias));
+    EXPECT_FALSE(model::BiasGeluRuns(x.to(at::kDouble), bias));
+    {
+      model::AutocastGuard autocast(model::Precision::kBf16, c10::DeviceType::CUDA);
+      EXPECT_TRUE(model::BiasDropoutAddNormRuns(x, bias, bias));
+    }
+    model::AutocastGuard autocast(model::Precision::kFp16, c10::DeviceType::CUDA);
+    EXPECT_FALSE(model::BiasDropoutAddNormRuns(x, bias, bias));
+  }
   constexpr int64_t N = 3001, H = 1024, F = 4096;
   constexpr double k24 = 1.0 / (1 << 24);
   const kernels::DropoutBits bits{0x5eed5eedULL, static_cast<uint32_t>(0.1 * 4294967296.0)};
