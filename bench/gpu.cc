@@ -7,8 +7,8 @@
 // memory), for BERT-base and BERT-large. packed-bert runs as cases that
 // take turns (each `steps / turns` timed steps a turn, after its warm-up
 // steps): each lever added to the one before (autocast over fp32 weights
-// with the _foreach LAMB; the fused LAMB; the one QKV product; the fused
-// layers; bf16 weights with fp32 masters), then all but the last at each
+// with the _foreach LAMB; the fused LAMB; the vocabulary padded to 64; the
+// one QKV product; the fused layers; bf16 weights with fp32 masters), then all but the last at each
 // rows per step of --sweep. The peer trains on the first case's sequences, in bf16 autocast with fp32
 // weights. Prints per model and case real tokens/s, sequences/s, model
 // TFLOP/s and MFU (the model's own FLOPs per real token, attention over
@@ -97,17 +97,20 @@ void Print(const std::string& model, const std::string& side, const Side& r, dou
 // switch of the config.
 struct Lever {
   const char* label;
-  bool fused_optimizer, fused_qkv, fused_layers, master_weights;
+  bool fused_optimizer;
+  int64_t vocab_padding;
+  bool fused_qkv, fused_layers, master_weights;
 };
 constexpr Lever kLevers[] = {
-    {"autocast over fp32 weights, _foreach LAMB", false, false, false, false},
-    {"+ fused LAMB", true, false, false, false},
-    {"+ one QKV product", true, true, false, false},
-    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", true, true, true, false},
-    {"+ bf16 weights, fp32 masters", true, true, true, true},
+    {"autocast over fp32 weights, _foreach LAMB", false, 1, false, false, false},
+    {"+ fused LAMB", true, 1, false, false, false},
+    {"+ vocabulary padded to 64", true, 64, false, false, false},
+    {"+ one QKV product", true, 64, true, false, false},
+    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", true, 64, true, true, false},
+    {"+ bf16 weights, fp32 masters", true, 64, true, true, true},
 };
 // The lever the rows sweep runs: every lever but the master weights.
-constexpr size_t kSweepLever = 3;
+constexpr size_t kSweepLever = 4;
 
 // One configuration of packed-bert's step: its levers and rows per step.
 struct Case {
@@ -247,6 +250,7 @@ int Main(int argc, char** argv) {
       pbert::train::TraineeOptions options;
       options.bert = s.Options()
                          .attention(pbert::model::AttentionKind::kVarlen)
+                         .vocab_padding(c.lever.vocab_padding)
                          .fused_qkv(c.lever.fused_qkv)
                          .fused_layers(c.lever.fused_layers);
       options.lamb = pbert::optim::LambOptions(1e-4);
