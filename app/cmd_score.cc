@@ -28,8 +28,13 @@ absl::Status RunScore(const Args& args) {
   const int max_depth = config.packing.options.max_depth;
   ASSIGN_OR_RETURN(const c10::Device device, train::ResolveDevice(config.run.device, 0));
   RETURN_IF_ERROR(train::UseDevice(device));
+  // An fp8 run's weights are scored in bf16: its products' scales belong
+  // to its training checkpoints, not to the weights (docs/model.md, FP8).
   ASSIGN_OR_RETURN(model::Precision precision,
-                   model::ResolvePrecision(config.model.precision, device));
+                   model::ResolvePrecision(config.model.precision == model::Precision::kFp8
+                                               ? model::Precision::kBf16
+                                               : config.model.precision,
+                                           device));
   auto start = std::chrono::steady_clock::now();
 
   // The weights first: a wrong file is found before the data is read.

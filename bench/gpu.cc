@@ -8,8 +8,10 @@
 // take turns (each `steps / turns` timed steps a turn, after its warm-up
 // steps): each lever added to the one before (autocast over fp32 weights
 // with the _foreach LAMB; the fused LAMB; the vocabulary padded to 64; the
-// one QKV product; the fused layers; bf16 weights with fp32 masters), then all but the last at each
-// rows per step of --sweep. The peer trains on the first case's sequences, in bf16 autocast with fp32
+// one QKV product; the fused layers; bf16 weights with fp32 masters; with
+// --fp8 1, the default, on GPUs with FP8 products, the encoder's products in
+// fp8, model.precision fp8), then the fused-layers lever at each rows per
+// step of --sweep. The peer trains on the first case's sequences, in bf16 autocast with fp32
 // weights. Prints per model and case real tokens/s, sequences/s, model
 // TFLOP/s and MFU (the model's own FLOPs per real token, attention over
 // each sequence's own length, against the GPU's dense bf16 peak), the peak
@@ -19,7 +21,7 @@
 //
 //   build-gpu/bench/gpu [--models base,large] [--rows 32] [--steps 20] [--warmup 5]
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
-//       [--turns 4] [--sweep 16,32,48,64] [--profile N]
+//       [--turns 4] [--sweep 16,32,48,64] [--profile N] [--fp8 1]
 //
 // --profile N: after the timed steps, N more steps of the first lever,
 // the defaults and the last lever under LibTorch's profiler, and for each the table that
@@ -38,6 +40,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -74,7 +77,7 @@ int Usage(const std::string& why) {
   std::fprintf(stderr,
                "bench/gpu: %s\nusage: gpu [--models base,large] [--rows N] [--steps N] "
                "[--warmup N] [--turns N] [--sweep 16,32,48,64] [--histogram FILE] "
-               "[--peer COMMAND] [--lengths-out FILE] [--profile N]\n",
+               "[--peer COMMAND] [--lengths-out FILE] [--profile N] [--fp8 0|1]\n",
                why.c_str());
   return 2;
 }
@@ -100,6 +103,7 @@ struct Lever {
   bool fused_optimizer;
   int64_t vocab_padding;
   bool fused_qkv, fused_layers, master_weights;
+  bool fp8 = false;
 };
 constexpr Lever kLevers[] = {
     {"autocast over fp32 weights, _foreach LAMB", false, 1, false, false, false},
@@ -108,9 +112,14 @@ constexpr Lever kLevers[] = {
     {"+ one QKV product", true, 64, true, false, false},
     {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", true, 64, true, true, false},
     {"+ bf16 weights, fp32 masters", true, 64, true, true, true},
+    {"+ fp8 encoder products (e4m3 forward, e5m2 backward, delayed scaling)", true, 64, true,
+     true, true, true},
 };
 // The lever the rows sweep runs: every lever but the master weights.
 constexpr size_t kSweepLever = 4;
+// The last bf16 lever; the fp8 one comes after it where the GPU has FP8
+// products (compute capability 8.9 on) and --fp8 1 asks for it.
+constexpr size_t kBf16Levers = 6;
 
 // One configuration of packed-bert's step: its levers and rows per step.
 struct Case {
@@ -118,6 +127,7 @@ struct Case {
   int rows = 32;
   Lever lever{};
   bool swept = false;  // one of the rows sweep's (or the sweep lever's own)
+  bool dropped = false;  // the fp8 lever, when it failed
   std::unique_ptr<pbert::train::Trainee> trainee;
   std::vector<pbert::train::MicroBatch> steps;  // every step's inputs, on the GPU
   std::vector<pbert::data::PackedBatch> batches;
@@ -136,7 +146,7 @@ int64_t Allocated() { return Memory().allocated; }
 
 int Main(int argc, char** argv) {
   std::vector<std::string> models = {"base", "large"};
-  int rows = 32, steps = 20, warmup = 5, profile = 0, turns = 4;
+  int rows = 32, steps = 20, warmup = 5, profile = 0, turns = 4, fp8 = 1;
   std::vector<int> sweep;
   std::string histogram_path, peer, lengths_out = "gpu-lengths.json";
   for (int i = 1; i < argc; ++i) {
@@ -162,6 +172,7 @@ int Main(int argc, char** argv) {
     } else if (flag == "--lengths-out") {
       lengths_out = value;
     } else if (flag == "--profile" && absl::SimpleAtoi(value, &profile) && profile >= 0) {
+    } else if (flag == "--fp8" && absl::SimpleAtoi(value, &fp8) && (fp8 == 0 || fp8 == 1)) {
     } else {
       return Usage("bad flag or value: " + flag + " " + value);
     }
@@ -193,6 +204,15 @@ int Main(int argc, char** argv) {
               peak / 1e12);
   const c10::Device device(c10::kCUDA, 0);
   auto communicator = pbert::distributed::Communicator::Single();
+  size_t lever_count = kBf16Levers;
+  if (fp8 == 1) {
+    const absl::Status runs = pbert::model::CheckFp8({}, pbert::model::BertOptions(), device);
+    if (runs.ok()) {
+      lever_count = std::size(kLevers);
+    } else {
+      std::printf("# the fp8 lever is left out: %s\n\n", std::string(runs.message()).c_str());
+    }
+  }
   std::vector<std::string> ratios, profiles, levers, sweeps;
   for (const std::string& name : models) {
     const Shape* found = pbert::bench::FindModelSize(name);
@@ -202,7 +222,8 @@ int Main(int argc, char** argv) {
     // The cases: each lever at `rows`, then the last lever at each rows of
     // the sweep.
     std::vector<Case> cases;
-    for (const Lever& lever : kLevers) {
+    for (size_t k = 0; k < lever_count; ++k) {
+      const Lever& lever = kLevers[k];
       Case c;
       c.label = lever.label;
       c.rows = rows;
@@ -254,30 +275,56 @@ int Main(int argc, char** argv) {
                          .fused_qkv(c.lever.fused_qkv)
                          .fused_layers(c.lever.fused_layers);
       options.lamb = pbert::optim::LambOptions(1e-4);
-      options.precision = pbert::model::Precision::kBf16;
+      options.precision =
+          c.lever.fp8 ? pbert::model::Precision::kFp8 : pbert::model::Precision::kBf16;
       options.device = device;
       options.seed = 1;
       options.master_weights = c.lever.master_weights;
       options.fused_optimizer = c.lever.fused_optimizer;
       const int64_t before = Allocated();
-      auto trainee = pbert::train::Trainee::Make(options, *communicator);
-      if (!trainee.ok()) return Usage(std::string(trainee.status().message()));
-      c.trainee = std::move(*trainee);
-      const int64_t weights = Allocated() - before;
-      // Every step's inputs on the GPU before the clock starts, as the
-      // loader's threads make them ahead of the steps in a run.
-      auto prepared = pbert::train::Prepare(c.batches, c.trainee->input_plan());
-      if (!prepared.ok()) return Usage(std::string(prepared.status().message()));
-      c.steps = std::move(*prepared);
-      const int64_t with_inputs = Allocated();
-      for (int step = 0; step < warmup; ++step) {
-        auto result = pbert::train::TrainStep(*c.trainee, *communicator, {c.steps[step]}, 1e-4, {});
-        if (!result.ok()) return Usage(std::string(result.status().message()));
+      // The fp8 lever's failure (its GPU path is the newest) leaves it out
+      // of the tables rather than ending the run; any other ends it.
+      std::string failed;
+      int64_t weights = 0, with_inputs = 0;
+      try {
+        auto trainee = pbert::train::Trainee::Make(options, *communicator);
+        if (!trainee.ok()) throw std::runtime_error(std::string(trainee.status().message()));
+        c.trainee = std::move(*trainee);
+        weights = Allocated() - before;
+        // Every step's inputs on the GPU before the clock starts, as the
+        // loader's threads make them ahead of the steps in a run.
+        auto prepared = pbert::train::Prepare(c.batches, c.trainee->input_plan());
+        if (!prepared.ok()) throw std::runtime_error(std::string(prepared.status().message()));
+        c.steps = std::move(*prepared);
+        with_inputs = Allocated();
+        for (int step = 0; step < warmup; ++step) {
+          auto result =
+              pbert::train::TrainStep(*c.trainee, *communicator, {c.steps[step]}, 1e-4, {});
+          if (!result.ok()) throw std::runtime_error(std::string(result.status().message()));
+        }
+        (void)pbert::gpu::Synchronize(0);
+      } catch (const std::exception& e) {
+        failed = e.what();
+        failed = failed.substr(0, failed.find('\n'));
       }
-      (void)pbert::gpu::Synchronize(0);
+      if (!failed.empty()) {
+        if (!c.lever.fp8) return Usage(failed);
+        std::printf("# %s: the fp8 lever is left out, it failed: %s\n\n", s.name.c_str(),
+                    failed.c_str());
+        c.trainee.reset();
+        c.steps.clear();
+        c.dropped = true;
+        continue;
+      }
       // What stays between steps: weights, gradients, optimizer state (the
       // inputs, made ahead here, are not the case's own).
       c.persistent_bytes = weights + (Allocated() - with_inputs);
+    }
+    if (std::any_of(cases.begin(), cases.end(), [](const Case& c) { return c.dropped; })) {
+      cases.erase(std::remove_if(cases.begin(), cases.end(),
+                                 [](const Case& c) { return c.dropped; }),
+                  cases.end());
+      lever_count = kBf16Levers;
     }
     // The timed steps: each case in turn, `steps / turns` steps a turn.
     const int per_turn = steps / turns;
@@ -309,7 +356,7 @@ int Main(int argc, char** argv) {
       Print(s.name, absl::StrCat("packed-bert (varlen), ", c.label), c.side, peak);
     }
     // Each lever's gain over the row above it, and the sweep.
-    for (size_t k = 0; k < std::size(kLevers); ++k) {
+    for (size_t k = 0; k < lever_count; ++k) {
       const Side& r = cases[k].side;
       levers.push_back(absl::StrFormat(
           "| %s | %s | %.0f | %s |", s.name, cases[k].label, r.tokens / r.seconds,
@@ -325,7 +372,7 @@ int Main(int argc, char** argv) {
     if (profile > 0) {
       // The first lever, the defaults and the last lever again, under the
       // profiler: the table of profile.md for each.
-      for (size_t k : {size_t{0}, kSweepLever, std::size(kLevers) - 1}) {
+      for (size_t k : {size_t{0}, kSweepLever, lever_count - 1}) {
         Case& c = cases[k];
         pbert::train::StepProfiler profiler({1, profile}, "", device);
         for (int step = 1; step <= profile; ++step) {
@@ -346,7 +393,7 @@ int Main(int argc, char** argv) {
       }
     }
     const Side ours = cases.front().side;
-    const Side lean = cases[std::size(kLevers) - 1].side;
+    const Side lean = cases[lever_count - 1].side;
     cases.clear();  // the trainees' memory back before the peer runs
     if (peer.empty()) continue;
     // The peer gets the GPU's whole memory: this process's cached blocks go
@@ -386,7 +433,7 @@ int Main(int argc, char** argv) {
     ratios.push_back(absl::StrFormat(
         "%s: packed-bert / Hugging Face, real tokens/s: %.2f (%s), %.2f (%s)", s.name,
         (ours.tokens / ours.seconds) / hf, kLevers[0].label, (lean.tokens / lean.seconds) / hf,
-        kLevers[std::size(kLevers) - 1].label));
+        kLevers[lever_count - 1].label));
   }
   std::printf("\n");
   for (const std::string& line : ratios) std::printf("%s\n", line.c_str());

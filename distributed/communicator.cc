@@ -297,6 +297,14 @@ void Communicator::SumInPlace(const at::Tensor& values) {
   group_->allreduce(tensors)->wait();
 }
 
+void Communicator::MaxInPlace(const at::Tensor& values) {
+  if (!group_) return;
+  std::vector<at::Tensor> tensors = {values};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  group_->allreduce(tensors, options)->wait();
+}
+
 void Communicator::Broadcast(const std::vector<at::Tensor>& tensors) {
   if (!group_ || tensors.empty()) return;
   at::NoGradGuard no_grad;

@@ -56,6 +56,8 @@ class Communicator {
   // Replaces `values` (on the device of Sum's tensors) by its element-wise
   // sum over the ranks, without reading it on the host.
   void SumInPlace(const at::Tensor& values);
+  // The same with the element-wise maximum (fp8's largest magnitudes).
+  void MaxInPlace(const at::Tensor& values);
   void Barrier();
 
   // After a collective failed: which ranks are gone. Every surviving rank

@@ -58,6 +58,17 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids, const at::Te
   return Dropout(Normalize(LayerNorm, x), options.hidden_dropout(), is_training());
 }
 
+namespace {
+
+// x w^T + b: in fp8 where the layer has a scaling slot.
+at::Tensor Product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                   const Fp8Slot* fp8, bool training) {
+  return fp8 != nullptr ? Fp8Linear(x, weight, bias, *fp8, training)
+                        : at::linear(x, weight, bias);
+}
+
+}  // namespace
+
 BertSelfAttentionImpl::BertSelfAttentionImpl(const BertOptions& options) : options(options) {
   reset();
 }
@@ -81,13 +92,20 @@ void BertSelfAttentionImpl::PackQkv() {
 at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& hidden,
                                           const AttentionLayout& layout) {
   const double dropout = is_training() ? options.attention_dropout() : 0.0;
+  const bool training = is_training();
   if (!options.fused_qkv()) {
-    return Attend(query(hidden), key(hidden), value(hidden), options.num_heads(), layout, dropout);
+    auto part = [&](const torch::nn::Linear& linear, size_t i) {
+      return Product(hidden, linear->weight, linear->bias, fp8.empty() ? nullptr : &fp8[i],
+                     training);
+    };
+    return Attend(part(query, 0), part(key, 1), part(value, 2), options.num_heads(), layout,
+                  dropout);
   }
   // One [3h, h] product; Q, K and V are views of its output.
   const at::Tensor qkv =
-      at::linear(hidden, JoinRows({query->weight, key->weight, value->weight}),
-                 JoinRows({query->bias, key->bias, value->bias}));
+      Product(hidden, JoinRows({query->weight, key->weight, value->weight}),
+              JoinRows({query->bias, key->bias, value->bias}), fp8.empty() ? nullptr : &fp8[0],
+              training);
   const auto parts = qkv.chunk(3, -1);
   return Attend(parts[0], parts[1], parts[2], options.num_heads(), layout, dropout);
 }
@@ -105,15 +123,18 @@ void BertResidualOutputImpl::reset() {
 }
 
 at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
+  const Fp8Slot* slot = fp8 ? &*fp8 : nullptr;
   if (options.fused_layers() &&
       BiasDropoutAddNormRuns(x, dense->bias, LayerNorm->weight)) {
     const bool apart = !x.is_cpu();  // the kernels add the bias; on the CPU the product (addmm)
-    return BiasDropoutAddNorm(apart ? at::linear(x, dense->weight) : dense(x),
-                              apart ? dense->bias : at::Tensor(), residual, LayerNorm->weight,
-                              LayerNorm->bias, options.hidden_dropout(), options.layer_norm_eps(),
-                              is_training());
+    return BiasDropoutAddNorm(
+        Product(x, dense->weight, apart ? at::Tensor() : dense->bias, slot, is_training()),
+        apart ? dense->bias : at::Tensor(), residual, LayerNorm->weight, LayerNorm->bias,
+        options.hidden_dropout(), options.layer_norm_eps(), is_training());
   }
-  return Normalize(LayerNorm, Dropout(dense(x), options.hidden_dropout(), is_training()) + residual);
+  return Normalize(LayerNorm, Dropout(Product(x, dense->weight, dense->bias, slot, is_training()),
+                                      options.hidden_dropout(), is_training()) +
+                                  residual);
 }
 
 BertDenseActivationImpl::BertDenseActivationImpl(int64_t in_features, int64_t out_features,
@@ -127,12 +148,14 @@ void BertDenseActivationImpl::reset() {
 }
 
 at::Tensor BertDenseActivationImpl::forward(const at::Tensor& x) {
+  const Fp8Slot* slot = fp8 ? &*fp8 : nullptr;
   if (fused && activation == Activation::kGelu && BiasGeluRuns(x, dense->bias)) {
     const bool apart = !x.is_cpu();  // the kernels add the bias; on the CPU the product (addmm)
-    return BiasGelu(apart ? at::linear(x, dense->weight) : dense(x),
+    return BiasGelu(Product(x, dense->weight, apart ? at::Tensor() : dense->bias, slot,
+                            is_training()),
                     apart ? dense->bias : at::Tensor());
   }
-  auto y = dense(x);
+  auto y = Product(x, dense->weight, dense->bias, slot, is_training());
   return activation == Activation::kGelu ? at::gelu(y) : at::tanh(y);
 }
 
@@ -290,6 +313,26 @@ void BertForPreTrainingImpl::to(torch::Device device, bool non_blocking) {
 void BertForPreTrainingImpl::PackQkv() {
   for (const auto& module : *bert->encoder->layer) {
     module->as<BertLayer>()->attention->self->PackQkv();
+  }
+}
+
+int64_t BertForPreTrainingImpl::Fp8Products(const BertOptions& options) {
+  // QKV (or Q, K, V), attention output, intermediate, output.
+  return options.num_layers() * (options.fused_qkv() ? 4 : 6);
+}
+
+void BertForPreTrainingImpl::UseFp8(const Fp8Scaling& scaling) {
+  TORCH_CHECK(scaling.products() == Fp8Products(options), "UseFp8: a scaling of ",
+              scaling.products(), " products for a model of ", Fp8Products(options));
+  int64_t next = 0;
+  for (const auto& module : *bert->encoder->layer) {
+    auto& layer = *module->as<BertLayer>();
+    auto& self = *layer.attention->self;
+    self.fp8.clear();
+    for (int i = 0; i < (options.fused_qkv() ? 1 : 3); ++i) self.fp8.push_back(scaling.Slot(next++));
+    layer.attention->output->fp8 = scaling.Slot(next++);
+    layer.intermediate->fp8 = scaling.Slot(next++);
+    layer.output->fp8 = scaling.Slot(next++);
   }
 }
 

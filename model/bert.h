@@ -14,11 +14,13 @@
 #include <torch/nn/pimpl.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/attention.h"
 #include "model/bert_options.h"
+#include "model/fp8.h"
 #include "model/inputs.h"
 #include "model/losses.h"
 
@@ -55,6 +57,9 @@ class BertSelfAttentionImpl : public torch::nn::Cloneable<BertSelfAttentionImpl>
   // Dropout on the attention probabilities (options.attention_dropout)
   // happens inside Attend.
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  // In fp8 (BertForPreTraining::UseFp8): the QKV product's scaling, or
+  // Q's, K's and V's without fused_qkv; empty otherwise.
+  std::vector<Fp8Slot> fp8;
 };
 TORCH_MODULE(BertSelfAttention);
 
@@ -71,6 +76,7 @@ class BertResidualOutputImpl : public torch::nn::Cloneable<BertResidualOutputImp
   int64_t in_features;
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
+  std::optional<Fp8Slot> fp8;  // dense in fp8 (BertForPreTraining::UseFp8)
 };
 TORCH_MODULE(BertResidualOutput);
 
@@ -88,6 +94,7 @@ class BertDenseActivationImpl : public torch::nn::Cloneable<BertDenseActivationI
   Activation activation;
   bool fused;
   torch::nn::Linear dense{nullptr};
+  std::optional<Fp8Slot> fp8;  // dense in fp8 (BertForPreTraining::UseFp8)
 };
 TORCH_MODULE(BertDenseActivation);
 
@@ -201,6 +208,12 @@ class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImp
   void to(torch::Device device, bool non_blocking = false) override;
   // Every layer's BertSelfAttention::PackQkv.
   void PackQkv();
+
+  // The encoder's linear layers in fp8 (model/fp8.h), each with its rows of
+  // `scaling`, which has Fp8Products(options) products (on the model's
+  // device; the model keeps views of it). Amaxes are recorded in training.
+  void UseFp8(const Fp8Scaling& scaling);
+  static int64_t Fp8Products(const BertOptions& options);
 
   // The heads' logits for `inputs` (model/inputs.h), on the model's
   // device, in the layout they were made for: device work only.

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "model/bert_options.h"
+#include "model/fp8.h"
 #include "model/losses.h"
 #include "model/precision.h"
 
@@ -19,6 +20,8 @@ struct ModelConfig {
   // default, since on an H200 it ran 3% behind fp32 weights with the fused
   // LAMB (docs/performance.md, The GPU).
   bool master_weights = false;
+  // With precision fp8: its scales' history and margin, and its emulation.
+  Fp8Options fp8;
 
   template <class V>
   void Visit(V& v) {
@@ -26,11 +29,14 @@ struct ModelConfig {
     v.Field("mlm_loss", &mlm_loss,
             "per_token: canonical BERT; per_sequence: mean over sequences, the paper's 3.2.3");
     v.Field("precision", &precision,
-            "autocast over fp32 weights; fp16 on CUDA only; auto: bf16 where the CPU computes "
-            "bf16 in hardware or the GPU has it (sm_80 and later), fp16 on older GPUs, else fp32");
+            "autocast over fp32 weights; fp16 on CUDA only; fp8: the encoder's products in FP8 "
+            "(GPUs of compute capability 8.9 and later, or model.fp8_emulation), the rest bf16; "
+            "auto: bf16 where the CPU computes bf16 in hardware or the GPU has it (sm_80 and "
+            "later), fp16 on older GPUs, else fp32");
     v.Field("master_weights", &master_weights,
             "in bf16: the model computes with bf16 weights, LAMB updates fp32 master weights "
             "(what checkpoints keep); false: fp32 weights cast by autocast in each micro-batch");
+    v.Include(&fp8);
   }
   // The shape's own checks, and whether its weights, gradients and LAMB's
   // two moments fit this machine's memory.

@@ -65,7 +65,7 @@ InputPlan InputPlan::For(const BertOptions& options, const c10::Device& device, 
 #ifdef PBERT_HAS_FLASH_VARLEN
   const int64_t head_dim = options.hidden_size() / options.num_heads();
   if (plan.attention == AttentionKind::kVarlen && device.is_cuda() && head_dim % 8 == 0 &&
-      head_dim <= 256 && (precision == Precision::kBf16 || precision == Precision::kFp16)) {
+      head_dim <= 256 && (Bf16Autocast(precision) || precision == Precision::kFp16)) {
     auto facts = gpu::Describe(device.index());
     plan.flash = facts.ok() && facts->major >= 8;
   }

@@ -58,11 +58,13 @@ absl::StatusOr<Precision> ResolvePrecision(Precision precision, const c10::Devic
       }
       break;
     case Precision::kBf16:
+    case Precision::kFp8:
       if (!cuda) {
         if (const absl::Status& bf16 = CpuRunsBf16(); !bf16.ok()) {
           return absl::InvalidArgumentError(
-              absl::StrCat("model.precision bf16: LibTorch cannot run bf16 on this CPU (",
-                           bf16.message(), "); use auto or fp32"));
+              absl::StrCat("model.precision ", NameOf(precision),
+                           ": LibTorch cannot run bf16 on this CPU (", bf16.message(),
+                           "); use auto or fp32"));
         }
       }
       break;
@@ -77,7 +79,7 @@ AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) : devi
   active_ = true;
   was_enabled_ = torch_compat::AutocastEnabled(device_);
   previous_dtype_ = torch_compat::AutocastDtype(device_);
-  torch_compat::SetAutocastDtype(device_, precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf);
+  torch_compat::SetAutocastDtype(device_, Bf16Autocast(precision) ? at::kBFloat16 : at::kHalf);
   torch_compat::SetAutocastEnabled(device_, true);
   at::autocast::increment_nesting();
 }

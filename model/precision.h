@@ -20,12 +20,20 @@
 
 namespace pbert::model {
 
-enum class Precision { kAuto, kFp32, kBf16, kFp16 };
+// kFp8: the encoder's linear layers in FP8 (model/fp8.h), the rest as kBf16.
+enum class Precision { kAuto, kFp32, kBf16, kFp16, kFp8 };
 inline constexpr Choice<Precision> kPrecisions[] = {{"auto", Precision::kAuto},
                                                     {"fp32", Precision::kFp32},
                                                     {"bf16", Precision::kBf16},
-                                                    {"fp16", Precision::kFp16}};
+                                                    {"fp16", Precision::kFp16},
+                                                    {"fp8", Precision::kFp8}};
 constexpr ChoiceList<Precision> ChoicesOf(Precision) { return kPrecisions; }
+
+// Whether the model runs under bf16 autocast: bf16, and fp8 outside the
+// encoder's products.
+constexpr bool Bf16Autocast(Precision precision) {
+  return precision == Precision::kBf16 || precision == Precision::kFp8;
+}
 
 // What `precision` means on `device`, never kAuto. Auto: on CPU bf16 where
 // the CPU has AVX512_BF16 or AMX-BF16, else fp32; on CUDA bf16 from Ampere
@@ -35,14 +43,16 @@ constexpr ChoiceList<Precision> ChoicesOf(Precision) { return kPrecisions; }
 // forward and backward is tried once, since the CPU may have the
 // instructions while LibTorch's oneDNN is not allowed them
 // (ONEDNN_MAX_CPU_ISA); auto then falls back to fp32 with a warning, bf16 is
-// an error naming the key.
+// an error naming the key. fp8 needs bf16 for the rest of the model, and
+// CheckFp8 (model/fp8.h) for its products.
 absl::StatusOr<Precision> ResolvePrecision(Precision precision, const c10::Device& device);
 
 // OK if bf16 autocast runs on this CPU (tried once, then remembered); else
 // the first line of LibTorch's error.
 const absl::Status& CpuRunsBf16();
 
-// Runs its scope under autocast for `device` (nothing for fp32); parameters
+// Runs its scope under autocast for `device` (nothing for fp32; bf16 for
+// fp8, whose encoder products are fp8 of their own); parameters
 // stay fp32, so the optimizer updates fp32 master weights.
 class AutocastGuard {
  public:

@@ -31,9 +31,10 @@ double GpuPeakFlops(const std::string& name, model::Precision precision) {
 }
 
 PeakFlops DevicePeakFlops(const c10::Device& device, model::Precision precision) {
-  const char* precision_name = precision == model::Precision::kFp32   ? "fp32"
-                               : precision == model::Precision::kBf16 ? "bf16"
-                                                                      : "fp16";
+  // fp8 against the bf16 peak: only its encoder's products run at twice it.
+  const char* precision_name = precision == model::Precision::kFp32 ? "fp32"
+                               : model::Bf16Autocast(precision)     ? "bf16"
+                                                                    : "fp16";
   if (device.is_cuda()) {
     auto facts = gpu::Describe(device.index());
     if (!facts.ok()) return {};
@@ -47,7 +48,7 @@ PeakFlops DevicePeakFlops(const c10::Device& device, model::Precision precision)
   constexpr int64_t n = 1024;
   try {
     const at::ScalarType type =
-        precision == model::Precision::kBf16 ? at::kBFloat16 : at::kFloat;
+        model::Bf16Autocast(precision) ? at::kBFloat16 : at::kFloat;
     const at::Tensor a = at::full({n, n}, 0.5, at::TensorOptions().dtype(type));
     const at::Tensor b = at::full({n, n}, 0.25, at::TensorOptions().dtype(type));
     at::Tensor c = at::mm(a, b);  // warm-up: threads, packing buffers

@@ -94,8 +94,12 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
     host.tokens += static_cast<double>(batch.tokens);
     host.flops += model::TrainingFlops(model->options, batch.work);
   }
-  return ApplyGradients(trainee, communicator, host.WithDeviceSums(sums_total, trainee.device()),
-                        lr, options);
+  StepResult result = ApplyGradients(
+      trainee, communicator, host.WithDeviceSums(sums_total, trainee.device()), lr, options);
+  // After every step, applied or skipped (a skipped step's non-finite
+  // maxima enter the history as 0).
+  trainee.UpdateFp8(communicator);
+  return result;
 }
 
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,

@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<Trainee>> Trainee::Make(const TraineeOptions& opt
     model::Randomness::Seed(options.seed);
     t->model_ = std::make_unique<model::BertForPreTraining>(options.bert);
     (*t->model_)->to(options.device, options.dtype);
-    if (options.master_weights && options.precision == model::Precision::kBf16 &&
+    if (options.master_weights && model::Bf16Autocast(options.precision) &&
         options.dtype == c10::kFloat) {
       // The seeded model becomes the masters; the model a copy in bf16,
       // built without drawing from the generators (every draw after this
@@ -57,6 +57,12 @@ absl::StatusOr<std::unique_ptr<Trainee>> Trainee::Make(const TraineeOptions& opt
     if (options.precision == model::Precision::kFp16) {
       t->scaler_ = std::make_unique<model::LossScaler>();
     }
+    if (options.precision == model::Precision::kFp8) {
+      RETURN_IF_ERROR(model::CheckFp8(options.fp8, options.bert, options.device));
+      t->fp8_ = std::make_unique<model::Fp8Scaling>(
+          model::BertForPreTrainingImpl::Fp8Products(options.bert), options.fp8, options.device);
+      (*t->model_)->UseFp8(*t->fp8_);
+    }
     t->reducer_ = std::make_unique<distributed::GradientReducer>(
         communicator, (*t->model_)->parameters(), options.bucket_bytes, options.overlap);
   } catch (const std::exception& e) {
@@ -66,6 +72,17 @@ absl::StatusOr<std::unique_ptr<Trainee>> Trainee::Make(const TraineeOptions& opt
                      IsOutOfMemory(e) ? "; it does not fit there: choose a smaller model" : ""));
   }
   return t;
+}
+
+void Trainee::UpdateFp8(distributed::Communicator& communicator) {
+  if (!fp8_) return;
+  communicator.MaxInPlace(fp8_->amax());
+  fp8_->Update();
+}
+
+absl::Status Trainee::RestoreFp8(const std::optional<model::Fp8ScalingState>& state) {
+  if (!fp8_ || !state) return absl::OkStatus();
+  return fp8_->Restore(*state);
 }
 
 void Trainee::SyncModelWeights() {

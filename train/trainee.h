@@ -9,11 +9,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_reducer.h"
 #include "model/bert_options.h"
+#include "model/fp8.h"
 #include "model/inputs.h"
 #include "model/precision.h"
 #include "model/random_state.h"
@@ -40,6 +42,7 @@ struct TraineeOptions {
   // weights in each micro-batch.
   bool master_weights = false;
   bool fused_optimizer = true;  // LAMB's fused kernels on CUDA (optim::Lamb)
+  model::Fp8Options fp8;  // with precision kFp8
 };
 
 class Trainee {
@@ -58,6 +61,14 @@ class Trainee {
   bool has_master_weights() const { return masters_ != nullptr; }
   optim::Lamb& optimizer() { return *optimizer_; }
   model::LossScaler* scaler() { return scaler_.get(); }  // null but for fp16
+  // The encoder products' scales: null but for fp8. After each step its
+  // maxima are taken over the ranks and its scales updated (UpdateFp8).
+  model::Fp8Scaling* fp8() { return fp8_.get(); }
+  void UpdateFp8(distributed::Communicator& communicator);
+  // A checkpoint's fp8 scales, where it has them (a checkpoint of another
+  // precision has none: the scales start afresh); refused if of another
+  // shape.
+  absl::Status RestoreFp8(const std::optional<model::Fp8ScalingState>& state);
   distributed::GradientReducer& reducer() { return *reducer_; }
   const model::Randomness& randomness() const { return randomness_; }
   const c10::Device& device() const { return options_.device; }
@@ -77,6 +88,7 @@ class Trainee {
   std::unique_ptr<model::BertForPreTraining> masters_;  // null without master weights
   std::unique_ptr<optim::Lamb> optimizer_;
   std::unique_ptr<model::LossScaler> scaler_;
+  std::unique_ptr<model::Fp8Scaling> fp8_;
   std::unique_ptr<distributed::GradientReducer> reducer_;
 };
 

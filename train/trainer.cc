@@ -130,6 +130,7 @@ absl::Status Trainer::OpenParts(const TrainerState& state) {
   evaluation_.Restore(state.evaluation);
   stop_.Restore(state.stop);
   if (model::LossScaler* scaler = trainee_->scaler()) scaler->Restore(state.loss_scale);
+  RETURN_IF_ERROR(trainee_->RestoreFp8(state.fp8));
   loop_ = state.loop;
   loop_.world_size = comm_.world_size();
   // One seed gives every rank the same weights; rank 0's are sent anyway,
@@ -407,6 +408,7 @@ TrainerState Trainer::State() {
   s.loader = loader_->position();
   s.random = trainee_->randomness().Save();
   if (const model::LossScaler* scaler = trainee_->scaler()) s.loss_scale = scaler->State();
+  if (const model::Fp8Scaling* fp8 = trainee_->fp8()) s.fp8 = fp8->State();
   s.evaluation = evaluation_.state();
   s.stop = stop_.state();
   s.mllog = mllog_->State();

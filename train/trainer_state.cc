@@ -70,10 +70,13 @@ void from_json(const nlohmann::json& json, LoopState& s) {
 }
 
 nlohmann::json ToJson(const TrainerState& s) {
-  return {{"version", kTrainerStateVersion}, {"loop", s.loop},       {"loader", s.loader},
-          {"random", s.random},              {"loss_scale", s.loss_scale},
-          {"evaluation", s.evaluation},      {"stop", s.stop},       {"mllog", s.mllog},
-          {"metrics", s.metrics}};
+  nlohmann::json json = {{"version", kTrainerStateVersion}, {"loop", s.loop},
+                         {"loader", s.loader},              {"random", s.random},
+                         {"loss_scale", s.loss_scale},      {"evaluation", s.evaluation},
+                         {"stop", s.stop},                  {"mllog", s.mllog},
+                         {"metrics", s.metrics}};
+  if (s.fp8) json["fp8"] = *s.fp8;
+  return json;
 }
 
 absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
@@ -99,6 +102,9 @@ absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
   ASSIGN_OR_RETURN(s.loader, ReadPart<data::LoaderPosition>(parts, "loader", what));
   ASSIGN_OR_RETURN(s.random, ReadPart<model::SavedRandomState>(parts, "random", what));
   ASSIGN_OR_RETURN(s.loss_scale, ReadPart<model::LossScalerState>(parts, "loss_scale", what));
+  if (parts.contains("fp8")) {
+    ASSIGN_OR_RETURN(s.fp8, ReadPart<model::Fp8ScalingState>(parts, "fp8", what));
+  }
   ASSIGN_OR_RETURN(s.evaluation, ReadPart<EvaluationState>(parts, "evaluation", what));
   ASSIGN_OR_RETURN(s.stop, ReadPart<StopState>(parts, "stop", what));
   ASSIGN_OR_RETURN(s.mllog, ReadPart<MlperfLogState>(parts, "mllog", what));

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "data/loader.h"
+#include "model/fp8.h"
 #include "model/precision.h"
 #include "nlohmann/json.hpp"
 #include "train/evaluation.h"
@@ -44,6 +46,7 @@ struct TrainerState {
   data::LoaderPosition loader;
   model::SavedRandomState random;  // the generators (model/random_state.h)
   model::LossScalerState loss_scale;  // fp16 only; the defaults otherwise
+  std::optional<model::Fp8ScalingState> fp8;  // fp8 only: part "fp8", absent otherwise
   EvaluationState evaluation;
   StopState stop;
   MlperfLogState mllog;

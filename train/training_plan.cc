@@ -26,6 +26,7 @@ void PlanTrainee(const ExperimentConfig& config, const c10::Device& device, Trai
   plan->trainee.overlap = config.dist.overlap;
   plan->trainee.master_weights = config.model.master_weights;
   plan->trainee.fused_optimizer = config.optim.fused;
+  plan->trainee.fp8 = config.model.fp8;
   plan->step.mlm_loss = config.model.mlm_loss;
   plan->step.max_grad_norm = config.optim.max_grad_norm;
 }
@@ -106,6 +107,9 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   const double p = data.packing_factor();
   ASSIGN_OR_RETURN(plan.optim, config.optim.AdjustedFor(p));
   ASSIGN_OR_RETURN(plan.precision, model::ResolvePrecision(config.model.precision, device));
+  if (plan.precision == model::Precision::kFp8) {
+    RETURN_IF_ERROR(model::CheckFp8(config.model.fp8, config.model.bert, device));
+  }
   PlanTrainee(config, device, &plan);
   RETURN_IF_ERROR(PlanLoader(config, data, rank, world_size, &plan));
   PlanLoop(config, &plan);

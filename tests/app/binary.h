@@ -38,9 +38,13 @@ inline Result RunShell(const std::string& shell_command) {
   size_t n;
   while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
   int status = pclose(pipe);
-  std::ifstream err_file(err_path);
   std::stringstream err;
-  err << err_file.rdbuf();
+  {
+    std::ifstream err_file(err_path);
+    err << err_file.rdbuf();
+  }
+  std::error_code ignored;
+  std::filesystem::remove(err_path, ignored);  // nothing left in the temporary folder
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
 }
 

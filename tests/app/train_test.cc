@@ -125,6 +125,11 @@ train:
             "v['value'] < 1.0",
             "ERROR - FAILED"};
   }
+  // torchrun, its temporary folders (torchelastic_*, kept after it ends)
+  // in the test's folder, which TearDown removes.
+  std::string Torchrun() const {
+    return absl::StrCat("env TMPDIR=", root_, " /usr/bin/python3 -m torch.distributed.run");
+  }
   static std::string Tools() {
     return std::string(pbert::testing::SourceDir()) + "/../shared/tools";
   }
@@ -280,6 +285,45 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   Result again = RunBinary(Args("killed", "--resume auto"));
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("this run had finished"), std::string::npos) << again.out;
+}
+
+// fp8, emulated on the CPU (model.fp8_emulation): a run killed after step 9
+// and resumed from step 6 ends with the weights of a straight run, its
+// checkpoints keeping the scales and histories (trainer_state.json, part
+// "fp8"); `score` reads its weights in bf16. Without emulation, fp8 is
+// refused on a CPU (ARefusedRunLeavesNothingBehind).
+TEST_F(TrainTest, AKilledFp8RunResumesBitForBit) {
+  const std::string fp8 = "--set model.precision=fp8 --set model.fp8_emulation=true";
+  Result straight = RunBinary(Args("straight", fp8));
+  if (straight.exit_code == 2 && (straight.err.find("LibTorch 2.1") != std::string::npos ||
+                                  straight.err.find("cannot run bf16") != std::string::npos)) {
+    GTEST_SKIP() << straight.err;
+  }
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  EXPECT_NE(straight.out.find("steps             12 (0 skipped)"), std::string::npos)
+      << straight.out;
+  const auto state = nlohmann::json::parse(
+      testing::ReadText(root_ + "/straight/checkpoints/step-00000006/trainer_state.json"));
+  ASSERT_TRUE(state.contains("fp8")) << state.dump();
+  EXPECT_EQ(state["fp8"]["products"].get<int>(), 4);  // one layer, one QKV product
+  EXPECT_EQ(state["fp8"]["history"].get<int>(), 1024);
+  Result killed = RunBinary(Args("killed", fp8), "PBERT_FAULT=after-step:9");
+  EXPECT_EQ(killed.exit_code, -1) << "the process should have died by SIGKILL";
+  Result resumed = RunBinary(Args("killed", fp8 + " --resume auto"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  ExpectSameWeights("straight", "killed", 12);
+  // Another history length (past the config check, --force) cannot take
+  // the checkpoint's scales: one line.
+  Result other = RunBinary(Args("other", fp8 + " --set model.fp8_amax_history=16 --force --resume " +
+                                             root_ + "/straight/checkpoints/step-00000006"));
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("model.fp8_amax_history 16"), std::string::npos) << other.err;
+  EXPECT_EQ(std::count(other.err.begin(), other.err.end(), '\n'), 1) << other.err;
+  Result score = RunBinary(absl::StrCat(
+      "score --config ", config_, " ", fp8, " --weights ", root_,
+      "/straight/checkpoints/step-00000012 --data ", root_, "/eval --log-level warn"));
+  ASSERT_EQ(score.exit_code, 0) << score.err;
+  EXPECT_NE(score.out.find("mlm_accuracy"), std::string::npos) << score.out;
 }
 
 // export-hf and score read a checkpoint as a resume does: its files must
@@ -462,13 +506,13 @@ TEST_F(TrainTest, LaunchAndTorchrunRunsGiveCompliantMllogs) {
   // Debian 13's python3-torch 2.6 is built without libuv, and its torchrun
   // asks for libuv in every rendezvous: it cannot start any worker.
   Result probe = testing::RunShell(
-      "timeout 120 /usr/bin/python3 -m torch.distributed.run --nproc_per_node 1 --no_python true");
+      "timeout 120 " + Torchrun() + " --nproc_per_node 1 --no_python true");
   if (probe.exit_code != 0 && probe.err.find("without libuv support") != std::string::npos) {
     GTEST_SKIP() << "torchrun part skipped: this python3-torch's torchrun cannot start a worker "
                     "(built without libuv, which its rendezvous asks for; docs/distributed.md)";
   }
   Result torchrun = testing::RunShell(absl::StrCat(
-      "/usr/bin/python3 -m torch.distributed.run --no_python --nproc_per_node 2 --redirects 1 "
+      Torchrun(), " --no_python --nproc_per_node 2 --redirects 1 "
       "--tee 1 --master_port 29736 ",
       pbert::testing::BinaryPath(), " ", Args("torchrun", extra)));
   ASSERT_EQ(torchrun.exit_code, 0) << torchrun.err;
@@ -852,7 +896,7 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
     GTEST_SKIP() << "torchrun part skipped: needs python3-torch (apt-get install python3-torch)";
   }
   Result probe = testing::RunShell(
-      "timeout 120 /usr/bin/python3 -m torch.distributed.run --nproc_per_node 1 --redirects 1 "
+      "timeout 120 " + Torchrun() + " --nproc_per_node 1 --redirects 1 "
       "--tee 1 --no_python true");
   if (probe.exit_code != 0 && probe.err.find("without libuv support") != std::string::npos) {
     GTEST_SKIP() << "torchrun part skipped: this python3-torch's torchrun cannot start a worker "
@@ -860,7 +904,7 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
   }
   auto node = [&](int n) {
     return absl::StrCat(
-        "/usr/bin/python3 -m torch.distributed.run --nnodes 2 --node_rank ", n,
+        Torchrun(), " --nnodes 2 --node_rank ", n,
         " --nproc_per_node 1 --master_addr 10.231.0.1 --master_port 29742 --no_python "
         "--redirects 1 --tee 1 ",
         pbert::testing::BinaryPath(), " ", Args("torchrun", rows));
@@ -879,7 +923,7 @@ TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
   for (const std::string refused :
        {"--set train.init_checkpoint=" + root_ + "/garbage.safetensors",
         "--set data.pack_index=" + root_ + "/garbage.pbpack", "--set data.eval=" + root_ + "/none",
-        std::string("--set model.precision=fp16")}) {
+        std::string("--set model.precision=fp16"), std::string("--set model.precision=fp8")}) {
     Result r = RunBinary(Args("nested/refused", refused));
     EXPECT_EQ(r.exit_code, 2) << refused << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -132,6 +132,9 @@ TEST(CommunicatorTest, OneProcessIsTheIdentity) {
   reducer.Finish();
   EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({1.0f, 2.0f})));
   EXPECT_EQ((*c)->Sum({1.5, 2.0}), (std::vector<double>{1.5, 2.0}));
+  auto m = torch::tensor({1.0f, 2.0f});
+  (*c)->MaxInPlace(m);
+  EXPECT_TRUE(torch::equal(m, torch::tensor({1.0f, 2.0f})));
   // Checked before any rendezvous, so it fails at once.
   EXPECT_EQ(Communicator::Create(Parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), Backend::kAuto)
                 .status()
@@ -169,6 +172,13 @@ TEST(CommunicatorWorker, SumAndBroadcast) {
   auto w = torch::full({4}, 7 * r + 1);  // rank 0 holds 1s
   (*c)->Broadcast({w});
   EXPECT_TRUE(torch::equal(w, torch::ones({4})));
+  // Element-wise maxima (fp8's largest magnitudes), in place.
+  auto m = r == 0 ? torch::tensor({1.0f, 5.0f, 0.0f}) : torch::tensor({3.0f, 2.0f, 0.0f});
+  (*c)->MaxInPlace(m);
+  EXPECT_TRUE(torch::equal(m, torch::tensor({3.0f, 5.0f, 0.0f}))) << m;
+  auto s = torch::full({2}, r + 1, torch::kDouble);
+  (*c)->SumInPlace(s);
+  EXPECT_TRUE(torch::equal(s, torch::full({2}, 3.0, torch::kDouble))) << s;
   (*c)->Barrier();
 }
 

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "model/dropout.h"
+#include "model/fp8.h"
 #include "model/fused_layers.h"
 #include "model/losses.h"
 #include "model/precision.h"
@@ -549,6 +550,84 @@ TEST(CudaTest, ResumeWithMasterWeightsContinuesTheRun) {
 // NCCL's all-reduce on the GPU with a group of one: the process group
 // forms (a rendezvous in memory), and sums of a gradient-sized float tensor
 // and of doubles come back as they went in.
+// FP8 products through at::_scaled_mm against the emulation
+// (model.fp8_emulation) on the same device, the same inputs and scales:
+// both quantize with the same operations, and both accumulate exact
+// products of float8 values in fp32, so they differ by the order of the
+// sums, within 2 (K + 2) fp32 epsilons of the sum of the terms'
+// magnitudes (bounded here by the products of the unquantized magnitudes
+// times (1 + 2^-3)^2 for e4m3's, (1 + 2^-3)(1 + 2^-2) for e5m2's
+// rounding). Token counts not a multiple of 16 (37) are padded inside.
+TEST(CudaTest, Fp8ProductsEqualTheEmulationWithinFp32Rounding) {
+  SKIP_WITHOUT_GPU();
+  model::Fp8Options options;
+  if (absl::Status runs = model::CheckFp8(options, model::testing::TinyOptions(), kGpu);
+      !runs.ok()) {
+    GTEST_SKIP() << runs.message();
+  }
+  const int64_t M = 37, K = 64, N = 48;
+  torch::manual_seed(4);
+  const auto on_gpu = torch::TensorOptions().device(kGpu);
+  const at::Tensor x0 = at::randn({M, K}, on_gpu) * 3, w0 = at::randn({N, K}, on_gpu) * 0.05;
+  const at::Tensor b0 = at::randn({N}, on_gpu), g = at::randn({M, N}, on_gpu) * 1e-4;
+  std::vector<at::Tensor> y, dx, dw, db;
+  for (bool emulate : {true, false}) {
+    options.emulation = emulate;
+    model::Fp8Scaling scaling(1, options, kGpu);
+    scaling.scale()[0].copy_(at::tensor({16.0f, 1024.0f, 262144.0f}));
+    const at::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+    const at::Tensor b = b0.clone().requires_grad_();
+    const at::Tensor out = model::Fp8Linear(x, w, b, scaling.Slot(0), true);
+    out.backward(g);
+    y.push_back(out.detach());
+    dx.push_back(x.grad());
+    dw.push_back(w.grad());
+    db.push_back(b.grad());
+  }
+  constexpr double kEps = std::numeric_limits<float>::epsilon();
+  const double e4 = 1.125, e5 = 1.25;
+  auto bound = [&](const at::Tensor& magnitude, int64_t depth, double rounding) {
+    return (magnitude * (rounding * 2 * (depth + 2) * kEps)).to(at::kCPU, at::kDouble);
+  };
+  auto check = [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& limit,
+                  const char* what) {
+    const at::Tensor error = (a.to(at::kCPU, at::kDouble) - b.to(at::kCPU, at::kDouble)).abs();
+    EXPECT_LE((error - limit).max().item<double>(), 0.0)
+        << what << ": largest difference " << error.max().item<double>();
+  };
+  check(y[1], y[0], bound(at::mm(x0.abs(), w0.abs().t()) + b0.abs(), K, e4 * e4), "y");
+  check(dx[1], dx[0], bound(at::mm(g.abs(), w0.abs()), N, e5 * e4), "dx");
+  check(dw[1], dw[0], bound(at::mm(g.abs().t(), x0.abs()), M, e5 * e4), "dw");
+  EXPECT_TRUE(at::equal(db[1], db[0])) << "the bias gradient is the same sum";
+}
+
+// A few fp8 steps of the tiny BERT on the GPU: finite losses, the scales
+// taken from the recorded maxima, and resume continuing the run.
+TEST(CudaTest, Fp8StepsRunAndResume) {
+  SKIP_WITHOUT_GPU();
+  TraineeOptions o = Bf16OnTheGpu(5);
+  o.precision = model::Precision::kFp8;
+  o.master_weights = true;
+  o.fp8.amax_history = 4;
+  if (absl::Status runs = model::CheckFp8(o.fp8, o.bert, kGpu); !runs.ok()) {
+    GTEST_SKIP() << runs.message();
+  }
+  auto communicator = distributed::Communicator::Single();
+  const auto batches = testing::FourRowSteps(10);
+  testing::ResumedRun run =
+      testing::RunAndResume(o, *communicator, batches, 3, 6, 4, 8, 1e-3, "pbert_CudaTest_fp8");
+  ASSERT_EQ(run.error, "");
+  for (double loss : run.losses) EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_TRUE(run.whole->fp8()->scale().ne(1).any().item<bool>()) << "the scales never moved";
+  for (int step = 3; step < 6; ++step) {
+    auto b = TrainStep(*run.resumed, *communicator, batches(step), 1e-3, {});
+    ASSERT_TRUE(b.ok());
+    // The same kernels on the same inputs; cuBLAS's products are
+    // deterministic on one GPU for one shape.
+    EXPECT_EQ(run.losses[step - 3], b->metrics.loss) << "step " << step;
+  }
+}
+
 TEST(CudaTest, NcclSumsOnOneGpu) {
   SKIP_WITHOUT_GPU();
 #ifndef PBERT_WITH_NCCL

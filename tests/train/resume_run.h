@@ -78,6 +78,7 @@ inline ResumedRun RunAndResume(const train::TraineeOptions& options,
   state.loop.samples = sequences * static_cast<uint64_t>(stop);
   state.loader.rows = rows * static_cast<uint64_t>(stop);
   state.random = run.whole->randomness().Save();
+  if (const model::Fp8Scaling* fp8 = run.whole->fp8()) state.fp8 = fp8->State();
   run.random = state.random;
   if (absl::Status saved = checkpointer.Save(stop, *run.whole->weights(), run.whole->optimizer(),
                                              train::ToJson(state));
@@ -100,6 +101,9 @@ inline ResumedRun RunAndResume(const train::TraineeOptions& options,
     return failed("loading the checkpoint", loaded);
   }
   run.resumed->SyncModelWeights();
+  if (absl::Status restored = run.resumed->RestoreFp8(info->trainer.fp8); !restored.ok()) {
+    return failed("restoring the fp8 scales", restored);
+  }
   if (absl::Status restored = run.resumed->randomness().Restore(info->trainer.random);
       !restored.ok()) {
     return failed("restoring the generators", restored);

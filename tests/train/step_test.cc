@@ -227,6 +227,51 @@ TEST(StepTest, AResumedRunWithMasterWeightsContinuesBitForBit) {
   }
 }
 
+// Resume in fp8 (emulated): the checkpoint's trainer state keeps the
+// scales and their histories (part "fp8"), and the resumed run continues
+// bit for bit, its scales those of the uninterrupted run; with and without
+// master weights.
+TEST(StepTest, AResumedFp8RunContinuesBitForBit) {
+  if (!model::Fp8Built()) {
+    GTEST_SKIP() << "LibTorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR
+                 << " has no float8 dtypes (2.1 and later): fp8 is refused in this build";
+  }
+  if (!model::CpuRunsBf16().ok()) {
+    GTEST_SKIP() << "this CPU does not compute bf16 (" << model::CpuRunsBf16().message() << ")";
+  }
+  auto communicator = distributed::Communicator::Single();
+  for (bool masters : {false, true}) {
+    TraineeOptions o;
+    o.bert = model::testing::TinyOptions().hidden_dropout(0.1).attention_dropout(0.1);
+    o.lamb = optim::LambOptions(kLr);
+    o.seed = 8;
+    o.precision = model::Precision::kFp8;
+    o.master_weights = masters;
+    o.fp8.emulation = true;
+    o.fp8.amax_history = 3;
+    const auto batches = testing::FourRowSteps(10);
+    testing::ResumedRun run = testing::RunAndResume(o, *communicator, batches, 3, 6, 4, 8, kLr,
+                                                    "pbert_StepTest_resume_fp8");
+    ASSERT_EQ(run.error, "");
+    ASSERT_NE(run.resumed->fp8(), nullptr);
+    for (int step = 3; step < 6; ++step) {
+      auto b = TrainStep(*run.resumed, *communicator, batches(step), kLr, {});
+      ASSERT_TRUE(b.ok());
+      EXPECT_TRUE(b->applied);
+      EXPECT_EQ(run.losses[step - 3], b->metrics.loss) << "step " << step << ", masters " << masters;
+    }
+    EXPECT_TRUE(torch::equal(run.whole->fp8()->scale(), run.resumed->fp8()->scale()));
+    EXPECT_TRUE(torch::equal(run.whole->fp8()->history(), run.resumed->fp8()->history()));
+    EXPECT_FALSE(torch::equal(run.whole->fp8()->scale(), torch::ones_like(run.whole->fp8()->scale())))
+        << "the scales never moved";
+    auto pa = run.whole->weights()->named_parameters();
+    auto pb = run.resumed->weights()->named_parameters();
+    for (size_t k = 0; k < pa.size(); ++k) {
+      EXPECT_TRUE(torch::equal(pa[k].value(), pb[k].value())) << pa[k].key();
+    }
+  }
+}
+
 // The paper's `batch` adjustment: the same sequences per step in half the
 // micro-batches once packed. The first step's gradients agree.
 TEST(StepTest, PackedRowsGiveTheGradientsOfUnpackedOnes) {

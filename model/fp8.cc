@@ -1,0 +1,344 @@
+#include "model/fp8.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/torch_compat_ops.h"
+#include "gpu/gpu.h"
+#include "model/bert_options.h"
+
+#if PBERT_TORCH_AT_LEAST(2, 4)
+#include <ATen/ops/_scaled_mm.h>
+#endif
+
+namespace pbert::model {
+
+double Fp8Max(Fp8Format format) { return format == Fp8Format::kE4m3 ? 448.0 : 57344.0; }
+
+Fp8Format FormatOf(Fp8Role role) {
+  return role == kFp8GradOutput ? Fp8Format::kE5m2 : Fp8Format::kE4m3;
+}
+
+bool Fp8Built() { return PBERT_TORCH_AT_LEAST(2, 1); }
+
+absl::Status CheckFp8(const Fp8Options& options, const BertOptions& bert,
+                      const c10::Device& device) {
+  if (!Fp8Built()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.precision fp8 needs LibTorch 2.1 or later (its float8 dtypes); this build has ",
+        TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ": use bf16"));
+  }
+  if (options.emulation) return absl::OkStatus();
+  if (!device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        "model.precision fp8 needs a GPU with FP8 products (compute capability 8.9 or later); "
+        "on this CPU use bf16, or model.fp8_emulation: true to emulate them (slow: for tests "
+        "and learning curves)");
+  }
+  if (!PBERT_TORCH_AT_LEAST(2, 4)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.precision fp8 multiplies through at::_scaled_mm of LibTorch 2.4 or later; this "
+        "build has ",
+        TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ": use bf16"));
+  }
+  auto facts = gpu::Describe(device.index() < 0 ? 0 : device.index());
+  if (!facts.ok()) return facts.status();
+  if (facts->major * 10 + facts->minor < 89) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.precision fp8 needs a GPU with FP8 products (compute capability 8.9 or later); ",
+        facts->name, " is ", facts->major, ".", facts->minor, ": use bf16"));
+  }
+  // _scaled_mm's operands have sizes that are multiples of 16 (the token
+  // count is padded inside Fp8Linear).
+  for (const auto& [key, width] : {std::pair<const char*, int64_t>{"hidden_size", bert.hidden_size()},
+                                   {"intermediate_size", bert.intermediate_size()}}) {
+    if (width % 16 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.precision fp8: model.", key, " ", width,
+          " is not a multiple of 16, which FP8 products need; use bf16"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --- the checkpointed state ---------------------------------------------
+
+namespace {
+
+std::string Base64Floats(const std::vector<float>& values) {
+  std::string bytes(values.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());  // little-endian hosts
+  return absl::Base64Escape(bytes);
+}
+
+std::vector<float> FloatsOfBase64(const std::string& text, size_t count, const char* what) {
+  std::string bytes;
+  if (!absl::Base64Unescape(text, &bytes) || bytes.size() != count * sizeof(float)) {
+    throw nlohmann::json::other_error::create(
+        501, absl::StrCat("fp8.", what, " is not ", count, " fp32 values in base64"), nullptr);
+  }
+  std::vector<float> values(count);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+std::vector<float> HostFloats(const at::Tensor& t) {
+  const at::Tensor host = t.detach().to(at::kCPU, at::kFloat).contiguous();
+  return {host.data_ptr<float>(), host.data_ptr<float>() + host.numel()};
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& json, const Fp8ScalingState& s) {
+  json = {{"products", s.products},
+          {"history", s.history},
+          {"scale", Base64Floats(s.scale)},
+          {"amax_history", Base64Floats(s.amax_history)}};
+}
+
+void from_json(const nlohmann::json& json, Fp8ScalingState& s) {
+  json.at("products").get_to(s.products);
+  json.at("history").get_to(s.history);
+  if (s.products < 0 || s.history < 0 || s.products > (1 << 24) || s.history > (1 << 16)) {
+    throw nlohmann::json::other_error::create(
+        501, absl::StrCat("fp8 holds ", s.products, " products of ", s.history, " steps"),
+        nullptr);
+  }
+  const auto n = static_cast<size_t>(s.products * kFp8Roles);
+  s.scale = FloatsOfBase64(json.at("scale").get<std::string>(), n, "scale");
+  s.amax_history = FloatsOfBase64(json.at("amax_history").get<std::string>(),
+                                  n * static_cast<size_t>(s.history), "amax_history");
+  // What Update leaves: finite scales above 0, finite maxima not below 0.
+  for (float v : s.scale) {
+    if (!(std::isfinite(v) && v > 0)) {
+      throw nlohmann::json::other_error::create(
+          501, absl::StrCat("fp8.scale holds ", v, ", which no run saves"), nullptr);
+    }
+  }
+  for (float v : s.amax_history) {
+    if (!(std::isfinite(v) && v >= 0)) {
+      throw nlohmann::json::other_error::create(
+          501, absl::StrCat("fp8.amax_history holds ", v, ", which no run saves"), nullptr);
+    }
+  }
+}
+
+Fp8Scaling::Fp8Scaling(int64_t products, const Fp8Options& options, const c10::Device& device)
+    : options_(options) {
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+  scale_ = at::ones({products, kFp8Roles}, f32);
+  amax_ = at::zeros({products, kFp8Roles}, f32);
+  history_ = at::zeros({options.amax_history, products, kFp8Roles}, f32);
+  max_ = at::tensor({Fp8Max(FormatOf(kFp8Input)), Fp8Max(FormatOf(kFp8Weight)),
+                     Fp8Max(FormatOf(kFp8GradOutput))},
+                    at::kFloat)
+             .to(device);
+}
+
+Fp8Slot Fp8Scaling::Slot(int64_t product) const {
+  return {scale_[product], amax_[product], options_.emulation};
+}
+
+void Fp8Scaling::Update() {
+  at::NoGradGuard no_grad;
+  // Newest first: the history moves down one step, the step's maxima on top.
+  const int64_t h = history_.size(0);
+  if (h > 1) history_.narrow(0, 1, h - 1).copy_(history_.narrow(0, 0, h - 1).clone());
+  history_[0].copy_(at::where(at::isfinite(amax_), amax_, at::zeros_like(amax_)));
+  const at::Tensor largest = std::get<0>(history_.max(0));
+  const at::Tensor candidate = max_ / largest / std::ldexp(1.0, static_cast<int>(options_.margin));
+  scale_.copy_(at::where(largest.gt(0).logical_and(at::isfinite(candidate)), candidate, scale_));
+  amax_.zero_();
+}
+
+Fp8ScalingState Fp8Scaling::State() const {
+  Fp8ScalingState s;
+  s.products = products();
+  s.history = history_.size(0);
+  s.scale = HostFloats(scale_);
+  s.amax_history = HostFloats(history_);
+  return s;
+}
+
+absl::Status Fp8Scaling::Restore(const Fp8ScalingState& s) {
+  if (s.products != products() || s.history != history_.size(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the checkpoint's fp8 scales are of ", s.products, " products with a history of ",
+        s.history, " steps; this model has ", products(), " products and model.fp8_amax_history ",
+        history_.size(0), ": resume with the config the checkpoint was trained with"));
+  }
+  at::NoGradGuard no_grad;
+  const auto host = at::TensorOptions().dtype(at::kFloat);
+  scale_.copy_(at::from_blob(const_cast<float*>(s.scale.data()), scale_.sizes(), host));
+  history_.copy_(at::from_blob(const_cast<float*>(s.amax_history.data()), history_.sizes(), host));
+  amax_.zero_();
+  return absl::OkStatus();
+}
+
+// --- the product ---------------------------------------------------------
+
+#if PBERT_TORCH_AT_LEAST(2, 1)
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::ScalarType DtypeOf(Fp8Format format) {
+  return format == Fp8Format::kE4m3 ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
+}
+
+// amax = max(amax, max |x|), on the device; a NaN stays (Update drops it).
+void Record(const at::Tensor& amax, const at::Tensor& x) {
+  amax.copy_(at::maximum(amax, x.abs().amax().to(at::kFloat)));
+}
+
+// (a @ b) * inv_a * inv_b (+ bias) in `out` dtype, of a [M, K] and b
+// [K, N] in float8: as _scaled_mm computes, fp32 accumulation (its "fast
+// accumulation", fewer bits of undocumented width, is not used: the
+// products are the emulation's within fp32's rounding).
+at::Tensor ScaledProduct(const at::Tensor& a, const at::Tensor& b, const at::Tensor& inv_a,
+                         const at::Tensor& inv_b, const at::Tensor& bias, at::ScalarType out,
+                         bool emulate) {
+  if (emulate) {
+    at::Tensor y = at::mm(a.to(at::kFloat), b.to(at::kFloat)).mul_(inv_a * inv_b);
+    if (bias.defined()) y.add_(bias.to(at::kFloat));
+    return y.to(out);
+  }
+#if PBERT_TORCH_AT_LEAST(2, 4)
+  // _scaled_mm: a row-major, b column-major; the sizes multiples of 16
+  // (the rows are padded by the caller). Its bias takes the output's dtype.
+  const at::Tensor lhs = a.contiguous();
+  const at::Tensor rhs = b.t().contiguous().t();
+  const bool bias_inside = bias.defined() && (out == at::kBFloat16 || out == at::kHalf);
+  at::Tensor y = at::_scaled_mm(lhs, rhs, inv_a, inv_b,
+                                bias_inside ? std::optional<at::Tensor>(bias.to(out)) : std::nullopt,
+                                std::nullopt, out, /*use_fast_accum=*/false);
+  if (bias.defined() && !bias_inside) y.add_(bias.to(out));
+  return y;
+#else
+  TORCH_CHECK(false, "FP8 products need LibTorch 2.4 or later");
+#endif
+}
+
+// Rows added to a [M, K] operand so that M is a multiple of 16, as
+// _scaled_mm needs; none when emulating.
+int64_t PadRows(int64_t rows, bool emulate) { return emulate ? 0 : (16 - rows % 16) % 16; }
+
+at::Tensor Padded(const at::Tensor& x2, int64_t pad) {
+  return pad == 0 ? x2 : at::constant_pad_nd(x2, {0, 0, 0, pad}, 0);
+}
+
+class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, const at::Tensor& scale,
+                            const at::Tensor& amax, int64_t out_dtype, bool emulate,
+                            bool record) {
+    // The arithmetic below is the product's own: autocast must not cast it.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const int64_t k = x.size(-1), n = weight.size(0);
+    const at::Tensor x2 = x.reshape({-1, k});
+    const int64_t m = x2.size(0), pad = PadRows(m, emulate);
+    if (record) {
+      Record(amax[kFp8Input], x2);
+      Record(amax[kFp8Weight], weight);
+    }
+    const at::Tensor qx = QuantizeFp8(Padded(x2, pad), scale[kFp8Input], Fp8Format::kE4m3);
+    const at::Tensor qw = QuantizeFp8(weight, scale[kFp8Weight], Fp8Format::kE4m3);
+    const at::Tensor has_bias = bias.numel() > 0 ? bias : at::Tensor();
+    at::Tensor y = ScaledProduct(qx, qw.t(), scale[kFp8Input].reciprocal(),
+                                 scale[kFp8Weight].reciprocal(), has_bias,
+                                 static_cast<at::ScalarType>(out_dtype), emulate);
+    if (pad > 0) y = y.narrow(0, 0, m);
+    ctx->save_for_backward({qx, qw});
+    // The state's tensors ride outside the saved variables: other products
+    // update their rows in place (one version counter) before this backward.
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["amax"] = amax;
+    ctx->saved_data["emulate"] = emulate;
+    ctx->saved_data["record"] = record;
+    ctx->saved_data["x_dtype"] = x.scalar_type();
+    ctx->saved_data["w_dtype"] = weight.scalar_type();
+    ctx->saved_data["b_dtype"] = bias.scalar_type();
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    std::vector<int64_t> sizes = x.sizes().vec();
+    sizes.back() = n;
+    return y.view(sizes);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &qx = saved[0], &qw = saved[1];
+    const at::Tensor scale = ctx->saved_data["scale"].toTensor();
+    const at::Tensor amax = ctx->saved_data["amax"].toTensor();
+    const bool emulate = ctx->saved_data["emulate"].toBool();
+    const std::vector<int64_t> x_sizes = ctx->saved_data["x_sizes"].toIntVector();
+    const at::Tensor g = grads[0].reshape({-1, qw.size(0)});
+    const int64_t m = g.size(0), pad = qx.size(0) - m;
+    if (ctx->saved_data["record"].toBool()) Record(amax[kFp8GradOutput], g);
+    const at::Tensor qg = QuantizeFp8(Padded(g, pad), scale[kFp8GradOutput], Fp8Format::kE5m2);
+    const at::Tensor inv_g = scale[kFp8GradOutput].reciprocal();
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {
+      // [M, N] @ [N, K]
+      dx = ScaledProduct(qg, qw, inv_g, scale[kFp8Weight].reciprocal(), at::Tensor(),
+                         ctx->saved_data["x_dtype"].toScalarType(), emulate);
+      if (pad > 0) dx = dx.narrow(0, 0, m);
+      dx = dx.view(x_sizes);
+    }
+    if (ctx->needs_input_grad(1)) {
+      // [N, M] @ [M, K]; padded rows are zero on both sides.
+      dw = ScaledProduct(qg.t(), qx, inv_g, scale[kFp8Input].reciprocal(), at::Tensor(),
+                         ctx->saved_data["w_dtype"].toScalarType(), emulate);
+    }
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) {
+      // From the unquantized gradient, as Transformer Engine does.
+      db = g.to(at::kFloat).sum(0).to(ctx->saved_data["b_dtype"].toScalarType());
+    }
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor QuantizeFp8(const at::Tensor& x, const at::Tensor& scale, Fp8Format format) {
+  const double max = Fp8Max(format);
+  return at::clamp(x.to(at::kFloat) * scale, -max, max).to(DtypeOf(format));
+}
+
+at::Tensor Fp8Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                     const Fp8Slot& slot, bool record) {
+  const c10::DeviceType device = x.device().type();
+  const at::ScalarType out = torch_compat::AutocastEnabled(device)
+                                 ? torch_compat::AutocastDtype(device)
+                                 : x.scalar_type();
+  // An empty tensor for "no bias", as the fused layers take it.
+  const at::Tensor b = bias.defined() ? bias : at::empty({0}, weight.options());
+  return Fp8LinearFunction::apply(x, weight, b, slot.scale, slot.amax,
+                                  static_cast<int64_t>(out), slot.emulate, record);
+}
+
+#else  // LibTorch before 2.1: no float8 dtypes; CheckFp8 refuses fp8.
+
+at::Tensor QuantizeFp8(const at::Tensor&, const at::Tensor&, Fp8Format) {
+  TORCH_CHECK(false, "FP8 needs LibTorch 2.1 or later");
+}
+
+at::Tensor Fp8Linear(const at::Tensor&, const at::Tensor&, const at::Tensor&, const Fp8Slot&,
+                     bool) {
+  TORCH_CHECK(false, "FP8 needs LibTorch 2.1 or later");
+}
+
+#endif
+
+}  // namespace pbert::model

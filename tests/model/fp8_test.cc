@@ -1,0 +1,318 @@
+// FP8 products (model/fp8.h) on the CPU, by emulation: the quantization
+// against the formats' definitions, the delayed scales against their
+// formula, the product and its gradients against a double-precision
+// computation over the same quantized values, and the model's wiring.
+// LibTorch 1.13 has no float8 dtypes: there the tests that quantize skip,
+// saying so; the scales' arithmetic and state are tested in every build.
+#include "model/fp8.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/bert.h"
+#include "model/precision.h"
+#include "tests/model/fixtures.h"
+
+namespace pbert::model {
+namespace {
+
+constexpr double kEps32 = std::numeric_limits<float>::epsilon();
+
+#define SKIP_WITHOUT_FLOAT8()                                                              \
+  if (!Fp8Built()) {                                                                       \
+    GTEST_SKIP() << "LibTorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR       \
+                 << " has no float8 dtypes (2.1 and later): fp8 is refused in this build"; \
+  }
+
+// The value of `format` nearest to v, ties to even, saturated to +-max:
+// from the formats' definitions (e4m3: 3 mantissa bits, exponents from -6,
+// largest 448; e5m2: 2 bits, from -14, largest 57344), in double.
+double RoundToFormat(double v, Fp8Format format) {
+  if (std::isnan(v)) return v;
+  const int mantissa = format == Fp8Format::kE4m3 ? 3 : 2;
+  const int min_exponent = format == Fp8Format::kE4m3 ? -6 : -14;
+  const double max = Fp8Max(format);
+  const double a = std::min(std::fabs(v), max);
+  if (a == 0) return std::copysign(0.0, v);
+  int e = 0;
+  std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
+  const double ulp = std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
+  return std::copysign(std::nearbyint(a / ulp) * ulp, v);  // nearbyint: ties to even
+}
+
+// Values across each format's range: random ones from below the smallest
+// subnormal to past the largest value, every value of the format and the
+// midpoints between neighbours (ties), zeros, infinities.
+std::vector<float> Probes(Fp8Format format) {
+  std::vector<float> v = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()};
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<double> exponent(-24, 20), mantissa(1, 2);
+  for (int i = 0; i < 4000; ++i) {
+    const float x = static_cast<float>(mantissa(gen) * std::exp2(exponent(gen)));
+    v.push_back(i % 2 ? x : -x);
+  }
+  const int mantissa_bits = format == Fp8Format::kE4m3 ? 3 : 2;
+  const int min_exponent = format == Fp8Format::kE4m3 ? -6 : -14;
+  for (int e = min_exponent; std::ldexp(1.0, e) <= Fp8Max(format); ++e) {
+    const double ulp = std::ldexp(1.0, e - mantissa_bits);
+    for (int m = 0; m < (2 << mantissa_bits); ++m) {
+      const double value = (e == min_exponent ? 0 : std::ldexp(1.0, e)) + m * ulp;
+      for (double x : {value, value + ulp / 2, -(value + ulp / 2)}) {
+        v.push_back(static_cast<float>(x));  // exact in fp32
+      }
+    }
+  }
+  return v;
+}
+
+TEST(Fp8Test, QuantizationRoundsToTheNearestValueOfTheFormatAndSaturates) {
+  SKIP_WITHOUT_FLOAT8();
+  for (Fp8Format format : {Fp8Format::kE4m3, Fp8Format::kE5m2}) {
+    const std::vector<float> probes = Probes(format);
+    const at::Tensor x = at::tensor(probes);
+    // Power-of-two scales are exact; 3.7 makes x * scale round in fp32 first.
+    for (float scale : {1.0f, 0.125f, 3.7f}) {
+      const at::Tensor q =
+          QuantizeFp8(x, at::scalar_tensor(scale, at::kFloat), format).to(at::kFloat);
+      const float* got = q.data_ptr<float>();
+      int wrong = 0;
+      for (size_t i = 0; i < probes.size(); ++i) {
+        const float scaled = probes[i] * scale;  // one fp32 rounding, as the tensor's
+        const double want = RoundToFormat(scaled, format);
+        if (static_cast<double>(got[i]) != want && wrong++ < 5) {
+          ADD_FAILURE() << probes[i] << " x " << scale << " gave " << got[i] << ", not " << want
+                        << (format == Fp8Format::kE4m3 ? " (e4m3)" : " (e5m2)");
+        }
+      }
+      EXPECT_EQ(wrong, 0) << "values quantized wrongly, of " << probes.size();
+    }
+    // Infinities saturate; NaN stays NaN.
+    const at::Tensor one = at::scalar_tensor(1.0, at::kFloat);
+    const at::Tensor inf = at::tensor({std::numeric_limits<float>::infinity(), 1e30f});
+    EXPECT_TRUE(at::equal(QuantizeFp8(inf, one, format).to(at::kFloat),
+                          at::full({2}, Fp8Max(format), at::kFloat)));
+    EXPECT_TRUE(QuantizeFp8(at::tensor({std::nanf("")}), one, format)
+                    .to(at::kFloat)
+                    .isnan()
+                    .all()
+                    .item<bool>());
+  }
+}
+
+// Sets the step's maxima of every product and role to `v`.
+void StepMaxima(Fp8Scaling& scaling, float v) { scaling.amax().fill_(v); }
+
+// scale = max / max(history) / 2^margin, in fp32 as the tensors compute
+// it; kept where max(history) is 0 or the result not finite; non-finite
+// maxima enter the history as 0.
+TEST(Fp8Test, ScalesFollowTheLargestMagnitudeOfTheirHistory) {
+  Fp8Options options;
+  options.amax_history = 3;
+  options.margin = 1;
+  Fp8Scaling scaling(2, options, at::kCPU);
+  EXPECT_TRUE(at::equal(scaling.scale(), at::ones({2, 3}))) << "the first scales are 1";
+  const float inf = std::numeric_limits<float>::infinity();
+  // 1e-40 alone in the history: 448 / 1e-40 is not finite in fp32, so the
+  // scale stays.
+  const std::vector<float> steps = {0.0f, 2.0f, 0.5f, inf, std::nanf(""), 0.25f, 0.0f,
+                                    0.0f, 0.0f, 1e-40f, 3.0f};
+  std::vector<float> history;  // newest first
+  float scale[3] = {1, 1, 1};
+  const float max[3] = {448, 448, 57344};
+  for (float amax : steps) {
+    StepMaxima(scaling, amax);
+    scaling.Update();
+    history.insert(history.begin(), std::isfinite(amax) ? amax : 0.0f);
+    history.resize(std::min<size_t>(history.size(), 3));
+    const float largest = *std::max_element(history.begin(), history.end());
+    for (int r = 0; r < 3; ++r) {
+      const float candidate = max[r] / largest / 2.0f;
+      if (largest > 0 && std::isfinite(candidate)) scale[r] = candidate;
+    }
+    for (int p = 0; p < 2; ++p) {
+      for (int r = 0; r < 3; ++r) {
+        EXPECT_EQ(scaling.scale()[p][r].item<float>(), scale[r])
+            << "after a step of maximum " << amax << ", product " << p << ", role " << r;
+      }
+    }
+    EXPECT_EQ(scaling.history()[0][1][2].item<float>(), history[0]);
+    EXPECT_TRUE(at::equal(scaling.amax(), at::zeros({2, 3}))) << "the maxima start again";
+  }
+}
+
+TEST(Fp8Test, TheStateRoundTripsThroughJsonAndItsReaderRefusesDamage) {
+  Fp8Options options;
+  options.amax_history = 4;
+  Fp8Scaling scaling(3, options, at::kCPU);
+  for (float amax : {1.5f, 0.25f, 7.0f}) {
+    StepMaxima(scaling, amax);
+    scaling.Update();
+  }
+  const nlohmann::json json = scaling.State();
+  Fp8Scaling restored(3, options, at::kCPU);
+  ASSERT_TRUE(restored.Restore(json.get<Fp8ScalingState>()).ok());
+  EXPECT_TRUE(at::equal(restored.scale(), scaling.scale()));
+  EXPECT_TRUE(at::equal(restored.history(), scaling.history()));
+
+  Fp8Options longer = options;
+  longer.amax_history = 5;
+  const absl::Status other = Fp8Scaling(3, longer, at::kCPU).Restore(json.get<Fp8ScalingState>());
+  EXPECT_EQ(other.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(other.message().find("model.fp8_amax_history"), std::string::npos) << other;
+
+  nlohmann::json truncated = json;
+  truncated["scale"] = "AAAA";
+  EXPECT_THROW(truncated.get<Fp8ScalingState>(), nlohmann::json::exception);
+  Fp8ScalingState negative = json.get<Fp8ScalingState>();
+  negative.scale[4] = -1;
+  EXPECT_THROW(nlohmann::json(negative).get<Fp8ScalingState>(), nlohmann::json::exception);
+}
+
+// y = x w^T + b and its gradients, emulated, against sums in double of the
+// quantized values (RoundToFormat): fp32 accumulation over K terms, with
+// power-of-two scales (exact inverses), is within (K + 2) fp32 epsilons of
+// the sum of the terms' magnitudes.
+TEST(Fp8Test, TheEmulatedProductEqualsADoublePrecisionComputationOfTheQuantizedValues) {
+  SKIP_WITHOUT_FLOAT8();
+  const int64_t M = 37, K = 48, N = 24;
+  torch::manual_seed(4);
+  const at::Tensor x = (at::randn({M, K}) * 3).requires_grad_();
+  const at::Tensor w = (at::randn({N, K}) * 0.05).requires_grad_();
+  const at::Tensor b = at::randn({N}).requires_grad_();
+  const at::Tensor g = at::randn({M, N}) * 1e-4;
+  Fp8Options options;
+  options.emulation = true;
+  Fp8Scaling scaling(1, options, at::kCPU);
+  const float scales[3] = {16.0f, 1024.0f, 262144.0f};  // input, weight, gradient
+  for (int r = 0; r < 3; ++r) scaling.scale()[0][r].fill_(scales[r]);
+  const at::Tensor y = Fp8Linear(x, w, b, scaling.Slot(0), /*record=*/true);
+  ASSERT_EQ(y.scalar_type(), at::kFloat);
+  y.backward(g);
+
+  auto quantized = [](const at::Tensor& t, float scale, Fp8Format format) {
+    at::Tensor out = at::empty(t.sizes(), at::kDouble);
+    const at::Tensor f = t.detach().contiguous();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      out.data_ptr<double>()[i] =
+          RoundToFormat(f.data_ptr<float>()[i] * scale, format) / scale;  // exact: 2^k
+    }
+    return out;
+  };
+  const at::Tensor qx = quantized(x, scales[0], Fp8Format::kE4m3);
+  const at::Tensor qw = quantized(w, scales[1], Fp8Format::kE4m3);
+  const at::Tensor qg = quantized(g, scales[2], Fp8Format::kE5m2);
+  auto expect_within = [](const at::Tensor& got, const at::Tensor& want,
+                          const at::Tensor& magnitude, int64_t depth, const char* what) {
+    const at::Tensor bound = magnitude * ((depth + 2) * kEps32);
+    const at::Tensor excess = (got.to(at::kDouble) - want).abs() - bound;
+    EXPECT_LE(excess.max().item<double>(), 0.0)
+        << what << ": largest error " << (got.to(at::kDouble) - want).abs().max().item<double>();
+  };
+  const at::Tensor b64 = b.detach().to(at::kDouble);
+  expect_within(y.detach(), at::mm(qx, qw.t()) + b64, at::mm(qx.abs(), qw.abs().t()) + b64.abs(),
+                K, "y");
+  expect_within(x.grad(), at::mm(qg, qw), at::mm(qg.abs(), qw.abs()), N, "dx");
+  expect_within(w.grad(), at::mm(qg.t(), qx), at::mm(qg.abs().t(), qx.abs()), M, "dw");
+  // The bias' gradient from the gradient itself, unquantized.
+  const at::Tensor g64 = g.to(at::kDouble);
+  expect_within(b.grad(), g64.sum(0), g64.abs().sum(0), M, "db");
+  // A product (rather than a copy of one of its terms): the quantization did
+  // change the values.
+  EXPECT_GT((qx - x.detach().to(at::kDouble)).abs().max().item<double>(), 0.0);
+
+  // The step's maxima, by role.
+  EXPECT_EQ(scaling.amax()[0][kFp8Input].item<float>(), x.abs().max().item<float>());
+  EXPECT_EQ(scaling.amax()[0][kFp8Weight].item<float>(), w.abs().max().item<float>());
+  EXPECT_EQ(scaling.amax()[0][kFp8GradOutput].item<float>(), g.abs().max().item<float>());
+}
+
+// The maxima of a step are those of all its micro-batches; evaluation
+// records none. Under bf16 autocast the product is bf16, its input's
+// gradient in the input's dtype.
+TEST(Fp8Test, AStepRecordsTheLargestMagnitudesOfAllItsMicroBatches) {
+  SKIP_WITHOUT_FLOAT8();
+  Fp8Options options;
+  options.emulation = true;
+  Fp8Scaling scaling(1, options, at::kCPU);
+  const at::Tensor w = at::full({8, 16}, 0.5).requires_grad_();
+  float largest = 0;
+  for (float v : {3.0f, 5.0f, 2.0f}) {
+    const at::Tensor x = at::full({2, 4, 16}, v).requires_grad_();
+    const at::Tensor y = Fp8Linear(x, w, at::Tensor(), scaling.Slot(0), true);
+    y.sum().backward();
+    largest = std::max(largest, v);
+    EXPECT_EQ(scaling.amax()[0][kFp8Input].item<float>(), largest);
+    EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 4, 8}));
+  }
+  EXPECT_EQ(scaling.amax()[0][kFp8GradOutput].item<float>(), 1.0f);
+  const at::Tensor before = scaling.amax().clone();
+  {
+    torch::NoGradGuard no_grad;
+    Fp8Linear(at::full({4, 16}, 100.0), w, at::Tensor(), scaling.Slot(0), false);
+  }
+  EXPECT_TRUE(at::equal(scaling.amax(), before)) << "evaluation recorded its maxima";
+  if (CpuRunsBf16().ok()) {
+    AutocastGuard autocast(Precision::kBf16, c10::DeviceType::CPU);
+    const at::Tensor x = at::ones({4, 16}).requires_grad_();
+    const at::Tensor y = Fp8Linear(x, w, at::Tensor(), scaling.Slot(0), true);
+    EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+    y.sum().backward();
+    EXPECT_EQ(x.grad().scalar_type(), at::kFloat);
+  }
+}
+
+// Every product of the encoder computes in fp8 (each of its three roles
+// records a maximum), the heads do not, with and without one QKV product
+// and the fused layers.
+TEST(Fp8Test, EveryEncoderProductOfTheModelRunsInFp8) {
+  SKIP_WITHOUT_FLOAT8();
+  auto base = testing::TinyOptions();
+  auto instances = testing::RandomInstances(5, 6, 20, base.vocab_size(), 9);
+  const int max_len = static_cast<int>(base.max_position_embeddings());
+  const auto rows = testing::PackInOrder(instances, 3, max_len);
+  auto batch = *data::MakeBatch(rows, {max_len, 3, 0});
+  for (bool fused_qkv : {true, false}) {
+    for (bool fused_layers : {false, true}) {
+      const auto options = base.fused_qkv(fused_qkv).fused_layers(fused_layers);
+      torch::manual_seed(2);
+      BertForPreTraining model(options);
+      Fp8Options fp8;
+      fp8.emulation = true;
+      Fp8Scaling scaling(BertForPreTrainingImpl::Fp8Products(options), fp8, at::kCPU);
+      EXPECT_EQ(scaling.products(), options.num_layers() * (fused_qkv ? 4 : 6));
+      model->UseFp8(scaling);
+      model->train();
+      auto sums = testing::SumsOf(testing::Forward(model, batch), batch);
+      at::Tensor loss = PretrainingLoss(sums, MlmLossMode::kPerToken, testing::TotalsOf(batch));
+      loss.backward();
+      EXPECT_TRUE(std::isfinite(loss.item<double>()));
+      EXPECT_TRUE(scaling.amax().gt(0).all().item<bool>())
+          << "a product without fp8: " << scaling.amax() << " (fused_qkv " << fused_qkv
+          << ", fused_layers " << fused_layers << ")";
+    }
+  }
+}
+
+TEST(Fp8Test, ItIsRefusedWhereItCannotRunNamingTheKey) {
+  const BertOptions bert = testing::TinyOptions();
+  Fp8Options options;
+  const absl::Status cpu = CheckFp8(options, bert, at::kCPU);
+  EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cpu.message().find("model.precision fp8"), std::string::npos) << cpu;
+  options.emulation = true;
+  const absl::Status emulated = CheckFp8(options, bert, at::kCPU);
+  if (Fp8Built()) {
+    EXPECT_TRUE(emulated.ok()) << emulated;
+  } else {
+    EXPECT_NE(emulated.message().find("LibTorch 2.1"), std::string::npos) << emulated;
+  }
+}
+
+}  // namespace
+}  // namespace pbert::model
