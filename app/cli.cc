@@ -228,6 +228,33 @@ void OnCpuLimit(int) {
   std::_Exit(1);
 }
 
+// A crash (a fatal signal: a bad access, an abort in a library) says so in
+// one line before the process ends by the signal, as it would have: a
+// launcher, a shell or Slurm still sees the signal, and nothing ends
+// without a word. Only async-signal-safe calls.
+void OnFatalSignal(int signal) {
+  const char* name = signal == SIGSEGV  ? "SIGSEGV, a bad memory access"
+                     : signal == SIGBUS ? "SIGBUS, a bad memory access"
+                     : signal == SIGFPE ? "SIGFPE, an arithmetic fault"
+                     : signal == SIGILL ? "SIGILL, an instruction this CPU lacks"
+                                        : "SIGABRT, an abort";
+  static const char kHow[] = "); please report it with the command line and its output\n";
+  const ssize_t ignored =
+      ::write(2, "packed-bert ", 12) + ::write(2, running_command, std::strlen(running_command)) +
+      ::write(2, ": error: the process crashed (", 30) + ::write(2, name, std::strlen(name)) +
+      ::write(2, kHow, sizeof(kHow) - 1);
+  (void)ignored;
+  ::raise(signal);  // the default action again (SA_RESETHAND), at once (SA_NODEFER)
+}
+
+void InstallCrashHandlers() {
+  struct sigaction action {};
+  action.sa_handler = OnFatalSignal;
+  action.sa_flags = SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&action.sa_mask);
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::sigaction(signal, &action, nullptr);
+}
+
 // A worker thread's exception ends the process (std::terminate): one line
 // says what it was, never a bare abort.
 [[noreturn]] void OnTerminate() {
@@ -276,6 +303,7 @@ absl::Status CommandLine::RunCommand(const Command& command,
   running_command = command.name.c_str();
   std::set_terminate(OnTerminate);
   std::signal(SIGXCPU, OnCpuLimit);
+  InstallCrashHandlers();
   RETURN_IF_ERROR(PrepareResourceLimits(kFilesNeeded));
   absl::StatusOr<Args> args = Parse(command, rest);
   absl::Status status;

@@ -287,17 +287,24 @@ class Watcher {
     Stop(sig);
   }
 
-  // Reaps the ended workers; the first that failed stops the others.
+  // Reaps the ended workers; the first that failed stops the others. A
+  // worker that a signal ends while the job stops (but for launch's own
+  // SIGKILL after the grace period) is named too: a rank that crashes or
+  // dies without a word of its own is said to have.
   void NoteFailures(bool stopped) {
     std::vector<bool> was_running;
     for (const Worker& w : workers_) was_running.push_back(w.running);
     Reap(workers_);
     for (size_t i = 0; i < workers_.size(); ++i) {
       const Worker& w = workers_[i];
-      if (was_running[i] && !w.running && Failed(w.status) && failure_.empty() && !stopped) {
+      if (!was_running[i] || w.running || !Failed(w.status)) continue;
+      if (failure_.empty() && !stopped) {
         failure_ = absl::StrCat("rank ", w.rank, " ", Describe(w.status));
         logging::Get("launch")->error("{}; stopping the other workers", failure_);
         Stop(SIGTERM);
+      } else if (WIFSIGNALED(w.status) && !killed_after_grace_) {
+        logging::Get("launch")->warn("rank {} {} while the job stopped", w.rank,
+                                     Describe(w.status));
       }
     }
   }
@@ -323,6 +330,7 @@ class Watcher {
         "killing them",
         o_.grace_s);
     SignalAll(workers_, SIGKILL);
+    killed_after_grace_ = true;
     kill_at_ = Clock::time_point::max();
     give_up_at_ = std::min(give_up_at_, Clock::now() + std::chrono::seconds(1));
   }
@@ -331,6 +339,7 @@ class Watcher {
   const LaunchOptions& o_;
   std::string failure_;
   Clock::time_point kill_at_ = Clock::time_point::max(), give_up_at_ = Clock::time_point::max();
+  bool killed_after_grace_ = false;
 };
 
 absl::StatusOr<LaunchOptions> ReadLaunchOptions(const Args& args) {

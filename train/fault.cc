@@ -28,6 +28,7 @@ void FaultPoint(const char* point, int64_t step, int rank) {
     signal = parts[3] == "TERM"   ? SIGTERM
              : parts[3] == "INT"  ? SIGINT
              : parts[3] == "STOP" ? SIGSTOP  // a hung process
+             : parts[3] == "SEGV" ? SIGSEGV  // a crash
                                   : SIGKILL;
   }
   if (at_step == step && at_rank == rank) ::kill(::getpid(), signal);

@@ -683,6 +683,21 @@ TEST(CliTest, LaunchEndsWithinTheGracePeriodWhateverTheWorkersDo) {
   }
 }
 
+// A worker that a signal ends while the job stops (a crash, say) is named,
+// after the failure that stopped the job: no rank ends without a word.
+TEST(CliTest, LaunchNamesAWorkerThatASignalEndsWhileTheJobStops) {
+  Result r = RunBinary(
+      "launch --nproc-per-node 2 --grace-s 20 -- sh -c 'if [ $RANK = 0 ]; then "
+      "sleep 0.5; exit 3; else trap \"kill -SEGV \\$\\$\" TERM; sleep 10 & wait; fi'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("rank 0 exited with code 3; stopping the other workers"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("rank 1 was killed by signal 11 (Segmentation fault) while the job stopped"),
+            std::string::npos)
+      << r.err;
+}
+
 // plot draws what train writes, and ends with one line on any other file:
 // a value that is no number, one no chart can hold, a named pipe.
 TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {

@@ -281,6 +281,15 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   }
   EXPECT_NE(straight.out.find("model FLOP/s      "), std::string::npos) << straight.out;
 
+  // A crash (here a SIGSEGV the process sends itself after step 3) is one
+  // line, and the process still ends by the signal.
+  Result crashed = RunBinary(Args("crashed"), "PBERT_FAULT=after-step:3:0:SEGV");
+  EXPECT_EQ(crashed.exit_code, -1) << crashed.err;
+  EXPECT_NE(crashed.err.find("packed-bert train: error: the process crashed (SIGSEGV, a bad "
+                             "memory access); please report it"),
+            std::string::npos)
+      << crashed.err;
+
   // Resuming a finished run trains nothing and says so.
   Result again = RunBinary(Args("killed", "--resume auto"));
   ASSERT_EQ(again.exit_code, 0) << again.err;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "distributed/gradient_reducer.h"
 #include "gtest/gtest.h"
@@ -184,6 +185,39 @@ TEST(CommunicatorWorker, SumAndBroadcast) {
 
 TEST(CommunicatorTest, TwoProcessesOverGloo) {
   testing::RunRanks("CommunicatorWorker.SumAndBroadcast", "PBERT_DIST_WORKER", 2);
+}
+
+// Runs inside the processes CommunicatorTest.APeerThatDiesIsAnErrorNotASignal
+// starts: rank 1 leaves at once after the rendezvous; rank 0's sums, whose
+// writes go to a socket its peer closed, fail with an exception (the
+// trainer's "lost contact"), rather than SIGPIPE ending the process
+// without a word.
+TEST(CommunicatorWorker, APeerDies) {
+  if (std::getenv("PBERT_DIST_PEER_DIES") == nullptr) {
+    GTEST_SKIP() << "runs only as a worker of CommunicatorTest.APeerThatDiesIsAnErrorNotASignal";
+  }
+  auto env = EnvironmentFrom();
+  ASSERT_TRUE(env.ok()) << env.status();
+  auto c = Communicator::Create(*env, Backend::kGloo, std::chrono::seconds(20));
+  ASSERT_TRUE(c.ok()) << c.status();
+  (*c)->Barrier();
+  if (env->rank == 1) std::_Exit(0);  // as a killed rank: no goodbye
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  bool failed = false;
+  for (int i = 0; i < 20 && !failed; ++i) {
+    try {
+      (*c)->SumInPlace(torch::ones({4 << 20}));  // 16 MB
+    } catch (const std::exception&) {
+      failed = true;
+    }
+  }
+  EXPECT_TRUE(failed) << "sums with a peer that is gone succeeded";
+  std::_Exit(::testing::Test::HasFailure() ? 1 : 0);  // the communicator's threads wait on the peer
+}
+
+TEST(CommunicatorTest, APeerThatDiesIsAnErrorNotASignal) {
+  testing::RunRanks("CommunicatorWorker.APeerDies", "PBERT_DIST_PEER_DIES", 2,
+                    std::chrono::seconds(60));
 }
 
 }  // namespace
