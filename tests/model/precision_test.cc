@@ -24,6 +24,8 @@ TEST(PrecisionTest, Resolve) {
                            CpuRunsBf16().message(), "); use auto or fp32"));
   }
   EXPECT_EQ(*ResolvePrecision(Precision::kFp16, c10::Device(c10::kCUDA, 0)), Precision::kFp16);
+  // fp8 keeps its name; its products are CheckFp8's to refuse (model/fp8.h).
+  EXPECT_EQ(*ResolvePrecision(Precision::kFp8, c10::Device(c10::kCUDA, 0)), Precision::kFp8);
   auto cpu_fp16 = ResolvePrecision(Precision::kFp16, c10::Device(c10::kCPU));
   ASSERT_FALSE(cpu_fp16.ok());
   EXPECT_NE(cpu_fp16.status().message().find("needs a CUDA device"), std::string::npos);
@@ -32,7 +34,7 @@ TEST(PrecisionTest, Resolve) {
   EXPECT_EQ(*ResolvePrecision(Precision::kAuto, c10::Device(c10::kCPU)),
             Cpu().bf16() && CpuRunsBf16().ok() ? Precision::kBf16 : Precision::kFp32);
   EXPECT_EQ(std::string(ParseChoice<Precision>("fp1", "model.precision").status().message()),
-            "model.precision 'fp1' is not one of: auto, fp32, bf16 or fp16; did you mean 'fp16'?");
+            "model.precision 'fp1' is not one of: auto, fp32, bf16, fp16 or fp8; did you mean 'fp16'?");
 }
 
 TEST(PrecisionTest, Bf16AutocastOnCpuKeepsFp32WeightsAndCloseLogits) {

@@ -197,33 +197,52 @@ TEST(StepTest, Bf16MasterWeightsStepWithinBf16RoundingOfDoublePrecision) {
 // bf16 copies from them, and continues bit for bit as the uninterrupted
 // one does (the CPU computes the same kernels on the same inputs), dropout
 // on.
-TEST(StepTest, AResumedRunWithMasterWeightsContinuesBitForBit) {
-  if (!model::CpuRunsBf16().ok()) {
-    GTEST_SKIP() << "this CPU does not compute bf16 (" << model::CpuRunsBf16().message() << ")";
-  }
-  auto communicator = distributed::Communicator::Single();
+// The options of the resume tests: a tiny BERT with dropout, trained in
+// `precision` on the CPU.
+TraineeOptions ResumeOptions(model::Precision precision, bool master_weights) {
   TraineeOptions o;
   o.bert = model::testing::TinyOptions().hidden_dropout(0.1).attention_dropout(0.1);
   o.lamb = optim::LambOptions(kLr);
   o.seed = 8;
-  o.precision = model::Precision::kBf16;
-  o.master_weights = true;
+  o.precision = precision;
+  o.master_weights = master_weights;
+  return o;
+}
+
+// Trains `o` for `end` steps, and again from a checkpoint of step `stop`
+// (testing::RunAndResume): the resumed steps' losses and the last weights
+// must be the uninterrupted run's, bit for bit. Returns the two runs.
+testing::ResumedRun ExpectResumeContinuesBitForBit(const TraineeOptions& o, int stop, int end,
+                                                  const std::string& name) {
+  auto communicator = distributed::Communicator::Single();
   const auto batches = testing::FourRowSteps(10);
-  testing::ResumedRun run = testing::RunAndResume(o, *communicator, batches, 2, 5, 4, 8, kLr,
-                                                  "pbert_StepTest_resume_masters");
-  ASSERT_EQ(run.error, "");
-  auto& whole = run.whole;
-  auto& resumed = run.resumed;
-  const std::vector<double>& losses = run.losses;
-  for (int step = 2; step < 5; ++step) {
-    auto b = TrainStep(*resumed, *communicator, batches(step), kLr, {});
-    ASSERT_TRUE(b.ok());
-    EXPECT_EQ(losses[step - 2], b->metrics.loss) << "step " << step;
+  testing::ResumedRun run =
+      testing::RunAndResume(o, *communicator, batches, stop, end, 4, 8, kLr, name);
+  EXPECT_EQ(run.error, "");
+  if (!run.error.empty()) return run;
+  for (int step = stop; step < end; ++step) {
+    auto b = TrainStep(*run.resumed, *communicator, batches(step), kLr, {});
+    EXPECT_TRUE(b.ok() && b->applied) << "step " << step;
+    if (!b.ok()) return run;
+    EXPECT_EQ(run.losses[step - stop], b->metrics.loss) << "step " << step << " of " << name;
   }
-  auto pa = whole->weights()->named_parameters(), pb = resumed->weights()->named_parameters();
+  auto pa = run.whole->weights()->named_parameters();
+  auto pb = run.resumed->weights()->named_parameters();
   for (size_t k = 0; k < pa.size(); ++k) {
-    EXPECT_EQ(pb[k].value().scalar_type(), torch::kFloat) << "the checkpoint keeps fp32 masters";
-    EXPECT_TRUE(torch::equal(pa[k].value(), pb[k].value())) << pa[k].key();
+    EXPECT_TRUE(torch::equal(pa[k].value(), pb[k].value())) << pa[k].key() << " of " << name;
+  }
+  return run;
+}
+
+TEST(StepTest, AResumedRunWithMasterWeightsContinuesBitForBit) {
+  if (!model::CpuRunsBf16().ok()) {
+    GTEST_SKIP() << "this CPU does not compute bf16 (" << model::CpuRunsBf16().message() << ")";
+  }
+  testing::ResumedRun run = ExpectResumeContinuesBitForBit(
+      ResumeOptions(model::Precision::kBf16, true), 2, 5, "pbert_StepTest_resume_masters");
+  ASSERT_EQ(run.error, "");
+  for (const auto& p : run.resumed->weights()->parameters()) {
+    EXPECT_EQ(p.scalar_type(), torch::kFloat) << "the checkpoint keeps fp32 masters";
   }
 }
 
@@ -239,36 +258,18 @@ TEST(StepTest, AResumedFp8RunContinuesBitForBit) {
   if (!model::CpuRunsBf16().ok()) {
     GTEST_SKIP() << "this CPU does not compute bf16 (" << model::CpuRunsBf16().message() << ")";
   }
-  auto communicator = distributed::Communicator::Single();
   for (bool masters : {false, true}) {
-    TraineeOptions o;
-    o.bert = model::testing::TinyOptions().hidden_dropout(0.1).attention_dropout(0.1);
-    o.lamb = optim::LambOptions(kLr);
-    o.seed = 8;
-    o.precision = model::Precision::kFp8;
-    o.master_weights = masters;
+    TraineeOptions o = ResumeOptions(model::Precision::kFp8, masters);
     o.fp8.emulation = true;
     o.fp8.amax_history = 3;
-    const auto batches = testing::FourRowSteps(10);
-    testing::ResumedRun run = testing::RunAndResume(o, *communicator, batches, 3, 6, 4, 8, kLr,
-                                                    "pbert_StepTest_resume_fp8");
+    testing::ResumedRun run =
+        ExpectResumeContinuesBitForBit(o, 3, 6, "pbert_StepTest_resume_fp8");
     ASSERT_EQ(run.error, "");
     ASSERT_NE(run.resumed->fp8(), nullptr);
-    for (int step = 3; step < 6; ++step) {
-      auto b = TrainStep(*run.resumed, *communicator, batches(step), kLr, {});
-      ASSERT_TRUE(b.ok());
-      EXPECT_TRUE(b->applied);
-      EXPECT_EQ(run.losses[step - 3], b->metrics.loss) << "step " << step << ", masters " << masters;
-    }
     EXPECT_TRUE(torch::equal(run.whole->fp8()->scale(), run.resumed->fp8()->scale()));
     EXPECT_TRUE(torch::equal(run.whole->fp8()->history(), run.resumed->fp8()->history()));
     EXPECT_FALSE(torch::equal(run.whole->fp8()->scale(), torch::ones_like(run.whole->fp8()->scale())))
         << "the scales never moved";
-    auto pa = run.whole->weights()->named_parameters();
-    auto pb = run.resumed->weights()->named_parameters();
-    for (size_t k = 0; k < pa.size(); ++k) {
-      EXPECT_TRUE(torch::equal(pa[k].value(), pb[k].value())) << pa[k].key();
-    }
   }
 }
 
