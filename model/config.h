@@ -16,7 +16,7 @@ struct ModelConfig {
   // auto: the demo reached its target 1.3x sooner in bf16 than in fp32 on
   // a CPU with AVX512_BF16, after the same sequences (docs/config.md).
   Precision precision = Precision::kAuto;
-  // In bf16: bf16 weights with fp32 masters in the optimizer; off by
+  // In bf16 (or fp8): bf16 weights with fp32 masters in the optimizer; off by
   // default, since on an H200 it ran 3% behind fp32 weights with the fused
   // LAMB (docs/performance.md, The GPU).
   bool master_weights = false;
@@ -34,8 +34,9 @@ struct ModelConfig {
             "auto: bf16 where the CPU computes bf16 in hardware or the GPU has it (sm_80 and "
             "later), fp16 on older GPUs, else fp32");
     v.Field("master_weights", &master_weights,
-            "in bf16: the model computes with bf16 weights, LAMB updates fp32 master weights "
-            "(what checkpoints keep); false: fp32 weights cast by autocast in each micro-batch");
+            "in bf16 or fp8: the model computes with bf16 weights, LAMB updates fp32 master "
+            "weights (what checkpoints keep); false: fp32 weights cast by autocast in each "
+            "micro-batch");
     v.Include(&fp8);
   }
   // The shape's own checks, and whether its weights, gradients and LAMB's
