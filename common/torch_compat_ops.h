@@ -135,6 +135,13 @@ inline c10::ScalarType AutocastDtype(c10::DeviceType device) {
 #endif
 }
 
+// The dtype of a product of `x` by a weight: autocast's where it is on for
+// x's device, else x's own.
+inline c10::ScalarType ProductDtype(const at::Tensor& x) {
+  const c10::DeviceType device = x.device().type();
+  return AutocastEnabled(device) ? AutocastDtype(device) : x.scalar_type();
+}
+
 inline void SetAutocastDtype(c10::DeviceType device, c10::ScalarType dtype) {
 #if PBERT_TORCH_AT_LEAST(2, 4)
   at::autocast::set_autocast_dtype(device, dtype);

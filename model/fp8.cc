@@ -318,10 +318,7 @@ at::Tensor QuantizeFp8(const at::Tensor& x, const at::Tensor& scale, Fp8Format f
 
 at::Tensor Fp8Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                      const Fp8Slot& slot, bool record) {
-  const c10::DeviceType device = x.device().type();
-  const at::ScalarType out = torch_compat::AutocastEnabled(device)
-                                 ? torch_compat::AutocastDtype(device)
-                                 : x.scalar_type();
+  const at::ScalarType out = torch_compat::ProductDtype(x);
   // An empty tensor for "no bias", as the fused layers take it.
   const at::Tensor b = bias.defined() ? bias : at::empty({0}, weight.options());
   return Fp8LinearFunction::apply(x, weight, b, slot.scale, slot.amax,

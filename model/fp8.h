@@ -113,7 +113,6 @@ class Fp8Scaling {
   Fp8Scaling(int64_t products, const Fp8Options& options, const c10::Device& device);
 
   int64_t products() const { return scale_.size(0); }
-  bool emulate() const { return options_.emulation; }
   Fp8Slot Slot(int64_t product) const;
   // [products, 3]: this step's largest magnitudes; the trainer takes their
   // maximum over the ranks (in place) before Update.

@@ -31,13 +31,6 @@ kernels::DropoutBits BitsOf(AutogradContext* ctx) {
   return bits;
 }
 
-// The dtype of a product of `x` by a weight: autocast's where it is on.
-at::ScalarType ProductType(const at::Tensor& x) {
-  const c10::DeviceType device = x.device().type();
-  return torch_compat::AutocastEnabled(device) ? torch_compat::AutocastDtype(device)
-                                               : x.scalar_type();
-}
-
 // Whether the kernels take y: its last dimension the bias'.
 bool KernelsTake(const at::Tensor& y, const at::Tensor& bias, bool taken) {
   return taken && y.dim() >= 1 && y.is_cuda() && y.size(-1) == bias.numel();
@@ -215,11 +208,11 @@ void PackRows(const std::vector<at::Tensor>& tensors) {
 bool FusedLayerKernelsBuilt() { return fused_kernels::Built(); }
 
 bool BiasGeluRuns(const at::Tensor& x, const at::Tensor& bias) {
-  return x.is_cpu() || fused_kernels::TakesGelu(ProductType(x), bias);
+  return x.is_cpu() || fused_kernels::TakesGelu(torch_compat::ProductDtype(x), bias);
 }
 
 bool BiasDropoutAddNormRuns(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& gamma) {
-  return x.is_cpu() || fused_kernels::TakesNorm(ProductType(x), bias, gamma);
+  return x.is_cpu() || fused_kernels::TakesNorm(torch_compat::ProductDtype(x), bias, gamma);
 }
 
 at::Tensor BiasGelu(const at::Tensor& y, const at::Tensor& bias) {
