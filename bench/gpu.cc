@@ -8,9 +8,11 @@
 // take turns (each `steps / turns` timed steps a turn, after its warm-up
 // steps): each lever added to the one before (autocast over fp32 weights
 // with the _foreach LAMB; the fused LAMB; the vocabulary padded to 64; the
-// one QKV product; the fused layers; bf16 weights with fp32 masters; with
-// --fp8 1, the default, on GPUs with FP8 products, the encoder's products in
-// fp8, model.precision fp8), then the fused-layers lever at each rows per
+// one QKV product; the fused layers; bf16 weights with fp32 masters; static
+// shapes; the captured step, run.cuda_graphs; with --fp8 1, the default, on
+// GPUs with FP8 products, the encoder's products in fp8, model.precision
+// fp8; a lever of the captured step or fp8 that fails is left out with a
+// line saying why), then the fused-layers lever at each rows per
 // step of --sweep. The peer trains on the first case's sequences, in bf16 autocast with fp32
 // weights. Prints per model and case real tokens/s, sequences/s, model
 // TFLOP/s and MFU (the model's own FLOPs per real token, attention over
@@ -103,6 +105,7 @@ struct Lever {
   bool fused_optimizer;
   int64_t vocab_padding;
   bool fused_qkv, fused_layers, master_weights;
+  bool static_shapes = false, cuda_graphs = false;
   bool fp8 = false;
 };
 constexpr Lever kLevers[] = {
@@ -112,14 +115,21 @@ constexpr Lever kLevers[] = {
     {"+ one QKV product", true, 64, true, false, false},
     {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", true, 64, true, true, false},
     {"+ bf16 weights, fp32 masters", true, 64, true, true, true},
+    {"+ static shapes", true, 64, true, true, true, true},
+    {"+ captured step (CUDA graphs)", true, 64, true, true, true, true, true},
     {"+ fp8 encoder products (e4m3 forward, e5m2 backward, delayed scaling)", true, 64, true,
-     true, true, true},
+     true, true, true, true, true},
 };
 // The lever the rows sweep runs: every lever but the master weights.
 constexpr size_t kSweepLever = 4;
 // The last bf16 lever; the fp8 one comes after it where the GPU has FP8
 // products (compute capability 8.9 on) and --fp8 1 asks for it.
-constexpr size_t kBf16Levers = 6;
+constexpr size_t kBf16Levers = 8;
+
+// The newest paths, whose failure leaves their lever out of the tables
+// (with a line saying why) rather than ending the run: the captured step
+// and fp8. Where the captured step failed, the fp8 lever runs without it.
+bool Droppable(const Lever& lever) { return lever.cuda_graphs || lever.fp8; }
 
 // One configuration of packed-bert's step: its levers and rows per step.
 struct Case {
@@ -127,7 +137,7 @@ struct Case {
   int rows = 32;
   Lever lever{};
   bool swept = false;  // one of the rows sweep's (or the sweep lever's own)
-  bool dropped = false;  // the fp8 lever, when it failed
+  bool dropped = false;  // a droppable lever that failed
   std::unique_ptr<pbert::train::Trainee> trainee;
   std::vector<pbert::train::MicroBatch> steps;  // every step's inputs, on the GPU
   std::vector<pbert::data::PackedBatch> batches;
@@ -251,8 +261,13 @@ int Main(int argc, char** argv) {
     if (!packed.ok()) return Usage(std::string(packed.status().message()));
     std::vector<Instance> instances = MakeSequences(lengths, 11);
     json plan = json::array();  // per step of the first case: the lengths the peer trains on
+    bool graphs_failed = false;
     for (Case& c : cases) {
       const bool first = &c == &cases.front();
+      if (graphs_failed && c.lever.cuda_graphs) {
+        c.lever.cuda_graphs = false;
+        c.label += " (without CUDA graphs, which failed)";
+      }
       for (int step = 0; step < total_steps; ++step) {
         std::vector<std::vector<const Instance*>> layout;
         json step_lengths = json::array();
@@ -273,7 +288,9 @@ int Main(int argc, char** argv) {
                          .attention(pbert::model::AttentionKind::kVarlen)
                          .vocab_padding(c.lever.vocab_padding)
                          .fused_qkv(c.lever.fused_qkv)
-                         .fused_layers(c.lever.fused_layers);
+                         .fused_layers(c.lever.fused_layers)
+                         .static_shapes(c.lever.static_shapes);
+      options.cuda_graphs = c.lever.cuda_graphs;
       options.lamb = pbert::optim::LambOptions(1e-4);
       options.precision =
           c.lever.fp8 ? pbert::model::Precision::kFp8 : pbert::model::Precision::kBf16;
@@ -282,8 +299,8 @@ int Main(int argc, char** argv) {
       options.master_weights = c.lever.master_weights;
       options.fused_optimizer = c.lever.fused_optimizer;
       const int64_t before = Allocated();
-      // The fp8 lever's failure (its GPU path is the newest) leaves it out
-      // of the tables rather than ending the run; any other ends it.
+      // A droppable lever's failure leaves it out of the tables; any other
+      // ends the run.
       std::string failed;
       int64_t weights = 0, with_inputs = 0;
       try {
@@ -308,9 +325,10 @@ int Main(int argc, char** argv) {
         failed = failed.substr(0, failed.find('\n'));
       }
       if (!failed.empty()) {
-        if (!c.lever.fp8) return Usage(failed);
-        std::printf("# %s: the fp8 lever is left out, it failed: %s\n\n", s.name.c_str(),
-                    failed.c_str());
+        if (!Droppable(c.lever)) return Usage(failed);
+        std::printf("# %s: the lever \"%s\" is left out, it failed: %s\n\n", s.name.c_str(),
+                    c.label.c_str(), failed.c_str());
+        graphs_failed = graphs_failed || c.lever.cuda_graphs;
         c.trainee.reset();
         c.steps.clear();
         c.dropped = true;
@@ -320,12 +338,11 @@ int Main(int argc, char** argv) {
       // inputs, made ahead here, are not the case's own).
       c.persistent_bytes = weights + (Allocated() - with_inputs);
     }
-    if (std::any_of(cases.begin(), cases.end(), [](const Case& c) { return c.dropped; })) {
-      cases.erase(std::remove_if(cases.begin(), cases.end(),
-                                 [](const Case& c) { return c.dropped; }),
-                  cases.end());
-      lever_count = kBf16Levers;
-    }
+    // The levers left (the dropped ones come after kSweepLever).
+    size_t model_levers = lever_count;
+    for (size_t k = 0; k < lever_count; ++k) model_levers -= cases[k].dropped ? 1 : 0;
+    cases.erase(std::remove_if(cases.begin(), cases.end(), [](const Case& c) { return c.dropped; }),
+                cases.end());
     // The timed steps: each case in turn, `steps / turns` steps a turn.
     const int per_turn = steps / turns;
     for (int turn = 0; turn < turns; ++turn) {
@@ -356,7 +373,7 @@ int Main(int argc, char** argv) {
       Print(s.name, absl::StrCat("packed-bert (varlen), ", c.label), c.side, peak);
     }
     // Each lever's gain over the row above it, and the sweep.
-    for (size_t k = 0; k < lever_count; ++k) {
+    for (size_t k = 0; k < model_levers; ++k) {
       const Side& r = cases[k].side;
       levers.push_back(absl::StrFormat(
           "| %s | %s | %.0f | %s |", s.name, cases[k].label, r.tokens / r.seconds,
@@ -372,7 +389,7 @@ int Main(int argc, char** argv) {
     if (profile > 0) {
       // The first lever, the defaults and the last lever again, under the
       // profiler: the table of profile.md for each.
-      for (size_t k : {size_t{0}, kSweepLever, lever_count - 1}) {
+      for (size_t k : {size_t{0}, kSweepLever, model_levers - 1}) {
         Case& c = cases[k];
         pbert::train::StepProfiler profiler({1, profile}, "", device);
         for (int step = 1; step <= profile; ++step) {
@@ -393,7 +410,8 @@ int Main(int argc, char** argv) {
       }
     }
     const Side ours = cases.front().side;
-    const Side lean = cases[lever_count - 1].side;
+    const Side lean = cases[model_levers - 1].side;
+    const std::string lean_label = cases[model_levers - 1].label;
     cases.clear();  // the trainees' memory back before the peer runs
     if (peer.empty()) continue;
     // The peer gets the GPU's whole memory: this process's cached blocks go
@@ -433,7 +451,7 @@ int Main(int argc, char** argv) {
     ratios.push_back(absl::StrFormat(
         "%s: packed-bert / Hugging Face, real tokens/s: %.2f (%s), %.2f (%s)", s.name,
         (ours.tokens / ours.seconds) / hf, kLevers[0].label, (lean.tokens / lean.seconds) / hf,
-        kLevers[lever_count - 1].label));
+        lean_label));
   }
   std::printf("\n");
   for (const std::string& line : ratios) std::printf("%s\n", line.c_str());

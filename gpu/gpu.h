@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -63,6 +64,24 @@ class EventTimer {
   virtual ~EventTimer() = default;
   virtual void Start() = 0;
   virtual double StopSeconds() = 0;
+};
+
+// A CUDA graph: the GPU work that `work` queues on device `index`,
+// recorded once (on a side stream, in a memory pool of the graph's own,
+// with nothing run) and then launched as a whole by each Replay on the
+// current stream, with the arguments and memory it was recorded with.
+// LibTorch's default CUDA generator is registered with the graph: each
+// replay draws from the generator's state at the time, as the eager work
+// would. The host work inside `work` runs at capture only. An exception in
+// `work`, or an operation that cannot be captured (a wait for the GPU, a
+// copy from pageable memory), ends the capture and comes back as the
+// status.
+class Graph {
+ public:
+  static absl::StatusOr<std::unique_ptr<Graph>> Capture(int index,
+                                                        const std::function<void()>& work);
+  virtual ~Graph() = default;
+  virtual absl::Status Replay() = 0;
 };
 
 }  // namespace pbert::gpu

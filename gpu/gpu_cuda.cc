@@ -5,12 +5,14 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/torch_compat.h"
 #include "gpu/gpu.h"
 
 namespace pbert::gpu {
@@ -48,9 +50,70 @@ class CudaEventTimer : public EventTimer {
   at::cuda::CUDAEvent start_, stop_;
 };
 
+class CudaGraph : public Graph {
+ public:
+  explicit CudaGraph(c10::DeviceIndex index) : index_(index) {}
+  absl::Status Replay() override {
+    return Guarded("replaying the captured step (a CUDA graph) failed", [&] {
+      c10::cuda::CUDAGuard guard(index_);
+      graph_.replay();
+      return absl::OkStatus();
+    });
+  }
+  at::cuda::CUDAGraph& graph() { return graph_; }
+
+ private:
+  c10::DeviceIndex index_;
+  at::cuda::CUDAGraph graph_;
+};
+
 }  // namespace
 
 bool Built() { return true; }
+
+absl::StatusOr<std::unique_ptr<Graph>> Graph::Capture(int index,
+                                                      const std::function<void()>& work) {
+  const auto device = static_cast<c10::DeviceIndex>(index);
+  auto graph = std::make_unique<CudaGraph>(device);
+  try {
+    c10::cuda::CUDAGuard guard(device);
+    // What the eager steps before left cached is given back first: the
+    // graph's pool holds a micro-batch's activations of its own.
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device);
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device);
+    at::cuda::CUDAEvent queued;  // the side stream starts after the work queued so far
+    queued.record(current);
+    queued.block(side);
+    {
+      const c10::cuda::CUDAStreamGuard on_side(side);
+#if PBERT_TORCH_AT_LEAST(2, 1)
+      // Thread-local: the loader's threads pin memory and copy batches
+      // while this one captures; only this thread's calls are checked.
+      graph->graph().capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+#else
+      graph->graph().capture_begin();  // global: no mode to choose
+#endif
+      try {
+        work();
+      } catch (...) {
+        try {
+          graph->graph().capture_end();  // ends the (invalidated) capture; its error is the first's
+        } catch (const std::exception&) {
+        }
+        throw;
+      }
+      graph->graph().capture_end();
+    }
+    at::cuda::CUDAEvent captured;
+    captured.record(side);
+    captured.block(current);
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("capturing the step as a CUDA graph failed: ", FirstLine(e)));
+  }
+  return graph;
+}
 
 absl::StatusOr<DeviceFacts> Describe(int index) {
   return Guarded("cannot read the GPU's properties", [&]() -> absl::StatusOr<DeviceFacts> {

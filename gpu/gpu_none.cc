@@ -19,6 +19,9 @@ absl::Status ResetPeakMemory(int) { return NoCuda(); }
 absl::Status ReleaseCachedMemory(int) { return NoCuda(); }
 absl::Status Synchronize(int) { return NoCuda(); }
 absl::StatusOr<std::unique_ptr<EventTimer>> EventTimer::Create(int) { return NoCuda(); }
+absl::StatusOr<std::unique_ptr<Graph>> Graph::Capture(int, const std::function<void()>&) {
+  return NoCuda();
+}
 WaitCheck::WaitCheck(bool) {}
 WaitCheck::~WaitCheck() = default;
 

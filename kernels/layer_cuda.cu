@@ -81,7 +81,8 @@ template <typename T, typename P>
 __global__ void __launch_bounds__(kThreads)
     NormForwardKernel(const T* y, const P* bias, const P* residual, const P* gamma, const P* beta,
                       P* z, P* out, float* mean_out, float* rstd_out, int64_t rows, int64_t cols,
-                      DropoutBits bits, float scale, float eps) {
+                      DropoutBits slot_bits, float scale, float eps) {
+  const DropoutBits bits = SeedOf(slot_bits);
   const float inv_cols = 1.f / static_cast<float>(cols);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t row = r * cols;
@@ -115,8 +116,9 @@ template <typename T, typename P>
 __global__ void __launch_bounds__(kThreads)
     NormBackwardKernel(const P* grad, const P* z, const float* mean_in, const float* rstd_in,
                        const P* gamma, P* dz, T* dy, float* bias_partials, float* gamma_partials,
-                       float* beta_partials, int64_t rows, int64_t cols, DropoutBits bits,
+                       float* beta_partials, int64_t rows, int64_t cols, DropoutBits slot_bits,
                        float scale) {
+  const DropoutBits bits = SeedOf(slot_bits);
   extern __shared__ float sums[];  // bias, gamma, beta: cols each
   float* bias_sum = sums;
   float* gamma_sum = sums + cols;

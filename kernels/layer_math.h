@@ -19,11 +19,24 @@ PBERT_HOST_DEVICE inline uint64_t Mix64(uint64_t z) {
 }
 
 // One dropout draw: the seed of the mask and the drop threshold, p in units
-// of 2^-32 (DropoutDraw in model/dropout.h makes it).
+// of 2^-32 (DrawDropout in model/dropout.h makes it). In a captured step
+// (train/captured_step.h) the seed lives in device memory instead, written
+// before each replay: `seed_slot` points there, and the CUDA kernels read
+// the seed from it when they run (SeedOf); host code never sets it.
 struct DropoutBits {
   uint64_t seed = 0;
   uint32_t threshold = 0;  // 0: nothing is dropped
+  const uint64_t* seed_slot = nullptr;
 };
+
+#ifdef __CUDACC__
+// The bits a kernel draws with: the seed read from its slot where it has
+// one.
+__device__ inline DropoutBits SeedOf(DropoutBits bits) {
+  if (bits.seed_slot != nullptr) bits.seed = *bits.seed_slot;
+  return bits;
+}
+#endif
 
 // The hash of elements 2 j and 2 j + 1 of a mask: 32 bits each.
 PBERT_HOST_DEVICE inline uint64_t DropoutPairHash(DropoutBits bits, int64_t j) {

@@ -9,6 +9,9 @@
 
 #include <cmath>
 #include <mutex>
+#include <vector>
+
+#include "model/inputs.h"
 
 namespace pbert::model {
 namespace {
@@ -54,15 +57,48 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
   }
 };
 
+// The slots this thread's DrawDropout calls take, while recording.
+thread_local DropoutSeedSlots* recording = nullptr;
+
+uint64_t DrawSeed() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get<at::CPUGeneratorImpl>()->random64();
+}
+
 }  // namespace
+
+DropoutSeedSlots::DropoutSeedSlots(const c10::Device& device, int64_t capacity)
+    : slots_(at::zeros({capacity}, at::TensorOptions().dtype(at::kLong).device(device))) {}
+
+DropoutSeedSlots::Recording::Recording(DropoutSeedSlots& slots) {
+  TORCH_CHECK(recording == nullptr, "dropout seed slots: a recording is already alive");
+  slots.used_ = 0;
+  recording = &slots;
+}
+
+DropoutSeedSlots::Recording::~Recording() { recording = nullptr; }
+
+const uint64_t* DropoutSeedSlots::Take() {
+  TORCH_CHECK(used_ < slots_.numel(), "a captured micro-batch draws more than ", slots_.numel(),
+              " dropout masks");
+  return reinterpret_cast<const uint64_t*>(slots_.data_ptr<int64_t>()) + used_++;
+}
+
+void DropoutSeedSlots::Refill() {
+  if (used_ == 0) return;
+  std::vector<int64_t> seeds(static_cast<size_t>(used_));
+  for (int64_t& seed : seeds) seed = static_cast<int64_t>(DrawSeed());
+  const at::Tensor host = at::from_blob(seeds.data(), {used_}, at::TensorOptions().dtype(at::kLong));
+  slots_.narrow(0, 0, used_).copy_(HostToDevice(host, slots_.device()));
+}
+
+at::Tensor DropoutSeedSlots::Values() const { return slots_.narrow(0, 0, used_).cpu(); }
 
 kernels::DropoutBits DrawDropout(double p) {
   kernels::DropoutBits bits;
-  {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    bits.seed = generator.get<at::CPUGeneratorImpl>()->random64();
-  }
+  bits.seed = DrawSeed();
+  if (recording != nullptr) bits.seed_slot = recording->Take();
   const double p32 = std::round(p * 4294967296.0);
   bits.threshold = static_cast<uint32_t>(std::min(p32, 4294967295.0));
   return bits;

@@ -12,6 +12,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
 
 #include "kernels/layer_math.h"
 
@@ -29,6 +32,46 @@ at::Tensor DropoutMask(int64_t n, const kernels::DropoutBits& bits);
 // x * mask * scale, elementwise (x contiguous or not, any floating dtype,
 // on the CPU), in x's shape.
 at::Tensor ApplyDropoutMask(const at::Tensor& x, const at::Tensor& mask, double scale);
+
+// Where a captured micro-batch (train/captured_step.h) keeps the seeds of
+// its dropout masks. A CUDA graph replays its kernels with the arguments
+// they were captured with, so a seed passed by value would draw the same
+// masks at every replay. While a Recording of these slots is alive on a
+// thread, each DrawDropout there draws its seed as always and also hands
+// out the next slot (DropoutBits::seed_slot), from which the fused layers'
+// kernels read the seed when they run. Before each replay, Refill draws as
+// many seeds, in the same order, from LibTorch's default CPU generator and
+// writes them to the slots: the masks an eager micro-batch would draw from
+// that generator state, and the generator left where those draws leave it.
+class DropoutSeedSlots {
+ public:
+  // `capacity` seeds (int64) on `device`.
+  DropoutSeedSlots(const c10::Device& device, int64_t capacity);
+
+  class Recording {
+   public:
+    explicit Recording(DropoutSeedSlots& slots);  // from slot 0; one per thread at a time
+    ~Recording();
+    Recording(const Recording&) = delete;
+    Recording& operator=(const Recording&) = delete;
+  };
+
+  // The slots the last recording handed out.
+  int64_t used() const { return used_; }
+  // Draws used() seeds from the CPU generator, as that many DrawDropout
+  // calls would, and writes them to the slots, ordered on the device's
+  // current stream before the work queued after it.
+  void Refill();
+  // The slots' values, on the CPU (tests).
+  at::Tensor Values() const;
+
+ private:
+  friend kernels::DropoutBits DrawDropout(double p);
+  const uint64_t* Take();  // the next slot; throws past the capacity
+
+  at::Tensor slots_;
+  int64_t used_ = 0;
+};
 
 // In training, each element of `x` is zeroed with probability `p` and the
 // others are scaled by 1/(1-p); otherwise, and for p == 0, returns `x`.

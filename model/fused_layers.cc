@@ -24,10 +24,20 @@ at::Tensor BiasOrEmpty(const at::Tensor& bias, const at::Tensor& y) {
   return bias.defined() ? bias : at::empty({0}, y.options());
 }
 
+// A seed slot's address (kernels::DropoutBits::seed_slot) as an autograd
+// function's integer argument, and back.
+int64_t SlotArgument(const uint64_t* slot) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(slot));
+}
+const uint64_t* SlotOf(int64_t argument) {
+  return reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(argument));
+}
+
 kernels::DropoutBits BitsOf(AutogradContext* ctx) {
   kernels::DropoutBits bits;
   bits.seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
   bits.threshold = static_cast<uint32_t>(ctx->saved_data["threshold"].toInt());
+  bits.seed_slot = SlotOf(ctx->saved_data["seed_slot"].toInt());
   return bits;
 }
 
@@ -78,17 +88,20 @@ class BiasDropoutAddNormFunction : public torch::autograd::Function<BiasDropoutA
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y_in, const at::Tensor& bias,
                             const at::Tensor& residual, const at::Tensor& gamma,
-                            const at::Tensor& beta, int64_t seed, int64_t threshold, double eps) {
+                            const at::Tensor& beta, int64_t seed, int64_t threshold,
+                            int64_t seed_slot, double eps) {
     const at::Tensor y = y_in.contiguous();
     kernels::DropoutBits bits;
     bits.seed = static_cast<uint64_t>(seed);
     bits.threshold = static_cast<uint32_t>(threshold);
+    bits.seed_slot = SlotOf(seed_slot);  // the kernels' only (the reference draws with `seed`)
     const double scale = bits.threshold > 0 ? DropoutScale(bits) : 1.0;
     const bool kernel =
         KernelsTake(y, bias, fused_kernels::TakesNorm(y.scalar_type(), bias, gamma));
     ctx->saved_data["kernel"] = kernel;
     ctx->saved_data["seed"] = seed;
     ctx->saved_data["threshold"] = threshold;
+    ctx->saved_data["seed_slot"] = seed_slot;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["y_dtype"] = y.scalar_type();
     ctx->saved_data["residual_dtype"] = residual.scalar_type();
@@ -119,8 +132,8 @@ class BiasDropoutAddNormFunction : public torch::autograd::Function<BiasDropoutA
     if (ctx->saved_data["kernel"].toBool()) {
       auto [dz, dy, dbias, dgamma, dbeta] = fused_kernels::NormBackward(
           grads[0], z, mean, rstd, gamma, BitsOf(ctx), scale, y_dtype);
-      return {dy, dbias, dz.to(residual_dtype), dgamma, dbeta, at::Tensor(), at::Tensor(),
-              at::Tensor()};
+      return {dy,          dbias,       dz.to(residual_dtype), dgamma, dbeta,
+              at::Tensor(), at::Tensor(), at::Tensor(),         at::Tensor()};
     }
     const at::Tensor &beta = saved[5], &mask = saved[6];
     auto [dz, dgamma, dbeta] = at::native_layer_norm_backward(
@@ -131,6 +144,7 @@ class BiasDropoutAddNormFunction : public torch::autograd::Function<BiasDropoutA
             dz.to(residual_dtype),
             dgamma,
             dbeta,
+            at::Tensor(),
             at::Tensor(),
             at::Tensor(),
             at::Tensor()};
@@ -233,7 +247,8 @@ at::Tensor BiasDropoutAddNorm(const at::Tensor& y, const at::Tensor& bias,
                               double eps) {
   return BiasDropoutAddNormFunction::apply(y, BiasOrEmpty(bias, y), residual, gamma, beta,
                                            static_cast<int64_t>(bits.seed),
-                                           static_cast<int64_t>(bits.threshold), eps);
+                                           static_cast<int64_t>(bits.threshold),
+                                           SlotArgument(bits.seed_slot), eps);
 }
 
 }  // namespace pbert::model

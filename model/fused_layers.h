@@ -13,6 +13,9 @@
 // kernels::DropoutKeeps of a seed drawn from LibTorch's default CPU
 // generator (model/dropout.h), on either side: the same mask for the same
 // seed, reproduced on resume, and nothing drawn on (or read from) the device.
+// In a captured micro-batch the kernels read that seed from a slot in
+// device memory, written before each replay (model/dropout.h,
+// DropoutSeedSlots).
 //
 // The results take the dtypes of the unfused modules under autocast:
 // BiasGelu's that of y, BiasDropoutAddNorm's (and the residual gradient's)

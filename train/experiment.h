@@ -27,6 +27,7 @@ struct RunConfig {
   int64_t seed = 12345;
   int64_t threads = 0;
   DeviceChoice device = DeviceChoice::kAuto;
+  bool cuda_graphs = false;
   logging::Level log_level = logging::Level::kInfo;
 
   template <class V>
@@ -40,6 +41,10 @@ struct RunConfig {
     v.Field("device", &device,
             "auto: the GPU of the process's local rank where LibTorch has CUDA and one is "
             "visible, else the CPU; cpu; cuda");
+    v.Field("cuda_graphs", &cuda_graphs,
+            "replay each micro-batch's forward and backward as a CUDA graph captured once per "
+            "shape (train/captured_step.h): a GPU, model.static_shapes, attention dense or varlen "
+            "through FlashAttention, not fp16; the same results");
     v.Field("log_level", &log_level, "");
   }
 };

@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "model/bert.h"
 #include "optim/lamb.h"
+#include "train/captured_step.h"
 #include "train/host_read.h"
 
 namespace pbert::train {
@@ -76,20 +77,39 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
   at::Tensor sums_total;
   model::Randomness::Step random(trainee.randomness());
   const uint64_t first_micro = static_cast<uint64_t>(communicator.rank()) * batches.size();
-  for (size_t k = 0; k < batches.size(); ++k) {
-    const MicroBatch& batch = batches[k];
-    random.MicroBatch(first_micro + k);
+  // Forward and backward of one micro-batch: its metric sums. The same
+  // work eagerly or captured (train/captured_step.h); what it holds stays
+  // valid for as long as the trainee.
+  Trainee* const t = &trainee;
+  const CapturedMicroBatches::Work work = [t, options](const model::Inputs& inputs,
+                                                       const at::Tensor& step_totals) {
     model::PretrainingLogits logits;
     {
-      model::AutocastGuard autocast(trainee.precision(), trainee.device().type());
-      logits = model(batch.inputs);
+      model::AutocastGuard autocast(t->precision(), t->device().type());
+      logits = t->model()(inputs);
     }
-    model::PretrainingSums sums = model::ComputeSums(logits, batch.inputs);
-    at::Tensor loss = model::PretrainingLoss(sums, options.mlm_loss, totals);
-    trainee.reducer().ReduceNextBackward(k + 1 == batches.size());
-    (trainee.scaler() != nullptr ? trainee.scaler()->Scale(loss) : loss).backward();
-    at::Tensor stats = PretrainingMetrics::DeviceSums(sums, loss);
-    sums_total = sums_total.defined() ? sums_total + stats : stats;
+    model::PretrainingSums sums = model::ComputeSums(logits, inputs);
+    at::Tensor loss = model::PretrainingLoss(sums, options.mlm_loss, step_totals);
+    (t->scaler() != nullptr ? t->scaler()->Scale(loss) : loss).backward();
+    return PretrainingMetrics::DeviceSums(sums, loss);
+  };
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const MicroBatch& batch = batches[k];
+    const uint64_t g = first_micro + k;
+    random.MicroBatch(g);
+    at::Tensor stats;
+    if (CapturedMicroBatches* graphs = trainee.graphs()) {
+      // The reducer's hooks run at capture only: every bucket starts after
+      // the last replay (ApplyGradients).
+      trainee.reducer().ReduceNextBackward(false);
+      ASSIGN_OR_RETURN(stats, graphs->Run(batch.inputs, totals, [&] { random.MicroBatch(g); },
+                                          work));
+    } else {
+      trainee.reducer().ReduceNextBackward(k + 1 == batches.size());
+      stats = work(batch.inputs, totals);
+    }
+    // A copy of the first: a replay's sums are overwritten by the next one.
+    sums_total = sums_total.defined() ? sums_total + stats : stats.clone();
     host.rows += static_cast<double>(batch.rows);
     host.tokens += static_cast<double>(batch.tokens);
     host.flops += model::TrainingFlops(model->options, batch.work);

@@ -20,6 +20,7 @@
 #include "model/precision.h"
 #include "model/random_state.h"
 #include "optim/lamb.h"
+#include "train/captured_step.h"
 
 namespace pbert::model {
 class BertForPreTraining;
@@ -43,6 +44,9 @@ struct TraineeOptions {
   bool master_weights = false;
   bool fused_optimizer = true;  // LAMB's fused kernels on CUDA (optim::Lamb)
   model::Fp8Options fp8;  // with precision kFp8
+  // Forward and backward of each micro-batch replayed as a CUDA graph
+  // (run.cuda_graphs, train/captured_step.h); refused where it cannot run.
+  bool cuda_graphs = false;
 };
 
 class Trainee {
@@ -70,6 +74,8 @@ class Trainee {
   // shape.
   absl::Status RestoreFp8(const std::optional<model::Fp8ScalingState>& state);
   distributed::GradientReducer& reducer() { return *reducer_; }
+  // The captured micro-batches: null without cuda_graphs.
+  CapturedMicroBatches* graphs() { return graphs_.get(); }
   const model::Randomness& randomness() const { return randomness_; }
   const c10::Device& device() const { return options_.device; }
   model::Precision precision() const { return options_.precision; }
@@ -90,6 +96,7 @@ class Trainee {
   std::unique_ptr<model::LossScaler> scaler_;
   std::unique_ptr<model::Fp8Scaling> fp8_;
   std::unique_ptr<distributed::GradientReducer> reducer_;
+  std::unique_ptr<CapturedMicroBatches> graphs_;
 };
 
 }  // namespace pbert::train

@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/platform.h"
 #include "common/status.h"
+#include "train/captured_step.h"
 #include "train/device.h"
 
 namespace pbert::train {
@@ -27,6 +28,7 @@ void PlanTrainee(const ExperimentConfig& config, const c10::Device& device, Trai
   plan->trainee.master_weights = config.model.master_weights;
   plan->trainee.fused_optimizer = config.optim.fused;
   plan->trainee.fp8 = config.model.fp8;
+  plan->trainee.cuda_graphs = config.run.cuda_graphs;
   plan->step.mlm_loss = config.model.mlm_loss;
   plan->step.max_grad_norm = config.optim.max_grad_norm;
 }
@@ -111,6 +113,11 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
     RETURN_IF_ERROR(model::CheckFp8(config.model.fp8, config.model.bert, device));
   }
   PlanTrainee(config, device, &plan);
+  if (config.run.cuda_graphs) {
+    const model::InputPlan inputs =
+        model::InputPlan::For(config.model.bert, device, plan.precision, c10::kFloat);
+    RETURN_IF_ERROR(CheckCapturable(config.model.bert, inputs, plan.precision));
+  }
   RETURN_IF_ERROR(PlanLoader(config, data, rank, world_size, &plan));
   PlanLoop(config, &plan);
   ASSIGN_OR_RETURN(plan.profile, ParseProfileSteps(config.train.profile_steps));
@@ -124,10 +131,11 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   plan.mllog_header = PlanMllogHeader(config, data, plan);
   const std::string& kernels = TuneOpenBlasKernels().chosen;
   plan.description = absl::StrFormat(
-      "%s; %.1f sequences per step; evaluation every %d sequences; device %s; precision %s; "
+      "%s; %.1f sequences per step; evaluation every %d sequences; device %s; precision %s%s; "
       "OpenBLAS kernels %s",
       config.optim.DescribeAdjustment(plan.optim, p), plan.sequences_per_step,
       plan.eval_every_samples, DescribeDevice(device), NameOf(plan.precision),
+      config.run.cuda_graphs ? "; micro-batches replayed as CUDA graphs" : "",
       kernels.empty() ? "(not OpenBLAS)" : kernels);
   return plan;
 }

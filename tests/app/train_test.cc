@@ -932,9 +932,14 @@ TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
   for (const std::string refused :
        {"--set train.init_checkpoint=" + root_ + "/garbage.safetensors",
         "--set data.pack_index=" + root_ + "/garbage.pbpack", "--set data.eval=" + root_ + "/none",
-        std::string("--set model.precision=fp16"), std::string("--set model.precision=fp8")}) {
+        std::string("--set model.precision=fp16"), std::string("--set model.precision=fp8"),
+        std::string("--set run.cuda_graphs=true")}) {
     Result r = RunBinary(Args("nested/refused", refused));
     EXPECT_EQ(r.exit_code, 2) << refused << ": " << r.err;
+    if (refused.find("cuda_graphs") != std::string::npos) {
+      EXPECT_NE(r.err.find("run.cuda_graphs: true captures the step on a GPU"), std::string::npos)
+          << r.err;
+    }
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(root_ + "/nested")) << refused << " left a folder";
   }

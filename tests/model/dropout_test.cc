@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -74,6 +75,45 @@ TEST(DropoutTest, SameSeedSameMaskForAnyThreadCount) {
   at::set_num_threads(before);
   EXPECT_TRUE(one.equal(two));
   EXPECT_FALSE(two.equal(next)) << "each call draws a new mask";
+}
+
+// A captured micro-batch's fused-layer masks come from seeds in slots that
+// are refilled before each replay (train/captured_step.h): the slots must
+// receive, in order, the seeds that as many eager draws from the same
+// generator state give, and leave the generator where those draws leave it.
+TEST(DropoutTest, SeedSlotsReceiveTheSeedsOfAsManyEagerDraws) {
+  DropoutSeedSlots slots(torch::kCPU, 8);
+  torch::manual_seed(11);
+  std::vector<uint64_t> eager;
+  {
+    const DropoutSeedSlots::Recording recording(slots);
+    const uint64_t* first = nullptr;
+    for (int i = 0; i < 5; ++i) {
+      const kernels::DropoutBits bits = DrawDropout(0.1);
+      if (i == 0) first = bits.seed_slot;
+      ASSERT_NE(bits.seed_slot, nullptr);
+      EXPECT_EQ(bits.seed_slot, first + i) << "draw " << i << " takes the next slot";
+      eager.push_back(bits.seed);
+    }
+  }
+  EXPECT_EQ(slots.used(), 5);
+  const kernels::DropoutBits after = DrawDropout(0.1);
+  EXPECT_EQ(after.seed_slot, nullptr) << "outside a recording no slot is handed out";
+  torch::manual_seed(11);
+  slots.Refill();
+  const at::Tensor values = slots.Values();
+  ASSERT_EQ(values.numel(), 5);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(static_cast<uint64_t>(values[i].item<int64_t>()), eager[i]) << "slot " << i;
+  }
+  EXPECT_EQ(DrawDropout(0.1).seed, after.seed)
+      << "the refill leaves the generator where the eager draws left it";
+  // More draws than slots: an error, not a write past the end.
+  DropoutSeedSlots two(torch::kCPU, 2);
+  const DropoutSeedSlots::Recording recording(two);
+  (void)DrawDropout(0.1);
+  (void)DrawDropout(0.1);
+  EXPECT_THROW((void)DrawDropout(0.1), c10::Error);
 }
 
 TEST(DropoutTest, IdentityInEvaluationOrAtZero) {

@@ -628,6 +628,145 @@ TEST(CudaTest, Fp8StepsRunAndResume) {
   }
 }
 
+// The fused layers' kernels with the seed in a slot of device memory (a
+// captured step's, model::DropoutSeedSlots) draw the mask of that seed
+// passed by value: the same outputs and gradients, bit for bit.
+TEST(CudaTest, TheFusedKernelsReadTheirSeedFromASlot) {
+  SKIP_WITHOUT_GPU();
+  if (!model::FusedLayerKernelsBuilt()) GTEST_SKIP() << "needs a build with the CUDA kernels";
+  torch::manual_seed(9);
+  const auto on_gpu = torch::TensorOptions().device(kGpu);
+  const at::Tensor y0 = at::randn({37, 64}, on_gpu), r0 = at::randn({37, 64}, on_gpu);
+  const at::Tensor bias0 = at::randn({64}, on_gpu), gamma0 = at::randn({64}, on_gpu) + 1;
+  const at::Tensor beta0 = at::randn({64}, on_gpu), g = at::randn({37, 64}, on_gpu);
+  const at::Tensor slot = at::full({1}, static_cast<int64_t>(0x5eed5eed5eedULL), on_gpu.dtype(at::kLong));
+  std::vector<std::vector<at::Tensor>> results;
+  for (bool in_slot : {false, true}) {
+    kernels::DropoutBits bits;
+    bits.threshold = 1u << 30;  // p = 1/4
+    bits.seed = in_slot ? 0 : 0x5eed5eed5eedULL;
+    if (in_slot) bits.seed_slot = reinterpret_cast<const uint64_t*>(slot.data_ptr<int64_t>());
+    std::vector<at::Tensor> in = {y0.clone(), bias0.clone(), r0.clone(), gamma0.clone(),
+                                  beta0.clone()};
+    for (auto& t : in) t.requires_grad_();
+    const at::Tensor out = model::BiasDropoutAddNorm(in[0], in[1], in[2], in[3], in[4], bits, 1e-12);
+    out.backward(g);
+    std::vector<at::Tensor> r = {out.detach()};
+    for (auto& t : in) r.push_back(t.grad());
+    results.push_back(r);
+  }
+  for (size_t k = 0; k < results[0].size(); ++k) {
+    EXPECT_TRUE(at::equal(results[0][k], results[1][k])) << "output or gradient " << k;
+  }
+}
+
+// Steps of two micro-batches of four rows (at most two sequences of 6 to 30
+// tokens each; vocabulary 97), drawn with `seed`: 12 steps.
+std::function<std::vector<data::PackedBatch>(int)> TwoMicroBatchSteps(uint32_t seed) {
+  auto instances = std::make_shared<std::vector<data::Instance>>(
+      model::testing::RandomInstances(200, 6, 30, 97, seed));
+  auto rows = std::make_shared<Rows>(model::testing::PackInOrder(*instances, 2, 64));
+  return [instances, rows](int step) {
+    std::vector<data::PackedBatch> out;
+    for (int k = 0; k < 2; ++k) {
+      const auto first = rows->begin() + 8 * step + 4 * k;
+      out.push_back(*data::MakeBatch(Rows(first, first + 4), {64, 2, 0}));
+    }
+    return out;
+  };
+}
+
+struct Trained {
+  std::unique_ptr<Trainee> trainee;
+  std::vector<double> losses;
+  std::string error;
+};
+
+Trained Train(const TraineeOptions& o, distributed::Communicator& communicator,
+              const std::function<std::vector<data::PackedBatch>(int)>& batches, int steps) {
+  Trained t;
+  auto trainee = Trainee::Make(o, communicator);
+  if (!trainee.ok()) {
+    t.error = trainee.status().ToString();
+    return t;
+  }
+  t.trainee = std::move(*trainee);
+  for (int step = 0; step < steps; ++step) {
+    auto result = TrainStep(*t.trainee, communicator, batches(step), 1e-3, {});
+    if (!result.ok()) {
+      t.error = absl::StrCat("step ", step, ": ", result.status().ToString());
+      return t;
+    }
+    t.losses.push_back(result->metrics.loss);
+  }
+  return t;
+}
+
+// The captured step (run.cuda_graphs) against eager steps, five steps of
+// two micro-batches with dropout on (the CUDA generator's masks and the
+// fused layers' seeds in slots), the first two micro-batches eager and the
+// rest replays of one graph. A replay runs the eager micro-batch's kernels
+// on the same inputs, so in fp32 it must equal eager as exactly as two
+// eager runs equal each other: bit for bit where the eager kernels are
+// deterministic (a spread of 0 between two eager runs), else within 4 times
+// that spread. In bf16 through FlashAttention (whose backward may sum in
+// another order from run to run) the losses agree to 2^-12 of themselves,
+// a few bf16 roundings. A captured run stopped at step 2 and resumed
+// (capturing anew) continues as the run does, to the same bounds.
+TEST(CudaTest, ACapturedStepEqualsTheEagerOneAndResumes) {
+  SKIP_WITHOUT_GPU();
+  if (!model::FusedLayerKernelsBuilt()) GTEST_SKIP() << "needs a build with the CUDA kernels";
+  auto communicator = distributed::Communicator::Single();
+  const auto batches = TwoMicroBatchSteps(12);
+  constexpr int kSteps = 5;
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16, varlen through FlashAttention" : "fp32, dense");
+    TraineeOptions o = Bf16OnTheGpu(6);
+    o.bert.static_shapes(true).hidden_dropout(0.1).attention_dropout(0.1);
+    if (!bf16) {
+      o.bert.attention(model::AttentionKind::kDense);
+      o.precision = model::Precision::kFp32;
+    }
+    Trained a = Train(o, *communicator, batches, kSteps);
+    Trained b = Train(o, *communicator, batches, kSteps);
+    o.cuda_graphs = true;
+    Trained c = Train(o, *communicator, batches, kSteps);
+    ASSERT_EQ(a.error + b.error + c.error, "");
+    EXPECT_EQ(c.trainee->graphs()->graphs(), 1) << "one shape: one graph";
+    // `spread`: how far two eager runs' losses of the step lie apart.
+    auto same = [&](double expected, double captured, double spread, const std::string& what) {
+      if (bf16) {
+        EXPECT_NEAR(expected, captured, std::abs(expected) / 4096) << what;
+      } else {
+        EXPECT_LE(std::abs(expected - captured), 4 * spread) << what;
+      }
+    };
+    for (int step = 0; step < kSteps; ++step) {
+      same(a.losses[step], c.losses[step], std::abs(a.losses[step] - b.losses[step]),
+           absl::StrCat("loss of step ", step));
+    }
+    if (!bf16) {
+      auto pa = a.trainee->weights()->named_parameters();
+      auto pb = b.trainee->weights()->named_parameters();
+      auto pc = c.trainee->weights()->named_parameters();
+      for (size_t k = 0; k < pa.size(); ++k) {
+        EXPECT_LE(MaxAbsDiff(pa[k].value(), pc[k].value()),
+                  4 * MaxAbsDiff(pa[k].value(), pb[k].value()))
+            << pa[k].key();
+      }
+    }
+    testing::ResumedRun run = testing::RunAndResume(o, *communicator, batches, 2, kSteps, 8, 16,
+                                                    1e-3, "pbert_CudaTest_captured_resume");
+    ASSERT_EQ(run.error, "");
+    for (int step = 2; step < kSteps; ++step) {
+      auto r = TrainStep(*run.resumed, *communicator, batches(step), 1e-3, {});
+      ASSERT_TRUE(r.ok()) << r.status();
+      same(run.losses[step - 2], r->metrics.loss, std::abs(a.losses[step] - b.losses[step]),
+           absl::StrCat("resumed, step ", step));
+    }
+  }
+}
+
 TEST(CudaTest, NcclSumsOnOneGpu) {
   SKIP_WITHOUT_GPU();
 #ifndef PBERT_WITH_NCCL

@@ -23,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,7 @@
 #include "tests/model/fixtures.h"
 #include "tests/train/resume_run.h"
 #include "tests/train/same_step.h"
+#include "train/captured_step.h"
 #include "train/checkpointer.h"
 #include "train/evaluator.h"
 #include "train/host_read.h"
@@ -396,6 +398,80 @@ TEST(StepTest, StaticShapesPadFlashAttentionsBoundaries) {
   EXPECT_EQ(in.input_ids.narrow(0, batch.tokens, B * S - batch.tokens).abs().sum().item<int64_t>(), 0);
   EXPECT_EQ(in.mlm_labels.eq(model::kNoLabel).sum().item<int64_t>(),
             batch.mlm_positions.numel() - batch.mlm_used.numel());
+}
+
+// The captured step (run.cuda_graphs) records one graph per ShapeKey and
+// replays it for every micro-batch with that key: with static shapes,
+// micro-batches of different depths and contents must share one key in the
+// layouts it takes (dense, and FlashAttention's boundaries), and without
+// them FlashAttention's boundaries must not.
+TEST(StepTest, StaticShapesGiveEveryMicroBatchOneGraph) {
+  auto instances = model::testing::RandomInstances(40, 4, 60, 97, 8);
+  std::vector<data::PackedBatch> batches;
+  for (int depth : {1, 2, 3}) {
+    const Rows rows = model::testing::PackInOrder(instances, depth, 64);
+    batches.push_back(*data::MakeBatch(Rows(rows.begin(), rows.begin() + 4), {64, 3, 0}));
+  }
+  for (bool flash : {false, true}) {
+    model::InputPlan plan;
+    plan.attention = flash ? model::AttentionKind::kVarlen : model::AttentionKind::kDense;
+    plan.flash = flash;
+    std::set<std::string> fixed, free;
+    for (const data::PackedBatch& batch : batches) {
+      plan.static_shapes = true;
+      fixed.insert(ShapeKey(MakeInputs(batch, plan)));
+      plan.static_shapes = false;
+      free.insert(ShapeKey(MakeInputs(batch, plan)));
+    }
+    EXPECT_EQ(fixed.size(), 1u) << (flash ? "varlen" : "dense") << ": " << *fixed.begin();
+    if (flash) EXPECT_GT(free.size(), 1u) << "the boundaries' count follows the sequences";
+  }
+}
+
+// Where the captured step cannot run, one line names run.cuda_graphs and
+// what to change; the trainee is not made.
+TEST(StepTest, TheCapturedStepIsRefusedWhereItCannotRunNamingTheKey) {
+  const model::BertOptions fixed = model::testing::TinyOptions().static_shapes(true);
+  model::InputPlan gpu;
+  gpu.device = c10::Device(c10::kCUDA, 0);
+  gpu.attention = model::AttentionKind::kDense;
+  EXPECT_TRUE(CheckCapturable(fixed, gpu, model::Precision::kFp32).ok());
+  model::InputPlan flash = gpu;
+  flash.attention = model::AttentionKind::kVarlen;
+  flash.flash = true;
+  EXPECT_TRUE(CheckCapturable(fixed, flash, model::Precision::kBf16).ok());
+  model::InputPlan buckets = flash;
+  buckets.flash = false;
+  model::InputPlan blocked = gpu;
+  blocked.attention = model::AttentionKind::kBlocked;
+  model::InputPlan cpu = gpu;
+  cpu.device = c10::kCPU;
+  const struct {
+    model::BertOptions bert;
+    model::InputPlan plan;
+    model::Precision precision;
+    const char* names;
+  } refused[] = {
+      {fixed, cpu, model::Precision::kFp32, "run.device"},
+      {model::testing::TinyOptions(), gpu, model::Precision::kFp32, "model.static_shapes"},
+      {fixed, buckets, model::Precision::kFp32, "model.attention"},
+      {fixed, blocked, model::Precision::kFp32, "model.attention"},
+      {fixed, flash, model::Precision::kFp16, "model.precision"},
+  };
+  for (const auto& r : refused) {
+    const absl::Status status = CheckCapturable(r.bert, r.plan, r.precision);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << r.names;
+    EXPECT_EQ(status.message().rfind("run.cuda_graphs: true ", 0), 0u) << status.message();
+    EXPECT_NE(status.message().find(r.names), std::string::npos) << status.message();
+    EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
+  }
+  auto communicator = distributed::Communicator::Single();
+  TraineeOptions o;
+  o.bert = fixed;
+  o.cuda_graphs = true;
+  auto trainee = Trainee::Make(o, *communicator);
+  ASSERT_FALSE(trainee.ok());
+  EXPECT_NE(trainee.status().message().find("run.cuda_graphs"), std::string::npos);
 }
 
 TEST(StepTest, ANonFiniteLossSkipsTheUpdate) {
