@@ -57,8 +57,10 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
   }
 };
 
-// The slots this thread's DrawDropout calls take, while recording.
+// The slots this thread's DrawDropout calls take, while recording, and
+// whether they take their seeds from them (a stand-in replay) or draw.
 thread_local DropoutSeedSlots* recording = nullptr;
+thread_local bool host_replay = false;
 
 uint64_t DrawSeed() {
   auto generator = at::detail::getDefaultCPUGenerator();
@@ -79,6 +81,10 @@ DropoutSeedSlots::Recording::Recording(DropoutSeedSlots& slots) {
 
 DropoutSeedSlots::Recording::~Recording() { recording = nullptr; }
 
+DropoutSeedSlots::HostReplay::HostReplay() { host_replay = true; }
+
+DropoutSeedSlots::HostReplay::~HostReplay() { host_replay = false; }
+
 const uint64_t* DropoutSeedSlots::Take() {
   TORCH_CHECK(used_ < slots_.numel(), "a captured micro-batch draws more than ", slots_.numel(),
               " dropout masks");
@@ -97,8 +103,14 @@ at::Tensor DropoutSeedSlots::Values() const { return slots_.narrow(0, 0, used_).
 
 kernels::DropoutBits DrawDropout(double p) {
   kernels::DropoutBits bits;
-  bits.seed = DrawSeed();
-  if (recording != nullptr) bits.seed_slot = recording->Take();
+  if (recording != nullptr && host_replay) {
+    TORCH_CHECK(recording->slots_.is_cpu(), "a host replay reads its seeds on the CPU");
+    bits.seed_slot = recording->Take();
+    bits.seed = *bits.seed_slot;
+  } else {
+    bits.seed = DrawSeed();
+    if (recording != nullptr) bits.seed_slot = recording->Take();
+  }
   const double p32 = std::round(p * 4294967296.0);
   bits.threshold = static_cast<uint32_t>(std::min(p32, 4294967295.0));
   return bits;

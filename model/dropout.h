@@ -56,6 +56,18 @@ class DropoutSeedSlots {
     Recording& operator=(const Recording&) = delete;
   };
 
+  // A CPU stand-in for a graph's replay (tests/train/host_graph.h): while
+  // one is alive on this thread, a Recording's DrawDropout calls draw
+  // nothing and take their seeds from the slots in turn (on the CPU), as
+  // the kernels of a replay read them.
+  class HostReplay {
+   public:
+    HostReplay();
+    ~HostReplay();
+    HostReplay(const HostReplay&) = delete;
+    HostReplay& operator=(const HostReplay&) = delete;
+  };
+
   // The slots the last recording handed out.
   int64_t used() const { return used_; }
   // Draws used() seeds from the CPU generator, as that many DrawDropout

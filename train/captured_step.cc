@@ -53,6 +53,11 @@ absl::Status CheckCapturable(const model::BertOptions& bert, const model::InputP
         "run.cuda_graphs: true captures the step on a GPU and this run trains on the CPU; set "
         "run.cuda_graphs: false, or train on a GPU (run.device)");
   }
+  return CheckOneShape(bert, plan, precision);
+}
+
+absl::Status CheckOneShape(const model::BertOptions& bert, const model::InputPlan& plan,
+                           model::Precision precision) {
   if (!bert.static_shapes()) {
     return absl::InvalidArgumentError(
         "run.cuda_graphs: true replays one shape of micro-batch; set model.static_shapes: true");
@@ -95,8 +100,15 @@ struct CapturedMicroBatches::Shape {
   std::unique_ptr<gpu::Graph> graph;
 };
 
-CapturedMicroBatches::CapturedMicroBatches(const c10::Device& device, int64_t dropout_draws)
-    : device_(device), dropout_draws_(dropout_draws) {}
+CapturedMicroBatches::CapturedMicroBatches(const c10::Device& device, int64_t dropout_draws,
+                                           Recorder recorder)
+    : device_(device), dropout_draws_(dropout_draws), recorder_(std::move(recorder)) {
+  if (!recorder_) {
+    recorder_ = [](const c10::Device& on, std::function<void()> work) {
+      return gpu::Graph::Capture(on.index(), work);
+    };
+  }
+}
 
 CapturedMicroBatches::~CapturedMicroBatches() = default;
 
@@ -126,7 +138,7 @@ absl::StatusOr<at::Tensor> CapturedMicroBatches::Run(const model::Inputs& inputs
       s.seeds = std::make_unique<model::DropoutSeedSlots>(device_, dropout_draws_);
       s.work = work;
       Shape* captured = &s;
-      ASSIGN_OR_RETURN(s.graph, gpu::Graph::Capture(device_.index(), [captured] {
+      ASSIGN_OR_RETURN(s.graph, recorder_(device_, [captured] {
                          const model::DropoutSeedSlots::Recording recording(*captured->seeds);
                          captured->sums = captured->work(captured->inputs, captured->totals);
                        }));

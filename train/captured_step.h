@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpu/gpu.h"
 #include "model/bert_options.h"
 #include "model/inputs.h"
 #include "model/precision.h"
@@ -51,6 +52,10 @@ namespace pbert::train {
 // between steps).
 absl::Status CheckCapturable(const model::BertOptions& bert, const model::InputPlan& plan,
                              model::Precision precision);
+// The same but for the device: what a stand-in for CUDA graphs (a
+// Recorder of the tests) needs.
+absl::Status CheckOneShape(const model::BertOptions& bert, const model::InputPlan& plan,
+                           model::Precision precision);
 
 // A graph's key: the sizes of every input tensor and the longest sequence.
 std::string ShapeKey(const model::Inputs& inputs);
@@ -64,9 +69,16 @@ class CapturedMicroBatches {
   // step's, on the device): the micro-batch's metric sums, on the device.
   using Work = std::function<at::Tensor(const model::Inputs& inputs, const at::Tensor& totals)>;
 
+  // Records `work` as a graph on `device`, without running it: CUDA
+  // graphs (gpu::Graph::Capture), or a stand-in of the tests
+  // (tests/train/host_graph.h) that runs it on the CPU at each replay.
+  using Recorder = std::function<absl::StatusOr<std::unique_ptr<gpu::Graph>>(
+      const c10::Device& device, std::function<void()> work)>;
+
   // `dropout_draws`: at most as many fused-layer dropout masks per
-  // micro-batch.
-  CapturedMicroBatches(const c10::Device& device, int64_t dropout_draws);
+  // micro-batch; `recorder` null: CUDA graphs.
+  CapturedMicroBatches(const c10::Device& device, int64_t dropout_draws,
+                       Recorder recorder = nullptr);
   ~CapturedMicroBatches();
 
   // Runs `work` on `inputs` and `totals`: eagerly for the first micro-batches
@@ -86,6 +98,7 @@ class CapturedMicroBatches {
   struct Shape;
   c10::Device device_;
   int64_t dropout_draws_;
+  Recorder recorder_;
   std::map<std::string, std::unique_ptr<Shape>> shapes_;
 };
 

@@ -66,10 +66,13 @@ absl::StatusOr<std::unique_ptr<Trainee>> Trainee::Make(const TraineeOptions& opt
     t->reducer_ = std::make_unique<distributed::GradientReducer>(
         communicator, (*t->model_)->parameters(), options.bucket_bytes, options.overlap);
     if (options.cuda_graphs) {
-      RETURN_IF_ERROR(CheckCapturable(options.bert, t->input_plan_, options.precision));
-      // Two fused-layer masks per layer, with room to spare.
-      t->graphs_ = std::make_unique<CapturedMicroBatches>(options.device,
-                                                          4 * options.bert.num_layers() + 64);
+      RETURN_IF_ERROR(options.graph_recorder
+                          ? CheckOneShape(options.bert, t->input_plan_, options.precision)
+                          : CheckCapturable(options.bert, t->input_plan_, options.precision));
+      // Two fused-layer masks per layer (and on the CPU the embeddings'
+      // and attention's), with room to spare.
+      t->graphs_ = std::make_unique<CapturedMicroBatches>(
+          options.device, 4 * options.bert.num_layers() + 64, options.graph_recorder);
     }
   } catch (const std::exception& e) {
     return absl::Status(

@@ -47,6 +47,9 @@ struct TraineeOptions {
   // Forward and backward of each micro-batch replayed as a CUDA graph
   // (run.cuda_graphs, train/captured_step.h); refused where it cannot run.
   bool cuda_graphs = false;
+  // How the micro-batches are recorded: null, CUDA graphs; the tests give
+  // a stand-in that runs on the CPU (tests/train/host_graph.h).
+  CapturedMicroBatches::Recorder graph_recorder;
 };
 
 class Trainee {

@@ -34,6 +34,7 @@
 #include "model/weights.h"
 #include "optim/lamb.h"
 #include "tests/model/fixtures.h"
+#include "tests/train/host_graph.h"
 #include "tests/train/resume_run.h"
 #include "tests/train/same_step.h"
 #include "train/captured_step.h"
@@ -425,6 +426,81 @@ TEST(StepTest, StaticShapesGiveEveryMicroBatchOneGraph) {
     }
     EXPECT_EQ(fixed.size(), 1u) << (flash ? "varlen" : "dense") << ": " << *fixed.begin();
     if (flash) EXPECT_GT(free.size(), 1u) << "the boundaries' count follows the sequences";
+  }
+}
+
+// The captured step's bookkeeping (train/captured_step.h) on the CPU,
+// through a stand-in for CUDA graphs that runs the recorded work at each
+// replay (tests/train/host_graph.h): the graph's own input buffers refilled
+// for each micro-batch, the generators reseeded and the dropout seeds
+// drawn into their slots before each replay, the gradients accumulated by
+// replays, the metric sums added up. In double precision with dropout on
+// (embeddings, attention and the fused layers' CPU reference, each seed
+// taken from its slot in the replays), dense attention with static shapes,
+// two micro-batches a step, the first two eager and the rest replays of one
+// graph: the same arithmetic in the same order as eager steps, so the same
+// losses, metrics, gradients and weights, bit for bit.
+TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
+  auto instances = model::testing::RandomInstances(160, 4, 28, 97, 9);
+  const Rows rows = model::testing::PackInOrder(instances, 3, 64);
+  ASSERT_GE(rows.size(), 40u);
+  auto recorded = std::make_shared<int>(0);
+  auto make = [&](bool graphs) {
+    Alone run;
+    run.communicator = distributed::Communicator::Single();
+    TraineeOptions o;
+    o.bert = model::testing::TinyOptions()
+                 .hidden_dropout(0.1)
+                 .attention_dropout(0.1)
+                 .attention(model::AttentionKind::kDense)
+                 .fused_layers(true)
+                 .static_shapes(true);
+    o.lamb = optim::LambOptions(kLr);
+    o.seed = 23;
+    o.dtype = torch::kDouble;
+    o.cuda_graphs = graphs;
+    o.graph_recorder = pbert::testing::HostGraphs(recorded);
+    auto trainee = Trainee::Make(o, *run.communicator);
+    EXPECT_TRUE(trainee.ok()) << trainee.status();
+    run.trainee = std::move(*trainee);
+    return run;
+  };
+  auto batches = [&](int step) {
+    std::vector<data::PackedBatch> out;
+    for (int k = 0; k < 2; ++k) {
+      const auto first = rows.begin() + 8 * step + 4 * k;
+      out.push_back(*data::MakeBatch(Rows(first, first + 4), {64, 3, 0}));
+    }
+    return out;
+  };
+  constexpr int kSteps = 5;
+  // One after the other: each trainee seeds the process's generators anew.
+  std::vector<StepResult> eager_results, captured_results;
+  Alone eager = make(false);
+  for (int step = 0; step < kSteps; ++step) {
+    auto r = TrainStep(*eager.trainee, *eager.communicator, batches(step), kLr, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    eager_results.push_back(*r);
+  }
+  Alone captured = make(true);
+  for (int step = 0; step < kSteps; ++step) {
+    auto r = TrainStep(*captured.trainee, *captured.communicator, batches(step), kLr, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    captured_results.push_back(*r);
+  }
+  EXPECT_EQ(*recorded, 1) << "one shape: one graph";
+  EXPECT_EQ(captured.trainee->graphs()->graphs(), 1);
+  for (int step = 0; step < kSteps; ++step) {
+    const StepResult &a = eager_results[step], &b = captured_results[step];
+    EXPECT_EQ(a.metrics.loss, b.metrics.loss) << "step " << step;
+    EXPECT_EQ(a.metrics.mlm_correct, b.metrics.mlm_correct) << "step " << step;
+    EXPECT_EQ(a.metrics.nsp_correct, b.metrics.nsp_correct) << "step " << step;
+    EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << step;
+  }
+  auto pa = eager.model()->named_parameters(), pb = captured.model()->named_parameters();
+  for (size_t k = 0; k < pa.size(); ++k) {
+    EXPECT_TRUE(torch::equal(pa[k].value(), pb[k].value())) << pa[k].key();
+    EXPECT_TRUE(torch::equal(pa[k].value().grad(), pb[k].value().grad())) << pa[k].key();
   }
 }
 
