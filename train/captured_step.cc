@@ -138,13 +138,19 @@ absl::StatusOr<at::Tensor> CapturedMicroBatches::Run(const model::Inputs& inputs
       s.seeds = std::make_unique<model::DropoutSeedSlots>(device_, dropout_draws_);
       s.work = work;
       Shape* captured = &s;
-      ASSIGN_OR_RETURN(s.graph, recorder_(device_, [captured] {
-                         const model::DropoutSeedSlots::Recording recording(*captured->seeds);
-                         captured->sums = captured->work(captured->inputs, captured->totals);
-                       }));
+      absl::StatusOr<std::unique_ptr<gpu::Graph>> graph = recorder_(device_, [captured] {
+        const model::DropoutSeedSlots::Recording recording(*captured->seeds);
+        captured->sums = captured->work(captured->inputs, captured->totals);
+      });
+      if (!graph.ok()) {
+        return absl::Status(graph.status().code(),
+                            absl::StrCat(graph.status().message(),
+                                         "; run.cuda_graphs: false trains without capturing"));
+      }
+      s.graph = std::move(*graph);
       logging::Get("train")->info(
-          "captured a micro-batch's forward and backward as a CUDA graph ({} fused-layer "
-          "dropout masks; shape {})",
+          "recorded a micro-batch's forward and backward as a graph, replayed from now on ({} "
+          "dropout seeds in slots; shape {})",
           s.seeds->used(), key);
     }
     model::Inputs target = s.inputs;
