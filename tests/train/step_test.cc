@@ -76,6 +76,27 @@ Alone Make(c10::ScalarType dtype = torch::kDouble,
   return run;
 }
 
+// A tiny BERT alone made from `o`.
+Alone MakeAlone(const TraineeOptions& o) {
+  Alone run;
+  run.communicator = distributed::Communicator::Single();
+  auto trainee = Trainee::Make(o, *run.communicator);
+  EXPECT_TRUE(trainee.ok()) << trainee.status();
+  run.trainee = std::move(*trainee);
+  return run;
+}
+
+// `bert` with dropout 0.1 in the hidden states and attention, in double
+// precision at rate kLr, seeded with `seed`.
+TraineeOptions WithDropout(model::BertOptions bert, uint64_t seed) {
+  TraineeOptions o;
+  o.bert = bert.hidden_dropout(0.1).attention_dropout(0.1);
+  o.lamb = optim::LambOptions(kLr);
+  o.seed = seed;
+  o.dtype = torch::kDouble;
+  return o;
+}
+
 std::vector<data::PackedBatch> Batches(const std::vector<Rows>& micro, int depth) {
   std::vector<data::PackedBatch> out;
   for (const Rows& rows : micro) out.push_back(*data::MakeBatch(rows, {64, depth, 0}));
@@ -320,19 +341,9 @@ TEST(StepTest, StaticShapesChangeNoLossMetricOrGradient) {
   for (model::AttentionKind kind :
        {model::AttentionKind::kDense, model::AttentionKind::kBlocked, model::AttentionKind::kVarlen}) {
     auto make = [&](bool static_shapes) {
-      Alone run;
-      run.communicator = distributed::Communicator::Single();
-      TraineeOptions o;
-      o.bert = model::testing::TinyOptions()
-                   .hidden_dropout(0.1)
-                   .attention_dropout(0.1)
-                   .attention(kind)
-                   .static_shapes(static_shapes);
-      o.lamb = optim::LambOptions(kLr);
-      o.seed = 21;
-      o.dtype = torch::kDouble;
-      run.trainee = std::move(*Trainee::Make(o, *run.communicator));
-      return run;
+      return MakeAlone(WithDropout(model::testing::TinyOptions().attention(kind).static_shapes(
+                                       static_shapes),
+                                   21));
     };
     Alone plain = make(false), fixed = make(true);
     for (int step = 0; step < 3; ++step) {
@@ -446,24 +457,14 @@ TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
   ASSERT_GE(rows.size(), 40u);
   auto recorded = std::make_shared<int>(0);
   auto make = [&](bool graphs) {
-    Alone run;
-    run.communicator = distributed::Communicator::Single();
-    TraineeOptions o;
-    o.bert = model::testing::TinyOptions()
-                 .hidden_dropout(0.1)
-                 .attention_dropout(0.1)
-                 .attention(model::AttentionKind::kDense)
-                 .fused_layers(true)
-                 .static_shapes(true);
-    o.lamb = optim::LambOptions(kLr);
-    o.seed = 23;
-    o.dtype = torch::kDouble;
+    TraineeOptions o = WithDropout(model::testing::TinyOptions()
+                                       .attention(model::AttentionKind::kDense)
+                                       .fused_layers(true)
+                                       .static_shapes(true),
+                                   23);
     o.cuda_graphs = graphs;
     o.graph_recorder = pbert::testing::HostGraphs(recorded);
-    auto trainee = Trainee::Make(o, *run.communicator);
-    EXPECT_TRUE(trainee.ok()) << trainee.status();
-    run.trainee = std::move(*trainee);
-    return run;
+    return MakeAlone(o);
   };
   auto batches = [&](int step) {
     std::vector<data::PackedBatch> out;
