@@ -104,12 +104,12 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
       trainee.reducer().ReduceNextBackward(false);
       ASSIGN_OR_RETURN(stats, graphs->Run(batch.inputs, totals, [&] { random.MicroBatch(g); },
                                           work));
+      if (k == 0) stats = stats.clone();  // a replay's sums are overwritten by the next one
     } else {
       trainee.reducer().ReduceNextBackward(k + 1 == batches.size());
       stats = work(batch.inputs, totals);
     }
-    // A copy of the first: a replay's sums are overwritten by the next one.
-    sums_total = sums_total.defined() ? sums_total + stats : stats.clone();
+    sums_total = sums_total.defined() ? sums_total + stats : stats;
     host.rows += static_cast<double>(batch.rows);
     host.tokens += static_cast<double>(batch.tokens);
     host.flops += model::TrainingFlops(model->options, batch.work);
