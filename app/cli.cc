@@ -258,6 +258,23 @@ void InstallCrashHandlers() {
 // A worker thread's exception ends the process (std::terminate): one line
 // says what it was, never a bare abort.
 [[noreturn]] void OnTerminate() {
+  if (std::current_exception()) {
+    try {
+      throw;
+    } catch (const std::bad_alloc&) {
+      // Nothing allocated: there may be nothing left to allocate.
+      static const char kLine[] =
+          ": error: out of memory in a worker thread; give the process more memory (ulimit -v, "
+          "the container's limit) or fewer threads (run.threads)\n";
+      const ssize_t ignored =
+          ::write(2, "packed-bert ", 12) +
+          ::write(2, running_command, std::strlen(running_command)) +
+          ::write(2, kLine, sizeof(kLine) - 1);
+      (void)ignored;
+      std::_Exit(1);
+    } catch (...) {
+    }
+  }
   absl::Status status = std::current_exception()
                             ? StatusOfException(running_command)
                             : absl::InternalError("the process was ended by std::terminate "

@@ -57,7 +57,9 @@ absl::Status Convert(const Args& args) {
 // model export-hf CHECKPOINT OUT: a Hugging Face model folder.
 absl::Status ExportHf(const Args& args) {
   const std::string in = args.positional()[1], out = WithoutTrailingSlash(args.positional()[2]);
-  // A checkpoint folder of train brings the config it was trained with.
+  // A checkpoint folder of train brings the config it was trained with; it
+  // is held while it is read, so that its run's rotation leaves it.
+  ASSIGN_OR_RETURN(const train::CheckpointHold hold, train::CheckpointHold::Take(in));
   std::error_code error;
   const std::string saved = in + "/config.yaml";
   const bool has_saved = std::filesystem::is_directory(in, error) && std::filesystem::exists(saved);

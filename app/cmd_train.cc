@@ -4,6 +4,8 @@
 #include <atomic>
 #include <iostream>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -115,6 +117,7 @@ std::string Report(const train::TrainResult& r, const ExperimentConfig& config, 
 // What a run is built from; each part outlives the trainer that refers to it.
 struct Parts {
   ExperimentConfig config;
+  std::set<std::string> given;  // the keys the file or --set gave
   std::optional<train::CheckpointInfo> resume;
   train::TrainingData data;
   train::TrainingPlan plan;
@@ -158,6 +161,11 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const 
   ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.data, s.communicator.rank(),
                                                          s.communicator.world_size(), s.device));
   logging::Get("train")->info("{}", parts.plan.description);
+  for (const std::string& idle : config.InactiveSettings(
+           parts.given, parts.plan.precision, s.device.is_cuda(), s.communicator.world_size(),
+           parts.resume.has_value())) {
+    logging::Get("train")->warn("{}", idle);
+  }
   // The effective config, saved with every checkpoint.
   parts.plan.checkpoint.config_yaml =
       absl::StrCat(config::Dump(config), "\n# effective: ", parts.plan.description, "\n");
@@ -174,9 +182,8 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const 
 
 absl::Status RunTrain(const Args& args) {
   Parts parts;
-  std::set<std::string> given;
-  ASSIGN_OR_RETURN(parts.config, LoadConfig(args, {}, "", &given));
-  RETURN_IF_ERROR(TakeStoreLimits(given, &parts.config));
+  ASSIGN_OR_RETURN(parts.config, LoadConfig(args, {}, "", &parts.given));
+  RETURN_IF_ERROR(TakeStoreLimits(parts.given, &parts.config));
   const ExperimentConfig& config = parts.config;
   RETURN_IF_ERROR(config.CheckTrainable());
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
@@ -194,18 +201,29 @@ absl::Status RunTrain(const Args& args) {
     release_paths = folder->ReleasePaths();
     InstallHandlersBeforeTraining(&release_paths);
   }
-  auto prepared =
-      Prepare(args, {environment, device, *communicator, folder ? &*folder : nullptr}, parts);
-  if (!prepared.ok()) {
-    if (folder) folder->Release();  // refused: the folder as it was
-    return prepared.status();
-  }
+  // However the command ends (a status, or an exception on its way to
+  // CommandLine), a refused run leaves the folder as it was, and a run that
+  // wrote nothing (refused as it began to train, or resumed from a run that
+  // had finished) as it found it.
+  struct Leave {
+    std::optional<train::RunFolder>& folder;
+    bool started = false;
+    ~Leave() {
+      if (!folder) return;
+      if (started) {
+        folder->ReleaseIfUnused();
+      } else {
+        folder->Release();
+      }
+    }
+  } leave{folder};
+  ASSIGN_OR_RETURN(auto trainer, Prepare(args, {environment, device, *communicator,
+                                                folder ? &*folder : nullptr},
+                                         parts));
+  leave.started = true;
   InstallStopHandlers();
   WarnIfSlowKernels();
-  absl::StatusOr<train::TrainResult> result = (*prepared)->Train();
-  // A run that wrote nothing (refused as it began to train, or resumed
-  // from a run that had finished) leaves the folder as it found it.
-  if (folder) folder->ReleaseIfUnused();
+  absl::StatusOr<train::TrainResult> result = trainer->Train();
   if (!result.ok()) return result.status();
   if (folder) std::cout << Report(*result, config, args);
   return absl::OkStatus();

@@ -33,16 +33,22 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   // Under torchrun only rank 0 logs below warnings.
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
   logging::Init(config.run.log_level, environment.rank);
+  ASSIGN_OR_RETURN(const ThreadEnvironment pools, ReadThreadEnvironment());
   const int cpus = AvailableCpus();
+  // run.threads 0: OMP_NUM_THREADS where it is set (torchrun and launch set
+  // it), else this process's share of the CPUs, when several workers of a
+  // distributed run share the node.
+  std::string chosen = "run.threads";
+  if (config.run.threads == 0 && pools.omp_num_threads > 0) {
+    config.run.threads = pools.omp_num_threads;
+    chosen = "OMP_NUM_THREADS";
+  }
   if (config.run.threads > cpus) {
     // More threads than CPUs only makes the threads wait for each other.
-    logging::Get("run")->warn("run.threads {} is more than the {} CPUs this process may use; "
-                              "using {}",
-                              config.run.threads, cpus, cpus);
+    logging::Get("run")->warn("{} {} is more than the {} CPUs this process may use; using {}",
+                              chosen, config.run.threads, cpus, cpus);
     config.run.threads = cpus;
   }
-  // run.threads 0: this process's share of the CPUs, when several workers
-  // of a distributed run share the node.
   int threads = SetIntraOpThreads(
       config.run.threads > 0 ? static_cast<int>(config.run.threads)
                              : std::max(1, cpus / std::max(1, environment.local_world_size)));

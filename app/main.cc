@@ -4,6 +4,11 @@
 #include "app/commands.h"
 #include "common/platform.h"
 
+// Before LibTorch's, OpenBLAS's and libgomp's initialisers
+// (common/platform.h).
+__attribute__((section(".preinit_array"), used)) static void (*const kCheckStart)(
+    int, char**, char**) = pbert::CheckStartEnvironment;
+
 int main(int argc, char** argv) {
   // The commands that run training or evaluation steps wait passively
   // between OpenMP regions (common/platform.h); the others start once.

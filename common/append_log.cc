@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +20,46 @@ absl::Status NotALog(const std::string& path, unsigned mode) {
       absl::StrCat(path, " is ", NotAFile(mode), ", where a log file is kept; move it away"));
 }
 
+// Moves `path` aside to the first free PATH.damaged, PATH.damaged-2, ...;
+// returns the name it took.
+absl::StatusOr<std::string> SetAside(const std::string& path) {
+  for (int n = 1; n < 1000; ++n) {
+    const std::string to = absl::StrCat(path, ".damaged", n == 1 ? "" : absl::StrCat("-", n));
+    struct stat st;
+    if (::lstat(to.c_str(), &st) == 0) continue;
+    RETURN_IF_ERROR(RenameWithoutReplacing(path, to));
+    return to;
+  }
+  return absl::AlreadyExistsError(
+      absl::StrCat("cannot set ", path, " aside: ", path, ".damaged up to -999 are taken"));
+}
+
+// A log shorter than the checkpoint counted: set aside, and begun again
+// from its whole records. Returns the bytes kept; `note` says what was done.
+absl::StatusOr<uint64_t> Recover(const std::string& path, uint64_t keep_bytes,
+                                 const WholeRecords& whole_records, std::string* note) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    *note = absl::StrCat(path, " is missing, where the checkpoint counted ", keep_bytes,
+                         " bytes: a new one is begun");
+    return 0;
+  }
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path, keep_bytes));
+  const uint64_t kept = std::min<uint64_t>(whole_records(text), text.size());
+  ASSIGN_OR_RETURN(const std::string aside, SetAside(path));
+  RETURN_IF_ERROR(WriteFileAtomically(path, absl::string_view(text).substr(0, kept)));
+  *note = absl::StrCat(path, " holds ", text.size(), " bytes, where the checkpoint counted ",
+                       keep_bytes, " (cut or replaced since): set aside as ", aside,
+                       "; the log goes on from its first ", kept, " bytes (its whole records)");
+  return kept;
+}
+
 }  // namespace
+
+uint64_t WholeLines(absl::string_view text) {
+  const size_t last = text.rfind('\n');
+  return last == absl::string_view::npos ? 0 : last + 1;
+}
 
 absl::Status AppendLog::CheckPath(const std::string& path) {
   struct stat st;
@@ -28,11 +68,17 @@ absl::Status AppendLog::CheckPath(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& path,
-                                                           uint64_t keep_bytes) {
+                                                           uint64_t keep_bytes,
+                                                           const WholeRecords& whole_records) {
   // Only a file is a log: what else is there (a named pipe would block this
   // open, or take the lines away) is named before it is opened.
   RETURN_IF_ERROR(CheckPath(path));
   struct stat st;
+  std::string recovery;
+  if (whole_records && keep_bytes > 0 &&
+      (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) < keep_bytes)) {
+    ASSIGN_OR_RETURN(keep_bytes, Recover(path, keep_bytes, whole_records, &recovery));
+  }
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
   if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path, " for writing"), errno);
   if (::fstat(fd, &st) != 0) {
@@ -61,7 +107,9 @@ absl::StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& pa
     ::close(fd);
     return ErrnoError(absl::StrCat("cannot cut ", path, " to ", keep_bytes, " bytes"), err);
   }
-  return std::unique_ptr<AppendLog>(new AppendLog(path, fd, keep_bytes));
+  std::unique_ptr<AppendLog> log(new AppendLog(path, fd, keep_bytes));
+  log->recovery_ = std::move(recovery);
+  return log;
 }
 
 AppendLog::~AppendLog() { ::close(fd_); }

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace pbert {
 
@@ -48,6 +49,20 @@ absl::Status CheckFolderTarget(const std::string& dir, absl::string_view key) {
                                                    "; choose a folder you can write"));
   }
   return absl::OkStatus();
+}
+
+std::string PlainFileNameProblem(absl::string_view name) {
+  if (name.empty()) return "it is empty";
+  if (name == "." || name == "..") return absl::StrCat("'", name, "' names a folder");
+  if (name.size() > 255) return absl::StrCat("it is ", name.size(), " bytes long (at most 255)");
+  for (const char c : name) {
+    if (c == '/') return "it holds a '/' (a path, not a name)";
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return absl::StrFormat("it holds the control character 0x%02x",
+                             static_cast<unsigned char>(c));
+    }
+  }
+  return "";
 }
 
 std::string WithoutTrailingSlash(std::string path) {

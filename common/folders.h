@@ -34,6 +34,12 @@ inline constexpr size_t kTemporarySuffixBytes = 11;
 // InvalidArgument naming `what` (a flag or key), the path and what to do.
 absl::Status CheckWritable(const std::string& path, absl::string_view what, Writes writes);
 
+// "" when `name`, read from a file (a store's manifest, say), is a plain
+// file name: one that names an entry of the folder that file lies in and
+// nothing else. Else what is wrong with it: empty, "." or "..", a '/', a
+// NUL or another control character, or longer than a file name may be.
+std::string PlainFileNameProblem(absl::string_view name);
+
 // `path` without trailing '/' ("/" stays), so that `path` + ".tmp" lies
 // beside it, not inside it.
 std::string WithoutTrailingSlash(std::string path);

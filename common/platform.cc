@@ -3,16 +3,23 @@
 #include <dlfcn.h>
 #include <dirent.h>
 #include <malloc.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -163,6 +170,87 @@ void IgnoreOpenBlasCoretype() {
 const BlasKernels& TuneOpenBlasKernels() {
   static const BlasKernels kernels = Tune();
   return kernels;
+}
+
+absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
+    const std::function<const char*(const char*)>& get_or_null) {
+  const auto get = get_or_null ? get_or_null
+                               : [](const char* name) -> const char* { return std::getenv(name); };
+  ThreadEnvironment out;
+  auto bad = [](const char* name, const char* value, absl::string_view takes) {
+    return absl::InvalidArgumentError(absl::StrCat("environment variable ", name, "='", value,
+                                                   "' is not ", takes, "; set it so or unset it"));
+  };
+  const std::string count = absl::StrCat("a thread count in [1, ", kMaxThreads, "]");
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    const char* value = get(name);
+    if (value == nullptr) continue;
+    const bool levels = std::string(name) == "OMP_NUM_THREADS";
+    const std::vector<absl::string_view> parts =
+        levels ? absl::StrSplit(value, ',') : std::vector<absl::string_view>{value};
+    for (size_t i = 0; i < parts.size(); ++i) {
+      int threads = 0;
+      if (!absl::SimpleAtoi(parts[i], &threads) || threads < 1 || threads > kMaxThreads) {
+        return bad(name, value,
+                   levels ? absl::StrCat(count, ", or such counts separated by commas") : count);
+      }
+      if (levels && i == 0) out.omp_num_threads = threads;
+    }
+  }
+  if (const char* policy = get("OMP_WAIT_POLICY");
+      policy != nullptr && !absl::EqualsIgnoreCase(policy, "active") &&
+      !absl::EqualsIgnoreCase(policy, "passive")) {
+    return bad("OMP_WAIT_POLICY", policy, "ACTIVE or PASSIVE");
+  }
+  if (const char* spin = get("GOMP_SPINCOUNT"); spin != nullptr) {
+    absl::string_view digits = spin;
+    if (!digits.empty() && absl::StrContains("kKmMgGtT", digits.back())) digits.remove_suffix(1);
+    uint64_t spins = 0;
+    if (!absl::EqualsIgnoreCase(spin, "infinite") && !absl::EqualsIgnoreCase(spin, "infinity") &&
+        !absl::SimpleAtoi(digits, &spins)) {
+      return bad("GOMP_SPINCOUNT", spin,
+                 "a count of spins (with an optional suffix k, M, G or T) or INFINITE");
+    }
+  }
+  return out;
+}
+
+void CheckStartEnvironment(int argc, char** argv, char** envp) {
+  const std::string command =
+      argc > 1 && argv[1][0] != '-' ? absl::StrCat("packed-bert ", argv[1]) : "packed-bert";
+  auto refuse = [&](const std::string& why) {
+    const std::string line = absl::StrCat(command, ": error: ", why, "\n");
+    const ssize_t ignored = ::write(2, line.data(), line.size());
+    (void)ignored;
+    _exit(2);
+  };
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const long cpus =
+        std::max(1, sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1);
+    const long need = kStartMiB + kStartMiBPerCpu * cpus;
+    const long have = static_cast<long>(limit.rlim_cur >> 20);
+    if (have < need) {
+      refuse(absl::StrCat("the address space is limited to ", have,
+                          " MiB (ulimit -v), and packed-bert needs at least ", need,
+                          " MiB to start with this process's ", cpus,
+                          " CPUs (LibTorch, and OpenBLAS's buffers per CPU); raise the limit "
+                          "(ulimit -v ",
+                          need << 10, ")"));
+    }
+  }
+  const auto from_envp = [envp](const char* name) -> const char* {
+    const size_t n = std::strlen(name);
+    for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+      if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+    }
+    return nullptr;
+  };
+  if (absl::StatusOr<ThreadEnvironment> read = ReadThreadEnvironment(from_envp); !read.ok()) {
+    refuse(std::string(read.status().message()));
+  }
 }
 
 absl::Status PrepareResourceLimits(int needed_files) {

@@ -10,9 +10,11 @@
 // choice at start-up, before the first BLAS call.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace pbert {
 
@@ -73,6 +75,32 @@ void UsePassiveOpenMpWait(char** argv);
 // faults per step). Call first in main(), before any thread starts; a
 // GLIBC_TUNABLES setting of the user's for malloc takes precedence.
 void TuneMalloc();
+
+// The variables the thread pools under LibTorch read (libgomp, OpenBLAS,
+// MKL), checked once: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
+// MKL_NUM_THREADS each a count in [1, kMaxThreads] (OMP_NUM_THREADS may list
+// one per nesting level: "4,2"), OMP_WAIT_POLICY ACTIVE or PASSIVE,
+// GOMP_SPINCOUNT a count (suffix k, M, G or T) or INFINITE. The pools
+// ignore a value they cannot read without a word; here it is one line
+// naming the variable and what it takes (InvalidArgument).
+inline constexpr int kMaxThreads = 1 << 16;
+struct ThreadEnvironment {
+  int omp_num_threads = 0;  // OMP_NUM_THREADS' first level; 0: unset
+};
+absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
+    const std::function<const char*(const char*)>& get = nullptr);
+
+// What must be right before the libraries start, checked from the binary's
+// ELF pre-initialiser, which runs before every library's initialiser: the
+// address space (ulimit -v) must hold the libraries' start (LibTorch's
+// initialisers abort, and OpenBLAS's retries its buffers' allocation for
+// ever, in less): kStartMiB, plus kStartMiBPerCpu for each CPU the process
+// may use (OpenBLAS's buffers per thread); and the thread pools' variables
+// must read (ReadThreadEnvironment), before libgomp reads them its own way.
+// Else one line naming the limit or the variable, to stderr, and exit code
+// 2. `argv[1]` names the command in the line.
+inline constexpr long kStartMiB = 640, kStartMiBPerCpu = 128;
+void CheckStartEnvironment(int argc, char** argv, char** envp);
 
 // The process's resource limits, as they bear on a failure.
 //

@@ -50,7 +50,24 @@ absl::Status CheckStoredWhole(H5::H5File& file, const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(absl::StrCat("cannot stat ", path), errno);
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
   for (const char* name : kAllDatasets) {
-    if (!file.nameExists(name)) continue;
+    // openDataSet follows a link into another file: the link is read first.
+    H5L_info_t link;
+    if (H5Lexists(file.getId(), name, H5P_DEFAULT) <= 0) continue;
+    if (H5Lget_info(file.getId(), name, &link, H5P_DEFAULT) < 0) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": the link '", name, "' cannot be read; write the file again"));
+    }
+    // Data that lies in another file: a link to it, storage in external
+    // files, or a virtual dataset.
+    auto elsewhere = [&](const std::string& what) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": dataset '", name, "' ", what, "; packed-bert reads only the files it is ",
+          "given: write the data into ", path, " itself (h5copy, or h5py's copy)"));
+    };
+    if (link.type == H5L_TYPE_EXTERNAL) return elsewhere("is an external link to another file");
+    if (link.type != H5L_TYPE_HARD && link.type != H5L_TYPE_SOFT) {
+      return elsewhere("is a user-defined link");
+    }
     H5::DataSet set = file.openDataSet(name);
     const hid_t id = set.getId();
     H5::DataSpace space = set.getSpace();
@@ -73,6 +90,7 @@ absl::Status CheckStoredWhole(H5::H5File& file, const std::string& path) {
       case H5D_COMPACT:  // in the file's header: there whole, or the file does not open
         break;
       case H5D_CONTIGUOUS: {
+        if (create.getExternalCount() > 0) return elsewhere("keeps its data in external files");
         const uint64_t entry = set.getDataType().getSize();
         if (elements > 0 && (entry == 0 || stored / entry < elements)) {
           return refuse(absl::StrCat("stores ", stored, " bytes, room for ",
@@ -96,7 +114,7 @@ absl::Status CheckStoredWhole(H5::H5File& file, const std::string& path) {
         break;
       }
       default:
-        return refuse("its storage is not in this file (a virtual or external dataset)");
+        return elsewhere("is a virtual dataset, whose data lies in other files");
     }
   }
   return absl::OkStatus();

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <thread>
 
+#include "common/parallel.h"
+#include "common/status.h"
 #include "data/random.h"
 
 namespace pbert::data {
@@ -137,29 +139,27 @@ void FromDocument(const std::vector<const TokenizedDocument*>& documents, size_t
 
 }  // namespace
 
-std::vector<Instance> CreateInstances(const std::vector<TokenizedDocument>& all,
-                                      const Tokenizer& tokenizer, const InstanceOptions& options,
-                                      int threads) {
+absl::StatusOr<std::vector<Instance>> CreateInstances(const std::vector<TokenizedDocument>& all,
+                                                      const Tokenizer& tokenizer,
+                                                      const InstanceOptions& options, int threads) {
   std::vector<const TokenizedDocument*> documents;
   for (const auto& d : all) {
     if (!d.empty()) documents.push_back(&d);
   }
-  if (documents.empty()) return {};
+  if (documents.empty()) return std::vector<Instance>();
   const size_t n = documents.size();
   const size_t jobs = static_cast<size_t>(options.dupe_factor) * n;
   std::vector<std::vector<Instance>> per_job(jobs);
-  auto work = [&](size_t first, size_t last) {
-    for (size_t job = first; job < last; ++job) {
-      Rng rng(options.seed, job);
-      FromDocument(documents, job % n, tokenizer, options, rng, &per_job[job]);
-    }
-  };
   const size_t workers = std::max<size_t>(1, std::min<size_t>(threads, jobs));
-  std::vector<std::thread> pool;
-  for (size_t w = 0; w < workers; ++w) {
-    pool.emplace_back(work, jobs * w / workers, jobs * (w + 1) / workers);
-  }
-  for (auto& t : pool) t.join();
+  RETURN_IF_ERROR(RunWorkers(
+      static_cast<int>(workers),
+      [&](int w) {
+        for (size_t job = jobs * w / workers; job < jobs * (w + 1) / workers; ++job) {
+          Rng rng(options.seed, job);
+          FromDocument(documents, job % n, tokenizer, options, rng, &per_job[job]);
+        }
+      },
+      "making instances"));
   std::vector<Instance> instances;
   for (auto& v : per_job) {
     for (auto& in : v) instances.push_back(std::move(in));

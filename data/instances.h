@@ -48,8 +48,8 @@ using TokenizedDocument = std::vector<std::vector<int32_t>>;
 
 // The instances of all passes over `documents` (empty ones are skipped),
 // shuffled. `threads` only changes how fast.
-std::vector<Instance> CreateInstances(const std::vector<TokenizedDocument>& documents,
-                                      const Tokenizer& tokenizer, const InstanceOptions& options,
-                                      int threads);
+absl::StatusOr<std::vector<Instance>> CreateInstances(
+    const std::vector<TokenizedDocument>& documents, const Tokenizer& tokenizer,
+    const InstanceOptions& options, int threads);
 
 }  // namespace pbert::data

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
 #include "common/logging.h"
+#include "common/parallel.h"
 #include "common/status.h"
 #include "common/structured_text.h"
 #include "data/hdf5.h"
@@ -421,10 +422,12 @@ absl::Status ImportHdf5(const PrepareOptions& o, const StoreInfo& info,
     }
   };
   const uint32_t workers = std::max<uint32_t>(1, std::min<uint32_t>(o.threads, to_make));
-  std::vector<std::thread> pool;
-  for (uint32_t w = 1; w < workers; ++w) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
+  if (absl::Status ran = RunWorkers(static_cast<int>(workers), [&](int) { worker(); },
+                                    "importing HDF5 shards");
+      !ran.ok()) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failure.ok()) failure = ran;
+  }
   if (!failure.ok()) {
     const size_t done = store->shards_done();
     if (done == 0) return failure;  // and the folder goes
@@ -496,6 +499,31 @@ absl::StatusOr<std::vector<uint64_t>> PickEvenly(uint64_t total, uint64_t n) {
   return out;
 }
 
+namespace {
+
+// The vocabulary fits the text when few of its tokens are [UNK]: the text
+// of BERT's own corpus has about one in ten thousand. Most of them [UNK]
+// (a vocabulary of another language or case, or of special tokens only)
+// would make a store of [UNK]: refused; many, a warning.
+absl::Status CheckVocabularyFits(const PrepareSummary& summary, const PrepareOptions& o) {
+  if (summary.text_tokens == 0) return absl::OkStatus();
+  const double share =
+      static_cast<double>(summary.unknown_tokens) / static_cast<double>(summary.text_tokens);
+  const std::string what = absl::StrFormat(
+      "%.1f%% of the %d tokens of the inputs are [UNK]: the vocabulary %s does not fit their "
+      "text (another language's, or %s)",
+      100 * share, summary.text_tokens, o.vocab,
+      o.lower_case ? "a cased one: set prepare.lower_case false"
+                   : "an uncased one: set prepare.lower_case true");
+  if (share > 0.5) {
+    return absl::InvalidArgumentError(absl::StrCat(what, "; give the vocabulary of the model"));
+  }
+  if (share > 0.01) logging::Get("prepare")->warn("{}", what);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PrepareProgress& progress) {
   if (o.inputs.empty()) {
     return absl::InvalidArgumentError("nothing to prepare: give input files (prepare.inputs)");
@@ -546,12 +574,15 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   }
   const uint64_t sequence_holds = static_cast<uint64_t>(o.instances.max_seq_len - 3);
   std::mutex long_mu;
+  const int32_t unk = vocabulary->special().unk;
   auto tokenize = [&](size_t first, size_t last) {
-    uint64_t long_sentences = 0, cut = 0, longest = 0;
+    uint64_t long_sentences = 0, cut = 0, longest = 0, tokens = 0, unknown = 0;
     for (size_t d = first; d < last; ++d) {
       uint64_t bytes = 0;
       for (const std::string& sentence : documents[d]) {
         std::vector<int32_t> ids = tokenizer.Encode(sentence);
+        tokens += ids.size();
+        unknown += static_cast<uint64_t>(std::count(ids.begin(), ids.end(), unk));
         bytes += sentence.size() + 1;
         if (ids.size() > sequence_holds) {
           long_sentences += 1;
@@ -566,16 +597,19 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
     summary.long_sentences += long_sentences;
     summary.long_sentence_tokens_cut += cut;
     summary.longest_sentence = std::max(summary.longest_sentence, longest);
+    summary.text_tokens += tokens;
+    summary.unknown_tokens += unknown;
   };
   if (progress) progress("tokenize", 0, text_bytes);
   const size_t workers = std::max<size_t>(1, std::min<size_t>(o.threads, documents.size()));
-  std::vector<std::thread> pool;
-  for (size_t w = 0; w < workers; ++w) {
-    pool.emplace_back(tokenize, documents.size() * w / workers,
-                      documents.size() * (w + 1) / workers);
-  }
-  for (auto& t : pool) t.join();
+  RETURN_IF_ERROR(RunWorkers(
+      static_cast<int>(workers),
+      [&](int w) {
+        tokenize(documents.size() * w / workers, documents.size() * (w + 1) / workers);
+      },
+      "tokenizing"));
   documents.clear();
+  RETURN_IF_ERROR(CheckVocabularyFits(summary, o));
   if (summary.long_sentences > 0) {
     logging::Get("prepare")->warn(
         "{} sentence(s) hold more tokens than a sequence of {} has room for ({}; the longest: "
@@ -585,7 +619,8 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
         summary.long_sentence_tokens_cut);
   }
 
-  std::vector<Instance> instances = CreateInstances(tokenized, tokenizer, o.instances, o.threads);
+  ASSIGN_OR_RETURN(std::vector<Instance> instances,
+                   CreateInstances(tokenized, tokenizer, o.instances, o.threads));
   if (instances.empty()) {
     return absl::InvalidArgumentError(
         "the inputs made no instances: documents need sentences with tokens");

@@ -76,6 +76,9 @@ struct PrepareSummary {
   uint64_t long_sentences = 0;
   uint64_t long_sentence_tokens_cut = 0;
   uint64_t longest_sentence = 0;
+  // Text input: the tokens of its sentences, and how many of them are [UNK].
+  uint64_t text_tokens = 0;
+  uint64_t unknown_tokens = 0;
   // HDF5 input with NVIDIA-packed files: their rows, kept as a pack index
   // in the store folder (kKeptPackIndex); 0 otherwise.
   uint64_t kept_rows = 0;

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,6 +21,7 @@
 #include "common/folders.h"
 #include "common/logging.h"
 #include "common/outputs.h"
+#include "common/parallel.h"
 #include "common/progress.h"
 #include "common/status.h"
 #include "common/structured_text.h"
@@ -716,7 +718,13 @@ struct Manifest {
 
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   std::string manifest_path = dir + "/" + kManifest;
-  if (!fs::exists(manifest_path)) {
+  std::error_code error;
+  if (!fs::exists(manifest_path, error) && error && error != std::errc::no_such_file_or_directory &&
+      error != std::errc::not_a_directory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": ", error.message(), "; give the folder of an instance store"));
+  }
+  if (!fs::exists(manifest_path, error)) {
     return absl::NotFoundError(absl::StrCat(dir, " is not an instance store (no ", kManifest,
                                             "); create one with packed-bert prepare"));
   }
@@ -767,9 +775,9 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
     for (const auto& entry : manifest.at("shards")) {
       Manifest::Shard shard;
       shard.file = entry.at("file").get<std::string>();
-      if (shard.file.empty() || shard.file.find('/') != std::string::npos) {
-        return damaged(
-            absl::StrCat("shard name '", shard.file, "' is not a file in the store folder"));
+      if (const std::string problem = PlainFileNameProblem(shard.file); !problem.empty()) {
+        return damaged(absl::StrCat("shard name \"", absl::CEscape(shard.file),
+                                    "\" is not a file name in the store folder: ", problem));
       }
       if (!absl::SimpleHexAtoi(entry.at("checksum").get<std::string>(), &shard.checksum)) {
         return damaged(absl::StrCat("the checksum of ", shard.file, " is not hexadecimal"));
@@ -938,10 +946,7 @@ absl::Status InstanceStore::VerifyChecksums(ShardShare share) const {
   };
   const size_t threads =
       std::min<size_t>(mine.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& thread : pool) thread.join();
+  RETURN_IF_ERROR(RunWorkers(static_cast<int>(threads), [&](int) { work(); }, "checking shards"));
   if (progress) {
     progress->Add(done.load());
     progress->Finish();

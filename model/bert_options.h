@@ -93,7 +93,6 @@ struct BertOptions {
 
   template <class V>
   void Visit(V& v) {
-    using config::AtLeast;
     using config::InRange;
     v.Field("vocab_size", &vocab_size_, "tokens in the vocabulary",
             InRange<int64_t>(8, 1 << 24));
@@ -112,7 +111,7 @@ struct BertOptions {
     v.Field("attention_dropout", &attention_dropout_, "dropout on attention probabilities",
             InRange(0.0, 0.99));
     v.Field("initializer_range", &initializer_range_, "std of the normal initialisation",
-            AtLeast(0.0));
+            InRange(0.0, 10.0));
     v.Field("attention", &attention_,
             "dense: scores over the row with the block-diagonal mask; blocked: each sequence "
             "within its own block; varlen: the model on the real tokens only, FlashAttention on "

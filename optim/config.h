@@ -28,7 +28,7 @@ struct OptimConfig {
     v.Field("exclude_from_trust_ratio", &exclude_from_trust_ratio,
             "bias and LayerNorm also skip the trust ratio");
     v.Field("max_grad_norm", &max_grad_norm, "global gradient clipping; 0 = none",
-            config::AtLeast(0.0));
+            config::InRange(0.0, 1e6));
     v.Field("accumulation_steps", &accumulation_steps, "micro-batches per optimizer step",
             config::InRange<int64_t>(1, 1 << 16));
     v.Field("packing_adjustment", &packing_adjustment,

@@ -38,17 +38,15 @@ struct LambOptions : public torch::optim::OptimizerCloneableOptions<LambOptions>
   // The config's optim keys of LAMB (the rate comes from the schedule).
   template <class V>
   void Visit(V& v) {
-    using config::Above;
-    using config::AtLeast;
     using config::InRange;
     v.Field("beta1", &std::get<0>(betas_), "LAMB first-moment decay (before packing adjustment)",
             InRange(0.0, 0.999999));
     v.Field("beta2", &std::get<1>(betas_), "LAMB second-moment decay (before packing adjustment)",
             InRange(0.0, 0.999999));
     v.Field("eps", &eps_, "added to sqrt(v); above 0, or a parameter without gradient becomes 0/0",
-            Above(0.0));
+            InRange(1e-30, 1.0));
     v.Field("weight_decay", &weight_decay_, "decoupled weight decay (not on bias, LayerNorm)",
-            AtLeast(0.0));
+            InRange(0.0, 1.0));
     v.Field("bias_correction", &bias_correction_, "divide moments by 1 - beta^t");
   }
 

@@ -30,16 +30,16 @@ struct ScheduleOptions {
   // The config's optim keys (the section's other keys are LAMB's).
   template <class V>
   void Visit(V& v) {
-    using config::AtLeast;
-    v.Field("lr", &peak_lr, "peak learning rate", config::Above(0.0));
+    v.Field("lr", &peak_lr, "peak learning rate", config::InRange(1e-30, 10.0));
     v.Field("schedule", &kind, "poly: warmup + polynomial decay; constant: lr throughout");
     v.Field("warmup_steps", &warmup_steps, "linear warmup length in optimizer steps",
             config::InRange<int64_t>(0, int64_t{1} << 30));
-    v.Field("start_warmup_step", &start_warmup_step, "offset of the warmup ramp (MLPerf)");
+    v.Field("start_warmup_step", &start_warmup_step, "offset of the warmup ramp (MLPerf)",
+            config::InRange<int64_t>(-(int64_t{1} << 30), int64_t{1} << 30));
     v.Field("total_steps", &total_steps, "optimizer steps; the decay ends here",
             config::InRange<int64_t>(1, int64_t{1} << 30));
-    v.Field("power", &power, "polynomial decay power", AtLeast(1e-9));
-    v.Field("end_lr", &end_lr, "learning rate at total_steps", AtLeast(0.0));
+    v.Field("power", &power, "polynomial decay power", config::InRange(1e-9, 100.0));
+    v.Field("end_lr", &end_lr, "learning rate at total_steps", config::InRange(0.0, 10.0));
   }
   absl::Status Validate() const;
 };

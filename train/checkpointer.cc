@@ -3,7 +3,13 @@
 #include <torch/nn/module.h>
 #include <torch/serialize/archive.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -118,14 +124,39 @@ absl::StatusOr<std::string> OptimizerBytes(const optim::Lamb& optimizer) {
   return bytes.str();
 }
 
-// Removes all but the newest `keep` checkpoints of `root`.
+// Removes all but the newest `keep` checkpoints of `root`; one that is
+// being read (CheckpointHold) is left for a later save to remove.
 void KeepNewest(const std::string& root, int keep) {
   std::vector<std::string> all = Checkpoints(root);
   std::error_code error;
   for (size_t i = 0; i + keep < all.size(); ++i) {
+    const int fd = ::open(all[i].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      logging::Get("checkpoint")->debug("{} is being read: left for a later save", all[i]);
+      continue;
+    }
     fs::remove_all(all[i], error);
+    if (fd >= 0) ::close(fd);
     logging::Get("checkpoint")->debug("removed {}", all[i]);
   }
+}
+
+// A checkpoint folder of RUN_DIR/checkpoints that is not there: what the
+// run holds now.
+absl::Status MissingCheckpoint(const std::string& dir, absl::string_view what) {
+  const fs::path root = fs::path(dir).lexically_normal().parent_path();
+  std::error_code error;
+  if (StepOfFolder(dir) < 0 || root.filename() != "checkpoints" || !fs::is_directory(root, error)) {
+    return absl::NotFoundError(absl::StrCat("checkpoint folder '", dir, "' ", what,
+                                            "; give a RUN_DIR/checkpoints/step-N folder or auto"));
+  }
+  const std::vector<std::string> all = Checkpoints(root.string());
+  return absl::NotFoundError(absl::StrCat(
+      "checkpoint folder '", dir, "' ", what,
+      " (a run that keeps train.keep_checkpoints removes its older ones); ",
+      all.empty() ? absl::StrCat(root.string(), " holds no checkpoint now")
+                  : absl::StrCat("the newest checkpoint of the run is now ", all.back())));
 }
 
 }  // namespace
@@ -216,10 +247,7 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
         "' is a file, not a checkpoint folder; give a RUN_DIR/checkpoints/step-N folder "
         "or auto"));
   }
-  if (!fs::is_directory(dir)) {
-    return absl::NotFoundError(absl::StrCat(
-        "checkpoint folder '", dir, "' not found; give a RUN_DIR/checkpoints/step-N folder or auto"));
-  }
+  if (!fs::is_directory(dir)) return MissingCheckpoint(dir, "not found");
   if (fs::is_directory(fs::path(dir) / "checkpoints", error) ||
       fs::exists(fs::path(dir) / "mllog.txt", error)) {
     // (Read only: a refusal removes nothing, not even stale temporaries.)
@@ -315,7 +343,39 @@ absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<CheckpointHold> CheckpointHold::Take(const std::string& path) {
+  std::error_code error;
+  if (!fs::is_directory(path, error)) {
+    // Not (or no longer) a folder: a weights file, or a checkpoint gone.
+    if (fs::exists(path, error) || StepOfFolder(path) < 0) return CheckpointHold(-1);
+    return MissingCheckpoint(path, "not found");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return errno == ENOENT ? MissingCheckpoint(path, "was removed while it was opened")
+                           : ErrnoError(absl::StrCat("cannot open ", path), errno);
+  }
+  CheckpointHold hold(fd);
+  // Waits while a rotation removes it; then it must still be there.
+  if (::flock(fd, LOCK_SH) != 0) return ErrnoError(absl::StrCat("cannot lock ", path), errno);
+  struct stat held, now;
+  if (::fstat(fd, &held) != 0 || ::stat(path.c_str(), &now) != 0 || held.st_ino != now.st_ino ||
+      held.st_dev != now.st_dev || held.st_nlink == 0) {
+    return MissingCheckpoint(path, "was removed while it was opened");
+  }
+  return hold;
+}
+
+CheckpointHold::CheckpointHold(CheckpointHold&& other) noexcept : fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+CheckpointHold::~CheckpointHold() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 absl::Status LoadVerifiedWeights(const std::string& path, torch::nn::Module& model) {
+  ASSIGN_OR_RETURN(const CheckpointHold hold, CheckpointHold::Take(path));
   std::error_code error;
   if (std::filesystem::exists(std::filesystem::path(path) / "trainer_state.json", error)) {
     ASSIGN_OR_RETURN(CheckpointInfo checkpoint, ReadCheckpointInfo(path));

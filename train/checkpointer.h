@@ -93,10 +93,29 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir);
 // written before it have none); else a DataLoss error naming the file.
 absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint);
 
+// A shared hold on a checkpoint folder while it is read outside its run
+// (export-hf, score): the run's rotation (train.keep_checkpoints) leaves a
+// held folder for a later save to remove. A step-N folder that is not there
+// (rotated away before it was held) is NotFound naming the run's newest
+// checkpoint; any other path (a weights file) is held as nothing.
+class CheckpointHold {
+ public:
+  static absl::StatusOr<CheckpointHold> Take(const std::string& path);
+  CheckpointHold(CheckpointHold&& other) noexcept;
+  CheckpointHold& operator=(CheckpointHold&&) = delete;
+  CheckpointHold(const CheckpointHold&) = delete;
+  ~CheckpointHold();
+
+ private:
+  explicit CheckpointHold(int fd) : fd_(fd) {}
+  int fd_;  // the folder, locked shared; -1 for none
+};
+
 // Loads the weights at `path` (any file model::LoadWeights reads, or a
 // checkpoint folder of train) for use outside training (score, export-hf):
 // a checkpoint's files must have the checksums its trainer state recorded
-// (CheckBoundFiles), and every weight must be finite.
+// (CheckBoundFiles), and every weight must be finite. A checkpoint is held
+// while it is read (CheckpointHold).
 absl::Status LoadVerifiedWeights(const std::string& path, torch::nn::Module& model);
 
 // Loads the weights and optimizer state of checkpoint folder `dir`.

@@ -22,4 +22,45 @@ absl::Status ExperimentConfig::CheckTrainable() const {
   return absl::OkStatus();
 }
 
+std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::string>& given,
+                                                            model::Precision precision,
+                                                            bool device_is_cuda, int world_size,
+                                                            bool resumed) const {
+  std::vector<std::string> out;
+  auto idle = [&](const std::vector<std::string>& keys, const std::string& why) {
+    for (const std::string& key : keys) {
+      if (given.count(key) > 0) out.push_back(absl::StrCat(key, " does nothing here: ", why));
+    }
+  };
+  if (precision != model::Precision::kFp8) {
+    idle({"model.fp8_amax_history", "model.fp8_margin", "model.fp8_emulation"},
+         absl::StrCat("model.precision is ", NameOf(precision), ", not fp8"));
+  }
+  if (precision == model::Precision::kFp32 || precision == model::Precision::kFp16) {
+    idle({"model.master_weights"},
+         absl::StrCat("master weights are for bf16 and fp8, and model.precision is ",
+                      NameOf(precision)));
+  }
+  if (optim.schedule.kind == optim::ScheduleKind::kConstant) {
+    idle({"optim.warmup_steps", "optim.start_warmup_step", "optim.power", "optim.end_lr"},
+         "optim.schedule is constant (optim.lr throughout)");
+  }
+  if (data.eval.empty()) {
+    idle({"train.eval_every_samples", "train.eval_packed", "train.target_mlm_accuracy"},
+         "there is no eval set (data.eval)");
+  }
+  if (world_size == 1) {
+    idle({"dist.bucket_mb", "dist.overlap", "dist.backend", "dist.timeout_s",
+          "dist.master_addr", "dist.master_port"},
+         "the run is one process");
+  }
+  if (!device_is_cuda) {
+    idle({"optim.fused"}, "the CPU always runs LibTorch's _foreach LAMB");
+  }
+  if (resumed) {
+    idle({"train.init_checkpoint"}, "a resumed run continues from its checkpoint's weights");
+  }
+  return out;
+}
+
 }  // namespace pbert::train

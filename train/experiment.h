@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "common/config_field.h"
 #include "common/logging.h"
@@ -33,7 +36,8 @@ struct RunConfig {
   template <class V>
   void Visit(V& v) {
     v.Field("output_dir", &output_dir, "folder for the run's outputs (created if missing)");
-    v.Field("seed", &seed, "seed of every random choice of the run", config::AtLeast<int64_t>(0));
+    v.Field("seed", &seed, "seed of every random choice of the run",
+            config::InRange<int64_t>(0, std::numeric_limits<int64_t>::max()));
     v.Field("threads", &threads,
             "intra-op threads, and prepare's (tokenizing text, importing HDF5); 0 = the CPUs "
             "available to the process, shared among the workers of a distributed run on the node",
@@ -78,6 +82,13 @@ struct ExperimentConfig {
   // What `train` checks across sections: an ablation is no BERT, so a
   // closed-division MLPerf run may not train one.
   absl::Status CheckTrainable() const;
+  // The keys of `given` (set by the file or --set) whose setting cannot act
+  // in this run, each with why: precision `precision` (resolved), on
+  // `device_is_cuda`, `world_size` processes, resumed or not. One line each,
+  // for a warning at the start.
+  std::vector<std::string> InactiveSettings(const std::set<std::string>& given,
+                                            model::Precision precision, bool device_is_cuda,
+                                            int world_size, bool resumed) const;
 };
 
 }  // namespace pbert::train

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status.h"
 
 namespace pbert::train {
@@ -25,7 +26,9 @@ absl::StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const MetricsLogOpt
   o.every_steps = std::max<int64_t>(1, o.every_steps);
   std::unique_ptr<MetricsLog> log(new MetricsLog(o, state));
   if (o.dir.empty()) return log;
-  ASSIGN_OR_RETURN(log->file_, AppendLog::Open(absl::StrCat(o.dir, "/metrics.jsonl"), state.bytes));
+  ASSIGN_OR_RETURN(log->file_,
+                   AppendLog::Open(absl::StrCat(o.dir, "/metrics.jsonl"), state.bytes, WholeLines));
+  if (!log->file_->recovery().empty()) logging::Get("train")->warn("{}", log->file_->recovery());
   if (o.tensorboard) {
     ASSIGN_OR_RETURN(log->tensorboard_,
                      TensorBoardLog::Open(absl::StrCat(o.dir, "/", kTensorBoardFile),

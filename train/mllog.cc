@@ -32,15 +32,35 @@ std::string MlLogLine(int64_t time_ms, const std::string& event_type, const std:
   return ":::MLLOG " + line.dump();
 }
 
+namespace {
+
+// A cut log keeps its whole lines when its header (up to run_start)
+// survived, else none: the header is then written again (Start).
+uint64_t WholeLinesFromRunStart(absl::string_view text) {
+  const uint64_t whole = WholeLines(text);
+  return text.substr(0, whole).find("\"key\":\"run_start\"") == absl::string_view::npos ? 0
+                                                                                        : whole;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<MlperfLog>> MlperfLog::Open(const std::string& path,
                                                            const MlperfLogState& state) {
   auto log = std::unique_ptr<MlperfLog>(new MlperfLog());
   log->state_ = state;
   if (!path.empty()) {
-    ASSIGN_OR_RETURN(log->file_, AppendLog::Open(path, state.bytes));
+    ASSIGN_OR_RETURN(log->file_, AppendLog::Open(path, state.bytes, WholeLinesFromRunStart));
+    if (!log->file_->recovery().empty()) {
+      logging::Get("train")->warn("{}{}", log->file_->recovery(),
+                                  log->has_header() ? ""
+                                                    : "; its header is written again, with "
+                                                      "run_start at the run's first start");
+    }
   }
   return log;
 }
+
+bool MlperfLog::has_header() const { return !file_ || !started() || file_->bytes() > 0; }
 
 MlperfLogState MlperfLog::State() const {
   MlperfLogState state = state_;
@@ -49,14 +69,15 @@ MlperfLogState MlperfLog::State() const {
 }
 
 absl::Status MlperfLog::Write(const char* event_type, const std::string& key,
-                              const nlohmann::json& value, const nlohmann::json& metadata) {
+                              const nlohmann::json& value, const nlohmann::json& metadata,
+                              int64_t time_ms) {
   if (!file_) return absl::OkStatus();
-  std::string line = MlLogLine(NowMs(), event_type, key, value, metadata);
+  std::string line = MlLogLine(time_ms > 0 ? time_ms : NowMs(), event_type, key, value, metadata);
   logging::Get("mllog")->debug("{}", line);
   return file_->Append(line);
 }
 
-absl::Status MlperfLog::Start(const MlperfOptions& o, const MlperfHeader& h) {
+absl::Status MlperfLog::Start(const MlperfOptions& o, const MlperfHeader& h, uint64_t samples) {
   RETURN_IF_ERROR(Write(kPoint, "cache_clear", true));
   RETURN_IF_ERROR(Write(kStart, "init_start", nullptr));
   const std::pair<const char*, nlohmann::json> events[] = {
@@ -85,9 +106,10 @@ absl::Status MlperfLog::Start(const MlperfOptions& o, const MlperfHeader& h) {
   };
   for (const auto& [key, value] : events) RETURN_IF_ERROR(Write(kPoint, key, value));
   RETURN_IF_ERROR(Write(kEnd, "init_stop", nullptr));
-  state_.run_start_ms = NowMs();
-  RETURN_IF_ERROR(Write(kStart, "run_start", nullptr));
-  return BlockStart(0);
+  if (!started()) state_.run_start_ms = NowMs();
+  RETURN_IF_ERROR(
+      Write(kStart, "run_start", nullptr, nlohmann::json::object(), state_.run_start_ms));
+  return BlockStart(samples);
 }
 
 absl::Status MlperfLog::BlockStart(uint64_t samples) {

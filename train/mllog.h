@@ -81,12 +81,20 @@ std::string MlLogLine(int64_t time_ms, const std::string& event_type, const std:
 // the file back to that length, so the lines of redone steps appear once.
 class MlperfLog {
  public:
-  // Rank 0 opens `path`, cut back to state.bytes; others pass "".
+  // Rank 0 opens `path`, cut back to state.bytes; others pass "". A log
+  // shorter than that is set aside and goes on from its whole lines, or
+  // without them where run_start was among the lines lost (has_header).
   static absl::StatusOr<std::unique_ptr<MlperfLog>> Open(const std::string& path,
                                                          const MlperfLogState& state);
 
-  // init_start .. init_stop, run_start, and the first block_start.
-  absl::Status Start(const MlperfOptions& options, const MlperfHeader& header);
+  // init_start .. init_stop, run_start, and the first block_start, at
+  // `samples`; run_start at the run's first start where it had started (a
+  // header written again).
+  absl::Status Start(const MlperfOptions& options, const MlperfHeader& header,
+                     uint64_t samples = 0);
+  // False where a resumed run's log lost its header (cut before run_start,
+  // or missing): Start writes it again.
+  bool has_header() const;
   absl::Status BlockStart(uint64_t samples);
   absl::Status BlockStop(uint64_t samples);
   absl::Status EvalStart(uint64_t samples);
@@ -103,8 +111,10 @@ class MlperfLog {
   MlperfLogState State() const;
 
  private:
+  // `time_ms` 0: now.
   absl::Status Write(const char* event_type, const std::string& key, const nlohmann::json& value,
-                     const nlohmann::json& metadata = nlohmann::json::object());
+                     const nlohmann::json& metadata = nlohmann::json::object(),
+                     int64_t time_ms = 0);
 
   std::unique_ptr<AppendLog> file_;  // null on ranks other than 0
   MlperfLogState state_;

@@ -272,6 +272,15 @@ StepProfiler::~StepProfiler() {
   }
 }
 
+std::string StepProfiler::Unmet(int64_t last_step) const {
+  if (steps_.empty() || summary_ != nullptr || last_step >= steps_.last) return "";
+  return absl::StrCat("train.profile_steps ", steps_.first, ":", steps_.last,
+                      " wrote no profile: the run ended at step ", last_step,
+                      " (its target, train.max_samples or too many bad steps); profile steps up "
+                      "to ",
+                      last_step);
+}
+
 absl::Status StepProfiler::Before(int64_t step) {
   if (step != steps_.first || steps_.empty()) return absl::OkStatus();
   std::set<ActivityType> activities = {ActivityType::CPU};

@@ -95,6 +95,11 @@ class StepProfiler {
   absl::Status Before(int64_t step);
   absl::Status After(int64_t step, double seconds);
 
+  // At the end of a run whose last step was `last_step`: why the steps it
+  // was asked to profile were not ("" when they were, or none were asked
+  // for, or a resume began past their start: docs/performance.md).
+  std::string Unmet(int64_t last_step) const;
+
   // The summary once the last profiled step is done (else nullptr).
   const ProfileSummary* summary() const { return summary_.get(); }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/checksum.h"
+#include "common/logging.h"
 #include "common/status.h"
 
 namespace pbert::train {
@@ -63,7 +64,7 @@ std::string SummaryOf(const std::vector<Scalar>& scalars) {
   return summary;
 }
 
-uint32_t MaskedCrc(const std::string& bytes) {
+uint32_t MaskedCrc(absl::string_view bytes) {
   return MaskCrc32c(Crc32c({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
 }
 
@@ -82,11 +83,32 @@ std::string Record(const std::string& data) {
 
 }  // namespace
 
+uint64_t WholeTfRecords(absl::string_view text) {
+  uint64_t at = 0;
+  while (text.size() - at >= 12) {
+    uint64_t length;
+    uint32_t length_crc;
+    std::memcpy(&length, text.data() + at, 8);
+    std::memcpy(&length_crc, text.data() + at + 8, 4);
+    if (length_crc != MaskedCrc(text.substr(at, 8)) ||
+        length > text.size() - at - 16) {
+      break;
+    }
+    uint32_t data_crc;
+    std::memcpy(&data_crc, text.data() + at + 12 + length, 4);
+    if (data_crc != MaskedCrc(text.substr(at + 12, length))) break;
+    at += 16 + length;
+  }
+  return at;
+}
+
 absl::StatusOr<std::unique_ptr<TensorBoardLog>> TensorBoardLog::Open(const std::string& path,
                                                                      uint64_t keep_bytes) {
-  ASSIGN_OR_RETURN(std::unique_ptr<AppendLog> file, AppendLog::Open(path, keep_bytes));
+  ASSIGN_OR_RETURN(std::unique_ptr<AppendLog> file,
+                   AppendLog::Open(path, keep_bytes, WholeTfRecords));
+  if (!file->recovery().empty()) logging::Get("train")->warn("{}", file->recovery());
   std::unique_ptr<TensorBoardLog> log(new TensorBoardLog(std::move(file)));
-  if (keep_bytes == 0) {
+  if (log->file_->bytes() == 0) {
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::string event = EventHeader(now, 0);

@@ -22,10 +22,16 @@ inline constexpr char kTensorBoardFile[] = "events.out.tfevents.packed-bert";
 // One scalar: a tag such as "train/loss" and its value.
 using Scalar = std::pair<std::string, double>;
 
+// The length of the longest start of `text` made of whole TFRecord records
+// (their lengths and checksums intact).
+uint64_t WholeTfRecords(absl::string_view text);
+
 class TensorBoardLog {
  public:
-  // Opens `path`, cut back to `keep_bytes`; a new (empty) file starts with
-  // the file_version event that TensorBoard reads first, stamped now.
+  // Opens `path`, cut back to `keep_bytes` (a file shorter than that is set
+  // aside and the log goes on from its whole records, common/append_log.h);
+  // a new (empty) file starts with the file_version event that TensorBoard
+  // reads first, stamped now.
   static absl::StatusOr<std::unique_ptr<TensorBoardLog>> Open(const std::string& path,
                                                               uint64_t keep_bytes);
 
@@ -34,6 +40,8 @@ class TensorBoardLog {
   absl::Status Write(int64_t step, const std::vector<Scalar>& scalars, double wall_time);
   absl::Status Sync() { return file_->Sync(); }
   uint64_t bytes() const { return file_->bytes(); }
+  // What Open did to a file shorter than the checkpoint counted; "" if none.
+  const std::string& recovery() const { return file_->recovery(); }
 
  private:
   explicit TensorBoardLog(std::unique_ptr<AppendLog> file) : file_(std::move(file)) {}

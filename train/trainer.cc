@@ -53,23 +53,10 @@ std::string RunFolderOf(const std::string& checkpoint) {
 // logs so far (the MLLOG and metrics.jsonl up to the checkpoint) are carried
 // over, so that the new folder holds the whole run. Returns the folder to
 // carry them from, or "" when the run stays in its folder.
-absl::StatusOr<std::string> LogSource(const std::string& checkpoint, const std::string& run_dir,
-                                      const std::vector<std::pair<std::string, uint64_t>>& logs) {
+std::string LogSource(const std::string& checkpoint, const std::string& run_dir) {
   const std::string source = RunFolderOf(checkpoint);
   std::error_code error;
-  if (std::filesystem::equivalent(source, run_dir, error)) return std::string();
-  for (const auto& [name, bytes] : logs) {
-    const std::string path = absl::StrCat(source, "/", name);
-    const auto size = std::filesystem::file_size(path, error);
-    if (error || size < bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "resuming ", checkpoint, " into run.output_dir ", run_dir, " needs the run's ", name,
-          " from ", source, " (", bytes, " bytes at the checkpoint), ",
-          error ? "which is missing" : absl::StrCat("which holds ", size), "; resume into ", source,
-          " itself"));
-    }
-  }
-  return source;
+  return std::filesystem::equivalent(source, run_dir, error) ? std::string() : source;
 }
 
 // The logs a run appends to, with their lengths at a checkpoint.
@@ -158,8 +145,13 @@ absl::Status Trainer::InitNew() {
 absl::Status Trainer::OpenLogs() {
   const std::string& dir = config_.run.output_dir;
   if (rank0_ && !log_source_.empty()) {
+    // A log that is missing or shorter there is carried as it is, and
+    // opened below as any cut log is.
     for (const auto& [name, bytes] : RunLogs(log_state_.mllog, log_state_.metrics)) {
-      ASSIGN_OR_RETURN(std::string text, ReadFile(absl::StrCat(log_source_, "/", name)));
+      const std::string from = absl::StrCat(log_source_, "/", name);
+      std::error_code missing;
+      if (!std::filesystem::exists(from, missing)) continue;
+      ASSIGN_OR_RETURN(std::string text, ReadFile(from));
       RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", name), text.substr(0, bytes)));
     }
   }
@@ -175,8 +167,8 @@ absl::Status Trainer::OpenLogs() {
   metrics.dir = rank0_ ? dir : "";
   metrics.peak_flops = peak_flops_;
   ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(metrics, log_state_.metrics));
-  if (setup_.resume) return absl::OkStatus();
-  return mllog_->Start(config_.mlperf, plan_.mllog_header);
+  if (setup_.resume && mllog_->has_header()) return absl::OkStatus();
+  return mllog_->Start(config_.mlperf, plan_.mllog_header, loop_.samples);
 }
 
 absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
@@ -209,10 +201,7 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
     Log()->warn("resuming a run of {} ranks on {}: the remaining rows are shared out anew",
                 state.loop.world_size, comm_.world_size());
   }
-  if (rank0_) {
-    ASSIGN_OR_RETURN(log_source_, LogSource(checkpoint.dir, config_.run.output_dir,
-                                            RunLogs(state.mllog, state.metrics)));
-  }
+  if (rank0_) log_source_ = LogSource(checkpoint.dir, config_.run.output_dir);
   RETURN_IF_ERROR(OpenParts(state));
   Log()->info(
       "resuming {} at step {} ({} sequences seen){}", checkpoint.dir, loop_.step, loop_.samples,
@@ -378,6 +367,9 @@ absl::Status Trainer::Save(SaveReason reason) {
 }
 
 absl::StatusOr<TrainResult> Trainer::Finish() {
+  if (const std::string unmet = profiler_.Unmet(loop_.step); !unmet.empty() && rank0_) {
+    Log()->warn("{}", unmet);
+  }
   loop_.status = evaluation_.reached() ? "success" : "aborted";
   RETURN_IF_ERROR(mllog_->RunStop(loop_.status, loop_.samples));
   RETURN_IF_ERROR(Save(SaveReason::kEnd));

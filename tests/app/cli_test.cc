@@ -103,7 +103,8 @@ TEST(CliTest, OptimizerValuesThatCannotTrainAreRefused) {
   // lr makes the decay rise.
   Result r = RunBinary("config dump --set optim.eps=0");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert config: error: --set optim.eps=0: optim.eps: must be > 0\n");
+  EXPECT_EQ(r.err,
+            "packed-bert config: error: --set optim.eps=0: optim.eps: must be in [1e-30, 1]\n");
   r = RunBinary("config dump --set optim.lr=1e-4 --set optim.end_lr=1e-3");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
@@ -851,6 +852,17 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
   EXPECT_EQ(r.err, "packed-bert prepare: error: " + vocab +
                        ": the vocabulary has no [MASK] token; use a BERT vocab.txt with [PAD], "
                        "[UNK], [CLS], [SEP] and [MASK]\n");
+  // A vocabulary that does not fit the text (here: special tokens only)
+  // would make a store of [UNK].
+  std::string specials =
+      WriteConfig("pbert_cli_prepare/specials.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n");
+  r = RunBinary("prepare --log-level warn --vocab " + specials + " --out " + out + " " + text);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "packed-bert prepare: error: 100.0% of the 6 tokens of the inputs are [UNK]: "
+                   "the vocabulary " + specials + " does not fit their text (another "
+                   "language's, or a cased one: set prepare.lower_case false); give the "
+                   "vocabulary of the model\n");
+  EXPECT_FALSE(fs::exists(out));
   std::string empty = WriteConfig("pbert_cli_prepare/empty.txt", "");
   std::string full_vocab = WriteConfig("pbert_cli_prepare/full_vocab.txt",
                                        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n");
@@ -895,8 +907,8 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
   EXPECT_EQ(r.err, "packed-bert prepare: error: " + latin1 +
                        ":2: not UTF-8 (byte 0xe9 at column 4); convert the file, e.g. iconv -f "
                        "latin1 -t utf-8\n");
-  // Nothing half-written: only the five inputs are in the folder.
-  EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 5);
+  // Nothing half-written: only the six inputs are in the folder.
+  EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 6);
 }
 
 TEST(CliTest, PrepareCountsTheTokensALongLineLoses) {
@@ -1185,7 +1197,60 @@ TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
   EXPECT_EQ(ErrorLine(r), "packed-bert model: error: out of memory (the address space is limited "
                           "to 2929 MiB (ulimit -v)); give the process more memory (ulimit -v, "
                           "the container's limit)");
+  // An address space too small for LibTorch and OpenBLAS to start in (their
+  // initialisers would abort, or retry an allocation for ever): one line
+  // before they run, for every command.
+  for (const std::string command : {"prepare --vocab v.txt --out s t.txt", "score", "--help"}) {
+    const std::string named =
+        command == "--help" ? "packed-bert" : "packed-bert " + command.substr(0, command.find(' '));
+    const auto start = std::chrono::steady_clock::now();
+    r = testing::RunShell("ulimit -v 700000; exec " + std::string(pbert::testing::BinaryPath()) +
+                          " " + command);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << command;
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_TRUE(absl::StartsWith(r.err, named + ": error: the address space is limited to 683 "
+                                                 "MiB (ulimit -v), and packed-bert needs at least "))
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
   fs::remove_all(root);
+}
+
+// Every variable the launchers, the rendezvous and the thread pools read is
+// checked once, before anything runs: a value out of range, or two
+// launchers that disagree, is one line naming it, exit 2.
+TEST(CliTest, TheEnvironmentIsReadStrictly) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"OMP_NUM_THREADS=abc",
+       "environment variable OMP_NUM_THREADS='abc' is not a thread count in [1, 65536], or such "
+       "counts separated by commas; set it so or unset it"},
+      {"OMP_NUM_THREADS=0", "environment variable OMP_NUM_THREADS='0' is not a thread count"},
+      {"OMP_NUM_THREADS=100000",
+       "environment variable OMP_NUM_THREADS='100000' is not a thread count"},
+      {"OPENBLAS_NUM_THREADS=-1",
+       "environment variable OPENBLAS_NUM_THREADS='-1' is not a thread count in [1, 65536]; set "
+       "it so or unset it"},
+      {"OMP_WAIT_POLICY=sometimes",
+       "environment variable OMP_WAIT_POLICY='sometimes' is not ACTIVE or PASSIVE"},
+      {"GOMP_SPINCOUNT=lots", "environment variable GOMP_SPINCOUNT='lots' is not a count of spins"},
+      {"RANK=0 WORLD_SIZE=1 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2",
+       "torchrun's WORLD_SIZE=1 and Open MPI's OMPI_COMM_WORLD_SIZE=2 disagree"},
+      {"RANK=0 WORLD_SIZE=1 GROUP_RANK=-5",
+       "environment variable GROUP_RANK=-5 is out of range: it must be 0 or more"},
+  };
+  for (const auto& [variables, says] : cases) {
+    for (const std::string command : {"config dump", "train --set optim.total_steps=1"}) {
+      Result r = RunBinary(command, variables);
+      EXPECT_EQ(r.exit_code, 2) << variables << " " << command << ": " << r.err;
+      EXPECT_NE(r.err.find(says), std::string::npos) << variables << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  }
+  // A valid count is what the run takes by default: torchrun and launch
+  // set it for their workers.
+  Result r = RunBinary("config dump --log-level debug", "OMP_NUM_THREADS=1,1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("intra-op threads: 1"), std::string::npos) << r.err;
 }
 
 TEST(CliTest, ExitCodesFollowTheStatus) {

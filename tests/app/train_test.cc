@@ -427,6 +427,80 @@ TEST_F(TrainTest, SigtermThenResumeGivesACompliantMllog) {
       << testing::ReadText(run + "/mllog.txt");
 }
 
+// A run can always continue: logs shorter than the checkpoint counted (cut
+// by a disk fault, a copy or an edit, or moved away) are set aside, the run
+// goes on from their whole records, says so, ends where a straight run ends,
+// and its MLLOG still reads as one run. A folder that a run left with only
+// its packed rows (a full disk at the start) takes a new run.
+TEST_F(TrainTest, ARunWhoseLogsWereCutOrMovedGoesOn) {
+  ASSERT_EQ(RunBinary(Args("straight")).exit_code, 0);
+  const std::string events = std::string("/") + "events.out.tfevents.packed-bert";
+  for (const std::string run : {"cut", "header"}) {
+    Result killed = RunBinary(Args(run), "PBERT_FAULT=after-step:9");
+    ASSERT_EQ(killed.exit_code, -1) << killed.err;
+    const std::string dir = root_ + "/" + run;
+    const std::string mllog = testing::ReadText(dir + "/mllog.txt");
+    const size_t run_start = mllog.find("\"key\":\"run_start\"");
+    ASSERT_NE(run_start, std::string::npos);
+    if (run == "cut") {
+      // Both logs cut below their length at step 6's checkpoint, mid-record.
+      fs::resize_file(dir + events, fs::file_size(dir + events) / 2 - 7);
+      fs::resize_file(dir + "/metrics.jsonl", fs::file_size(dir + "/metrics.jsonl") / 2);
+      fs::rename(dir + "/mllog.txt", dir + "/elsewhere.txt");
+    } else {
+      fs::resize_file(dir + "/mllog.txt", run_start - 40);  // inside the header
+    }
+    Result resumed = RunBinary(Args(run, "--resume auto"));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    ExpectSameWeights("straight", run, 12);
+    if (run == "cut") {
+      EXPECT_NE(resumed.err.find(dir + events + " holds "), std::string::npos) << resumed.err;
+      EXPECT_NE(resumed.err.find("set aside as " + dir + events + ".damaged; the log goes on"),
+                std::string::npos)
+          << resumed.err;
+      EXPECT_NE(resumed.err.find("set aside as " + dir + "/metrics.jsonl.damaged;"),
+                std::string::npos)
+          << resumed.err;
+      EXPECT_NE(resumed.err.find(dir + "/mllog.txt is missing, where the checkpoint counted "),
+                std::string::npos)
+          << resumed.err;
+      // Every event file record whole, the last one step 12's.
+      const auto read = pbert::testing::ReadEvents(dir + events);
+      ASSERT_FALSE(read.empty());
+      EXPECT_EQ(read.back().step, 12);
+      for (absl::string_view line : absl::StrSplit(testing::ReadText(dir + "/metrics.jsonl"), '\n',
+                                                   absl::SkipEmpty())) {
+        EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << line;
+      }
+    } else {
+      EXPECT_NE(resumed.err.find("; its header is written again, with run_start at the run's "
+                                 "first start"),
+                std::string::npos)
+          << resumed.err;
+    }
+    // One run in the MLLOG, started when the run first started.
+    const std::string now = testing::ReadText(dir + "/mllog.txt");
+    const size_t first = now.find("\"key\":\"run_start\"");
+    ASSERT_NE(first, std::string::npos) << now;
+    EXPECT_EQ(now.find("\"key\":\"run_start\"", first + 1), std::string::npos) << now;
+    auto time_of = [](const std::string& text, size_t key) {
+      const size_t at = text.rfind("\"time_ms\":", key) + 10;
+      return text.substr(at, text.find(',', at) - at);
+    };
+    EXPECT_EQ(time_of(now, first), time_of(mllog, run_start));
+    Result summary = RunBinary("mlperf-summary " + dir);
+    EXPECT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_NE(summary.out.find(dir + "/mllog.txt"), std::string::npos) << summary.out;
+    EXPECT_NE(summary.out.find("aborted"), std::string::npos) << summary.out;
+  }
+  // Only the packed rows of a run that stopped at its start (cut short).
+  fs::create_directories(root_ + "/rows");
+  testing::WriteFile(root_ + "/rows/pack.pbpack", "PBP");
+  Result fresh = RunBinary(Args("rows"));
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.err;
+  ExpectSameWeights("straight", "rows", 12);
+}
+
 // Data parallelism under `packed-bert launch` (2 workers on this machine,
 // Gloo over loopback): the same rows per step as one process accumulating
 // two micro-batches give the same weights; a worker killed with -9 stops the
@@ -661,11 +735,14 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   EXPECT_NE(r.err.find("one step takes 512 rows and the training data has "), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("each step spans more than an epoch"), std::string::npos) << r.err;
-  // Learning so fast that the weights overflow: stopped, nothing saved.
-  r = RunBinary(Args("diverged", "--set optim.lr=1e30"));
+  // Learning so fast (the largest rate and initial weights the config
+  // takes) that the weights overflow: stopped, the diverged ones not saved.
+  r = RunBinary(Args("diverged",
+                     "--set optim.lr=10 --set model.initializer_range=10 "
+                     "--set optim.total_steps=60 --set train.checkpoint_every_steps=0"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no checkpoint was written; lower optim.lr"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(root_ + "/diverged/checkpoints/step-00000006"));
+  EXPECT_FALSE(fs::exists(root_ + "/diverged/checkpoints"));
 
   ASSERT_EQ(RunBinary(Args("run", "--set optim.total_steps=6")).exit_code, 0);
   r = RunBinary(Args("run", "--set optim.total_steps=6"));
@@ -929,9 +1006,11 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
 TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
   testing::WriteFile(root_ + "/garbage.safetensors", "not a weight file");
   testing::WriteFile(root_ + "/garbage.pbpack", "not a pack index");
+  fs::create_symlink("loop", root_ + "/loop");  // a loop of symbolic links
   for (const std::string refused :
        {"--set train.init_checkpoint=" + root_ + "/garbage.safetensors",
         "--set data.pack_index=" + root_ + "/garbage.pbpack", "--set data.eval=" + root_ + "/none",
+        "--set data.store=" + root_ + "/loop", "--set data.eval=" + root_ + "/loop",
         std::string("--set model.precision=fp16"), std::string("--set model.precision=fp8"),
         std::string("--set run.cuda_graphs=true")}) {
     Result r = RunBinary(Args("nested/refused", refused));

@@ -46,7 +46,7 @@ TEST_F(InstancesTest, EveryInstanceHasTheReferenceShape) {
   InstanceOptions o;
   o.max_seq_len = 128;
   o.dupe_factor = 2;
-  auto instances = CreateInstances(documents_, *tokenizer_, o, 2);
+  auto instances = *CreateInstances(documents_, *tokenizer_, o, 2);
   ASSERT_GT(instances.size(), 1000u);
   const auto& special = tokenizer_->vocabulary().special();
   int mask = 0, kept = 0, replaced = 0, masked_total = 0;
@@ -79,15 +79,15 @@ TEST_F(InstancesTest, DeterministicForASeedWhateverTheThreads) {
   InstanceOptions o;
   o.max_seq_len = 64;
   o.dupe_factor = 1;
-  auto one = CreateInstances(documents_, *tokenizer_, o, 1);
-  auto two = CreateInstances(documents_, *tokenizer_, o, 2);
+  auto one = *CreateInstances(documents_, *tokenizer_, o, 1);
+  auto two = *CreateInstances(documents_, *tokenizer_, o, 2);
   ASSERT_EQ(one.size(), two.size());
   for (size_t i = 0; i < one.size(); ++i) {
     ASSERT_EQ(one[i].input_ids, two[i].input_ids);
     ASSERT_EQ(one[i].masked_positions, two[i].masked_positions);
   }
   o.seed = 7;
-  auto other = CreateInstances(documents_, *tokenizer_, o, 2);
+  auto other = *CreateInstances(documents_, *tokenizer_, o, 2);
   EXPECT_NE(other[0].input_ids, one[0].input_ids);
 }
 
@@ -97,7 +97,9 @@ TEST_F(InstancesTest, WholeWordMaskingMasksEveryPieceOfAWord) {
   o.dupe_factor = 1;
   o.whole_word_mask = true;
   int checked = 0;
-  for (const Instance& in : CreateInstances(documents_, *tokenizer_, o, 2)) {
+  const auto made = CreateInstances(documents_, *tokenizer_, o, 2);
+  ASSERT_TRUE(made.ok()) << made.status();
+  for (const Instance& in : *made) {
     std::vector<int32_t> original = in.input_ids;
     for (size_t m = 0; m < in.masked_positions.size(); ++m) {
       original[in.masked_positions[m]] = in.masked_ids[m];
@@ -147,7 +149,7 @@ void CompareWithReference(const std::vector<TokenizedDocument>& documents,
   std::ifstream in(stats_path);
   auto reference = nlohmann::json::parse(in);
 
-  auto instances = CreateInstances(documents, tokenizer, o, 2);
+  auto instances = *CreateInstances(documents, tokenizer, o, 2);
   double n = instances.size(), length = 0, full = 0, shorter = 0, masked = 0, random_next = 0;
   for (const Instance& i : instances) {
     length += i.length();

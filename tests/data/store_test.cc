@@ -20,6 +20,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Writes `manifest` as `dir`/store.json, signed with its checksum as
+// docs/formats.md defines it: as the store would, whatever it holds.
+void WriteSignedManifest(const std::string& dir, nlohmann::ordered_json manifest) {
+  manifest.erase("manifest_checksum");
+  const std::string unsigned_text = manifest.dump(2);
+  manifest["manifest_checksum"] = absl::StrFormat(
+      "%016x", Checksum64({reinterpret_cast<const uint8_t*>(unsigned_text.data()),
+                           unsigned_text.size()}));
+  ASSERT_TRUE(WriteFileAtomically(dir + "/store.json", manifest.dump(2) + "\n").ok());
+}
+
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override { root_ = testing::ScratchFolder().string(); }
@@ -301,12 +312,7 @@ TEST_F(StoreTest, DamageIsFoundAndNamed) {
   ASSERT_TRUE(WriteFileAtomically(shard, forged).ok());
   auto manifest = nlohmann::ordered_json::parse(manifest_text);
   manifest["shards"][0]["checksum"] = absl::StrFormat("%016x", checksum);
-  manifest.erase("manifest_checksum");
-  const std::string unsigned_text = manifest.dump(2);
-  manifest["manifest_checksum"] = absl::StrFormat(
-      "%016x", Checksum64({reinterpret_cast<const uint8_t*>(unsigned_text.data()),
-                           unsigned_text.size()}));
-  ASSERT_TRUE(WriteFileAtomically(dir + "/store.json", manifest.dump(2) + "\n").ok());
+  WriteSignedManifest(dir, manifest);
   status = InstanceStore::Open(dir)->Verify();
   EXPECT_NE(status.message().find(shard + ": record 7 (store index 7)"), std::string::npos)
       << status;
@@ -363,6 +369,25 @@ TEST_F(StoreTest, ManifestAndShardsMustBelongTogether) {
   }
   ASSERT_TRUE(WriteFileAtomically(shard1, own).ok());
   EXPECT_TRUE(InstanceStore::Open(a).ok());
+  // A shard name that is not a plain name of the store folder, signed as
+  // the store would: an embedded NUL (which a path would cut), a path out
+  // of the folder, the folder itself. A reader opens only the files named.
+  fs::copy_file(shard1, root_ + "/shard-00001.pbstore");
+  fs::copy_file(shard1, shard1 + "x");
+  for (const std::string& name :
+       {std::string("shard-00001.pbstore\0x", 21), std::string("../shard-00001.pbstore"),
+        std::string(".."), std::string("shard-00001.pbstore\n")}) {
+    auto changed = nlohmann::ordered_json::parse(manifest);
+    changed["shards"][1]["file"] = name;
+    WriteSignedManifest(a, changed);
+    const absl::Status opened = InstanceStore::Open(a).status();
+    EXPECT_EQ(opened.code(), absl::StatusCode::kDataLoss) << opened;
+    EXPECT_TRUE(absl::StartsWith(opened.message(), a + "/store.json: shard name \""))
+        << opened;
+    EXPECT_TRUE(absl::EndsWith(opened.message(), "; the store is damaged, prepare it again"))
+        << opened;
+  }
+  ASSERT_TRUE(WriteFileAtomically(a + "/store.json", manifest).ok());
 }
 
 // The content checksum names the data, not where it lies: the same records

@@ -225,6 +225,32 @@ def main():
 
     unstored("declared-rows", "next_sentence_labels", (10**12,))
     unstored("declared-chunks", "input_ids", (N * 1000, S), chunks=(N, S), compression="gzip")
+    # Files whose data lies in another file: a reader reads only the file
+    # it is given, never one a link in it names.
+    target = os.path.join(out, "elsewhere.hdf5")
+    write(target, rows, dict(NVIDIA), {})
+
+    def elsewhere(case, must_name, move):
+        path = os.path.join(out, f"bad-{case}.hdf5")
+        write(path, rows, dict(NVIDIA), {})
+        with h5py.File(path, "a") as f:
+            move(f)
+        bad[case] = must_name
+
+    def external_link(f):
+        del f["input_ids"]
+        f["input_ids"] = h5py.ExternalLink(target, "input_ids")
+
+    def external_storage(f):
+        ids = f["segment_ids"][...].astype("<i4")
+        del f["segment_ids"]
+        raw = os.path.join(out, "segment_ids.raw")
+        ids.tofile(raw)
+        f.create_dataset("segment_ids", ids.shape, dtype="<i4", external=[(raw, 0, ids.nbytes)])
+
+    elsewhere("external-link", "'input_ids' is an external link to another file", external_link)
+    elsewhere("external-storage", "'segment_ids' keeps its data in external files",
+              external_storage)
     # The same sequences in a file twice as wide (as a 512-wide file of
     # 128-token sequences): its width is not its sequences' length.
     wide = {k: (np.pad(v, ((0, 0), (0, S))) if k in ("input_ids", "input_mask", "segment_ids")

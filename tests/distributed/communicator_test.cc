@@ -93,6 +93,54 @@ TEST(EnvironmentTest, TheInnermostLauncherWins) {
   EXPECT_TRUE(env.use_agent_store);
 }
 
+// Every variable a launcher sets is checked, once, here: out of range, or
+// two launchers (or a leftover variable) that disagree, is one line naming
+// the variables.
+TEST(EnvironmentTest, OutOfRangeOrDisagreeingVariablesAreNamed) {
+  auto refusal = [](std::map<std::string, std::string> vars) {
+    const auto env = EnvironmentFrom([vars](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    });
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument) << env.status();
+    return std::string(env.status().message());
+  };
+  EXPECT_EQ(refusal({{"RANK", "0"},
+                     {"WORLD_SIZE", "1"},
+                     {"OMPI_COMM_WORLD_RANK", "1"},
+                     {"OMPI_COMM_WORLD_SIZE", "2"}}),
+            "torchrun's WORLD_SIZE=1 and Open MPI's OMPI_COMM_WORLD_SIZE=2 disagree: the inner "
+            "launcher's world must share out the outer one's (a multiple of it); unset the "
+            "variables of the launcher that did not start this process");
+  EXPECT_EQ(refusal({{"RANK", "0"}, {"WORLD_SIZE", "3"}, {"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "2"}}),
+            "torchrun's WORLD_SIZE=3 and Slurm's SLURM_NTASKS=2 disagree: the inner launcher's "
+            "world must share out the outer one's (a multiple of it); unset the variables of "
+            "the launcher that did not start this process");
+  EXPECT_EQ(refusal({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "-5"}}),
+            "environment variable GROUP_RANK=-5 is out of range: it must be 0 or more");
+  EXPECT_EQ(refusal({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"GROUP_RANK", "2"},
+                     {"GROUP_WORLD_SIZE", "2"}}),
+            "GROUP_RANK=2 and GROUP_WORLD_SIZE=2 do not fit: need GROUP_RANK < GROUP_WORLD_SIZE");
+  EXPECT_EQ(refusal({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "7"}}),
+            "GROUP_RANK=7 and WORLD_SIZE=2 do not fit: need GROUP_RANK < WORLD_SIZE");
+  EXPECT_EQ(refusal({{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
+            "environment variable WORLD_SIZE=0 is out of range: it must be 1 or more");
+  EXPECT_EQ(refusal({{"LOCAL_RANK", "1"}}),
+            "LOCAL_RANK is set but RANK and WORLD_SIZE are not; a launcher sets all of them (or "
+            "unset LOCAL_RANK for a single process)");
+  EXPECT_EQ(refusal({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "yes"}}),
+            "environment variable TORCHELASTIC_USE_AGENT_STORE='yes' is not True or False (as "
+            "torchrun sets it); unset it");
+  EXPECT_EQ(refusal({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RESTART_COUNT", "4"},
+                     {"TORCHELASTIC_MAX_RESTARTS", "3"}}),
+            "TORCHELASTIC_RESTART_COUNT=4 and TORCHELASTIC_MAX_RESTARTS=3 do not fit: a launcher "
+            "restarts its workers at most that often");
+  EXPECT_EQ(refusal({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "2"},
+                     {"SLURM_NNODES", "2"}}),
+            "SLURM_NODEID=2 and SLURM_NNODES=2 do not fit: need SLURM_NODEID < SLURM_NNODES");
+}
+
 TEST(EnvironmentTest, FirstSlurmHost) {
   EXPECT_EQ(FirstSlurmHost("node17"), "node17");
   EXPECT_EQ(FirstSlurmHost("gpu[07-09,12],cpu3"), "gpu07");

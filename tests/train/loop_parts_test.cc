@@ -166,6 +166,34 @@ struct Unsavable : torch::nn::Module {
   Unsavable() { register_parameter("w", torch::zeros({2}, torch::kComplexFloat)); }
 };
 
+// A checkpoint being read outside its run (export-hf, score) is held: the
+// run's rotation leaves it until a later save, and one rotated away before
+// it was held is named with the run's newest.
+TEST_F(CheckpointerTest, ACheckpointBeingReadOutlivesTheRotation) {
+  Checkpointer checkpointer(Options(1, 1), *communicator_);
+  ASSERT_TRUE(Save(checkpointer, 1).ok());
+  const std::string first = checkpointer.last();
+  {
+    auto hold = CheckpointHold::Take(first);
+    ASSERT_TRUE(hold.ok()) << hold.status();
+    ASSERT_TRUE(Save(checkpointer, 2).ok());
+    EXPECT_TRUE(fs::exists(first + "/model.safetensors")) << "rotated away while held";
+    EXPECT_EQ(LatestCheckpoint(dir_.string()), checkpointer.last());
+  }
+  ASSERT_TRUE(Save(checkpointer, 3).ok());
+  EXPECT_EQ(Folders().size(), 1u);  // the held one went with the next save
+  const auto gone = CheckpointHold::Take(first);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(std::string(gone.status().message()),
+            "checkpoint folder '" + first +
+                "' not found (a run that keeps train.keep_checkpoints removes its older ones); "
+                "the newest checkpoint of the run is now " +
+                checkpointer.last());
+  // A weights file, or a path that names no checkpoint, holds nothing.
+  EXPECT_TRUE(CheckpointHold::Take(checkpointer.last() + "/model.safetensors").ok());
+  EXPECT_TRUE(CheckpointHold::Take((dir_ / "elsewhere.safetensors").string()).ok());
+}
+
 // A save that fails halfway is an error and leaves the previous checkpoint
 // whole, the newest, and no temporary folder. Mutation tried: pruning
 // before the new checkpoint is in place (the previous one is gone).

@@ -171,5 +171,30 @@ TEST(ProfilerTest, ARunResumedInsideTheRangeWritesNoProfile) {
   std::filesystem::remove_all(dir);
 }
 
+// A run that ends before the steps it was asked to profile says so at its
+// end (the trainer warns with Unmet); one that profiled them, or has no
+// range, says nothing.
+TEST(ProfilerTest, ARangeTheRunNeverReachesIsNamedAtItsEnd) {
+  const auto dir = pbert::testing::ScratchFolder();
+  StepProfiler late(*ParseProfileSteps("5:8"), dir.string(), c10::Device(c10::kCPU));
+  for (int64_t step = 1; step <= 6; ++step) {
+    ASSERT_TRUE(late.Before(step).ok());
+    ASSERT_TRUE(late.After(step, 0.001).ok());
+  }
+  EXPECT_EQ(late.Unmet(6),
+            "train.profile_steps 5:8 wrote no profile: the run ended at step 6 (its target, "
+            "train.max_samples or too many bad steps); profile steps up to 6");
+  EXPECT_FALSE(std::filesystem::exists(dir / "profile.md"));
+  StepProfiler none(ProfileSteps{}, dir.string(), c10::Device(c10::kCPU));
+  EXPECT_EQ(none.Unmet(6), "");
+  StepProfiler done(*ParseProfileSteps("1:2"), dir.string(), c10::Device(c10::kCPU));
+  for (int64_t step = 1; step <= 2; ++step) {
+    ASSERT_TRUE(done.Before(step).ok());
+    ASSERT_TRUE(done.After(step, 0.001).ok());
+  }
+  EXPECT_EQ(done.Unmet(2), "");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pbert::train

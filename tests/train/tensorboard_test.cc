@@ -75,9 +75,34 @@ TEST_F(TensorBoardFileTest, AResumeCutsTheFileBackToTheCheckpointsLength) {
   EXPECT_EQ(events[2].step, 2);
   EXPECT_EQ(events[2].scalars.at("train/loss"), 1.5f);
 
-  // A file shorter than the checkpoint counted was cut or replaced.
-  auto longer = TensorBoardLog::Open(path_, fs::file_size(path_) + 1);
-  EXPECT_EQ(longer.status().code(), absl::StatusCode::kDataLoss) << longer.status();
+  // A file shorter than the checkpoint counted (cut or replaced since) is
+  // set aside, and the log goes on from its whole records: here the last
+  // record lost its last 7 bytes.
+  const uint64_t whole = fs::file_size(path_);
+  fs::resize_file(path_, whole - 7);
+  {
+    auto cut = TensorBoardLog::Open(path_, whole);
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    EXPECT_NE((*cut)->recovery().find("set aside as " + path_ + ".damaged;"), std::string::npos)
+        << (*cut)->recovery();
+    EXPECT_EQ(fs::file_size(path_ + ".damaged"), whole - 7);
+    ASSERT_TRUE((*cut)->Write(3, {{"train/loss", 1}}, 4).ok());
+  }
+  const auto kept = ReadEvents(path_);
+  ASSERT_EQ(kept.size(), 3u);  // the version, step 1, and step 3 after the cut
+  EXPECT_EQ(kept[1].step, 1);
+  EXPECT_EQ(kept[2].step, 3);
+  // Moved away: a new file, which starts with the version event; the
+  // second file set aside takes the next free name.
+  fs::resize_file(path_, 5);
+  {
+    auto lost = TensorBoardLog::Open(path_, whole);
+    ASSERT_TRUE(lost.ok()) << lost.status();
+    EXPECT_TRUE(fs::exists(path_ + ".damaged-2"));
+  }
+  const auto fresh = ReadEvents(path_);
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh[0].file_version, "brain.Event:2");
 }
 
 }  // namespace

@@ -1,0 +1,97 @@
+// Every number of the experiment config is checked against a range that a
+// run could want: a value far outside it (optim.weight_decay 1e30, say) is
+// refused in one line, not trained with.
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/config.h"
+#include "gtest/gtest.h"
+#include "train/experiment.h"
+
+namespace pbert::train {
+namespace {
+
+// Visits a config like the YAML reader and tries each number's check with
+// values no run could want, at both ends; lists the numbers that take one.
+class RangeProbe {
+ public:
+  template <class T>
+  void Field(const char* key, T* value, const std::string& help, config::Check<T> check = nullptr) {
+    (void)value;
+    (void)help;
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool> &&
+                  !HasChoices<T>::value) {
+      const std::string name = absl::StrCat(section_, ".", key);
+      std::vector<T> far;
+      if constexpr (std::is_floating_point_v<T>) {
+        far = {T(1e30), T(-1e30)};
+      } else {
+        far = {std::numeric_limits<T>::max(), std::numeric_limits<T>::min()};
+      }
+      for (const T v : far) {
+        if (!check || check(v).empty()) taken.push_back(absl::StrCat(name, "=", v));
+      }
+    }
+  }
+  template <class S>
+  void Section(const char* key, S* section, const char*) {
+    section_ = key;
+    section->Visit(*this);
+  }
+  template <class S>
+  void Include(S* fields) {
+    fields->Visit(*this);
+  }
+
+  std::vector<std::string> taken;
+
+ private:
+  std::string section_;
+};
+
+TEST(ExperimentConfigTest, EveryNumberIsRefusedFarOutsideTheRangeARunCouldWant) {
+  ExperimentConfig config;
+  RangeProbe probe;
+  config.Visit(probe);
+  // Any seed is as good as another.
+  const std::vector<std::string> anything_goes = {
+      absl::StrCat("run.seed=", std::numeric_limits<int64_t>::max())};
+  EXPECT_EQ(probe.taken, anything_goes);
+}
+
+TEST(ExperimentConfigTest, AValueOutOfRangeIsOneLineNamingTheKeyAndTheRange) {
+  ExperimentConfig config;
+  const absl::Status status =
+      config::Load("", {{"optim.weight_decay=1e30", "--set optim.weight_decay=1e30"}}, &config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("optim.weight_decay"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("must be in [0, 1]"), std::string::npos) << status;
+  EXPECT_EQ(status.message().find('\n'), std::string::npos) << status;
+}
+
+// A setting the user gave that cannot act in the run is named with why; one
+// that acts, or was not given, is not.
+TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {
+  ExperimentConfig config;
+  const std::set<std::string> given = {"model.fp8_margin", "dist.bucket_mb",
+                                       "train.target_mlm_accuracy", "optim.lr",
+                                       "train.init_checkpoint"};
+  EXPECT_EQ(config.InactiveSettings(given, model::Precision::kBf16, false, 1, true),
+            (std::vector<std::string>{
+                "model.fp8_margin does nothing here: model.precision is bf16, not fp8",
+                "train.target_mlm_accuracy does nothing here: there is no eval set (data.eval)",
+                "dist.bucket_mb does nothing here: the run is one process",
+                "train.init_checkpoint does nothing here: a resumed run continues from its "
+                "checkpoint's weights"}));
+  config.data.eval = "eval";
+  EXPECT_EQ(config.InactiveSettings(given, model::Precision::kFp8, false, 2, false),
+            std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace pbert::train
