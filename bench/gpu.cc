@@ -3,52 +3,83 @@
 // what users run otherwise, Hugging Face's BertForPreTraining with SDPA on
 // the same sequences each padded to a row of 512, in micro-batches of as
 // many rows as packed-bert's, gradients accumulated (bench/hf_peer.py,
-// started by --peer, after this process has returned its cached GPU
-// memory), for BERT-base and BERT-large. packed-bert runs as cases that
-// take turns (each `steps / turns` timed steps a turn, after its warm-up
-// steps): each lever added to the one before (autocast over fp32 weights
-// with the _foreach LAMB; the fused LAMB; the vocabulary padded to 64; the
-// one QKV product; the fused layers; bf16 weights with fp32 masters; static
-// shapes; the captured step, run.cuda_graphs; with --fp8 1, the default, on
-// GPUs with FP8 products, the encoder's products in fp8, model.precision
-// fp8; a lever of the captured step or fp8 that fails is left out with a
-// line saying why), then the fused-layers lever at each rows per
-// step of --sweep. The peer trains on the first case's sequences, in bf16 autocast with fp32
-// weights. Prints per model and case real tokens/s, sequences/s, model
-// TFLOP/s and MFU (the model's own FLOPs per real token, attention over
-// each sequence's own length, against the GPU's dense bf16 peak), the peak
-// GPU memory the case needs alone (its weights, gradients and optimizer
-// state, and the most a step allocates above them), the ratios to the
-// peer, each lever's gain and the rows sweep.
+// started by --peer), for BERT-base and BERT-large.
+//
+// packed-bert runs as cases that take turns, each case a lever added to the
+// one before (autocast over fp32 weights with the _foreach LAMB; the fused
+// LAMB; the vocabulary padded to 64; the one QKV product; the fused layers;
+// bf16 weights with fp32 masters; static shapes; the captured step,
+// run.cuda_graphs; with --fp8 1, the default, the encoder's products in
+// fp8, model.precision fp8), then the fused-layers lever at each rows per
+// step of --sweep. Every case's turn runs in a process of its own (this
+// binary again, with --case): a lever that fails (a capture that leaves
+// CUDA's state behind, an out-of-memory error, a crash, a hang past
+// --case-timeout) cannot touch the others; it is left out of the tables
+// with a line saying why. Before it builds its model a case estimates its
+// memory (16 bytes a parameter; activations from the peaks measured in the
+// rows sweep, twice over for a captured step, whose graph holds a pool of
+// its own) and is refused with a line where the GPU's free memory cannot
+// hold it.
+//
+// Prints per model and case real tokens/s, sequences/s, model TFLOP/s and
+// MFU (the model's own FLOPs per real token, attention over each
+// sequence's own length, against the GPU's dense bf16 peak), the peak GPU
+// memory the case needs (its weights, gradients and optimizer state, and
+// the most a step allocates above them), the ratios to the peer, each
+// lever's gain and the rows sweep; last a line "[key] ..." with each
+// model's best figure (scripts/gpu's summary reads it).
 //
 //   build-gpu/bench/gpu [--models base,large] [--rows 32] [--steps 20] [--warmup 5]
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
-//       [--turns 4] [--sweep 16,32,48,64] [--profile N] [--fp8 1]
+//       [--turns 4] [--sweep 16,32,48,64] [--profile N] [--fp8 1] [--case-timeout 240]
+//       [--levers 0,4,8]
+//   build-gpu/bench/gpu --quick [--histogram FILE]
 //
+// --quick: BERT-large and BERT-base, every lever, 32 rows, 12 timed steps
+// in one turn after 3 warm-up steps, one profile (BERT-large's last lever);
+// about 3 minutes on an H100 or H200, within 80 GB.
+// --levers: only these levers (0 the first, 8 fp8), and with --profile
+// each profiled.
 // --profile N: after the timed steps, N more steps of the first lever,
-// the defaults and the last lever under LibTorch's profiler, and for each the table that
-// train.profile_steps writes to profile.md (train/profiler.h,
-// docs/performance.md).
+// the fused layers' and the last lever under LibTorch's profiler, and for
+// each the table that train.profile_steps writes to profile.md
+// (train/profiler.h, docs/performance.md).
+// --device cpu: the same cases on the CPU (in fp32 where a lever asks for
+// bf16 weights the CPU keeps them), for a dry run of the processes and
+// tables without a GPU (tests/scripts/gpu_dry_run.sh); --fail LEVER:KIND
+// (repeatable) makes that lever's process crash, exit 2, hang or report
+// running out of memory (KIND crash, exit, hang, oom), as the dry run checks.
 //
-// On a machine without a GPU it says so in one line (exit 2).
+// On a machine without a GPU it says so in one line (exit 2). It exits 1
+// when a case other than the captured step's and fp8's failed.
 #include "gpu/gpu.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
-#include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/model_sizes.h"
 #include "bench/synthetic.h"
@@ -77,9 +108,11 @@ using Shape = pbert::bench::ModelSize;
 
 int Usage(const std::string& why) {
   std::fprintf(stderr,
-               "bench/gpu: %s\nusage: gpu [--models base,large] [--rows N] [--steps N] "
+               "bench/gpu: %s\nusage: gpu [--quick] [--models base,large] [--rows N] [--steps N] "
                "[--warmup N] [--turns N] [--sweep 16,32,48,64] [--histogram FILE] "
-               "[--peer COMMAND] [--lengths-out FILE] [--profile N] [--fp8 0|1]\n",
+               "[--peer COMMAND] [--lengths-out FILE] [--profile N] [--fp8 0|1] "
+               "[--case-timeout SECONDS] [--levers 0,4,8] [--device cuda|cpu] "
+               "[--fail LEVER:crash|exit|hang|oom]\n",
                why.c_str());
   return 2;
 }
@@ -87,15 +120,6 @@ int Usage(const std::string& why) {
 struct Side {
   double seconds = 0, tokens = 0, sequences = 0, flops = 0, peak_bytes = 0;
 };
-
-void Print(const std::string& model, const std::string& side, const Side& r, double peak) {
-  const double tflops = r.flops / r.seconds / 1e12;
-  std::printf("| %s | %s | %.0f | %.1f | %.1f | %s | %.1f |\n", model.c_str(), side.c_str(),
-              r.tokens / r.seconds, r.sequences / r.seconds, tflops,
-              peak > 0 ? absl::StrCat(static_cast<int>(100 * tflops * 1e12 / peak + 0.5), "%").c_str()
-                       : "-",
-              r.peak_bytes / (1 << 30));
-}
 
 // The levers, each added to the one before (issue-style table: each row's
 // gain over the row above), at the benchmark's rows per step; each is one
@@ -120,322 +144,644 @@ constexpr Lever kLevers[] = {
     {"+ fp8 encoder products (e4m3 forward, e5m2 backward, delayed scaling)", true, 64, true,
      true, true, true, true, true},
 };
+constexpr int kLeverCount = static_cast<int>(std::size(kLevers));
 // The lever the rows sweep runs: every lever but the master weights.
-constexpr size_t kSweepLever = 4;
-// The last bf16 lever; the fp8 one comes after it where the GPU has FP8
-// products (compute capability 8.9 on) and --fp8 1 asks for it.
-constexpr size_t kBf16Levers = 8;
+constexpr int kSweepLever = 4;
 
-// The newest paths, whose failure leaves their lever out of the tables
-// (with a line saying why) rather than ending the run: the captured step
-// and fp8. Where the captured step failed, the fp8 lever runs without it.
+// The newest paths, whose failure is expected to be possible on a new GPU
+// or LibTorch: the captured step and fp8 (the run's exit status ignores
+// them). Where the captured step failed, the fp8 lever runs without it.
 bool Droppable(const Lever& lever) { return lever.cuda_graphs || lever.fp8; }
 
-// One configuration of packed-bert's step: its levers and rows per step.
-struct Case {
-  std::string label;
-  int rows = 32;
-  Lever lever{};
-  bool swept = false;  // one of the rows sweep's (or the sweep lever's own)
-  bool dropped = false;  // a droppable lever that failed
-  std::unique_ptr<pbert::train::Trainee> trainee;
-  std::vector<pbert::train::MicroBatch> steps;  // every step's inputs, on the GPU
-  std::vector<pbert::data::PackedBatch> batches;
-  int64_t persistent_bytes = 0;  // weights, gradients, optimizer state
-  int64_t transient_peak = 0;    // the most a step allocated above that
-  Side side;
-};
-
-pbert::gpu::MemoryStats Memory() {
-  auto m = pbert::gpu::Memory(0);
-  if (!m.ok()) std::fprintf(stderr, "bench/gpu: %s\n", std::string(m.status().message()).c_str());
-  return m.ok() ? *m : pbert::gpu::MemoryStats{};
-}
-
-int64_t Allocated() { return Memory().allocated; }
-
-int Main(int argc, char** argv) {
+struct Options {
   std::vector<std::string> models = {"base", "large"};
   int rows = 32, steps = 20, warmup = 5, profile = 0, turns = 4, fp8 = 1;
+  int case_timeout = 240;
+  bool quick = false;
   std::vector<int> sweep;
   std::string histogram_path, peer, lengths_out = "gpu-lengths.json";
+  std::string device = "cuda";
+  std::map<int, std::string> fail;  // lever -> how its process fails (--fail)
+  std::vector<int> levers;           // the levers to run (--levers), else all
+};
+
+// One turn of one case, run in a process of its own: the model, the lever
+// (index into kLevers), the rows per step, the turn, how many sequences
+// the model's cases draw, and what else that process does.
+struct Request {
+  std::string model;
+  int lever = 0, rows = 32, turn = 0, profile = 0;
+  size_t draw = 0;
+  bool no_graphs = false;  // the captured step failed: the fp8 lever runs without it
+};
+
+// The arguments that make this binary run `r` (with the options that shape
+// every case).
+std::vector<std::string> CaseArguments(const Options& o, const Request& r) {
+  std::vector<std::string> args = {
+      "--case",     absl::StrCat(r.model, ":", r.lever, ":", r.rows, ":", r.turn, ":", r.draw),
+      "--steps",    std::to_string(o.steps),
+      "--warmup",   std::to_string(o.warmup),
+      "--turns",    std::to_string(o.turns),
+      "--profile",  std::to_string(r.profile),
+      "--device",   o.device,
+      "--no-graphs", r.no_graphs ? "1" : "0"};
+  if (!o.histogram_path.empty()) args.insert(args.end(), {"--histogram", o.histogram_path});
+  for (const auto& [lever, kind] : o.fail) {
+    args.insert(args.end(), {"--fail", absl::StrCat(lever, ":", kind)});
+  }
+  return args;
+}
+
+// What a case's process returned: its JSON, or why there is none.
+struct Outcome {
+  json result;          // {"tokens", ...}, {"refused": why} or {"error": why}
+  std::string failure;  // "" when the process ended with its JSON
+};
+
+std::string SignalName(int signal) {
+  const char* name = strsignal(signal);
+  return absl::StrCat("signal ", signal, name != nullptr ? absl::StrCat(", ", name) : "");
+}
+
+// Runs this binary with `args` in a process group of its own, its stdout
+// read back (its last line is its JSON) and its stderr passed through; a
+// process still running after `timeout` seconds is killed with its group.
+Outcome Spawn(const std::vector<std::string>& args, int timeout) {
+  Outcome outcome;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    outcome.failure = absl::StrCat("cannot make a pipe: ", std::strerror(errno));
+    return outcome;
+  }
+  std::vector<char*> argv;
+  static char self[] = "/proc/self/exe";
+  argv.push_back(self);
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    outcome.failure = absl::StrCat("cannot start a process: ", std::strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return outcome;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], STDOUT_FILENO);
+    execv(self, argv.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;  // the process closed its stdout: it is ending
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(-pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    outcome.failure = absl::StrCat("did not end within ", timeout, " s (--case-timeout): killed");
+    return outcome;
+  }
+  const size_t last = out.rfind("\n{");
+  json result = json::parse(out.substr(last == std::string::npos ? 0 : last + 1), nullptr, false);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && result.is_object()) {
+    outcome.result = std::move(result);
+  } else if (result.is_object() && result.contains("error")) {
+    outcome.result = std::move(result);
+  } else {
+    outcome.failure = WIFSIGNALED(status) ? absl::StrCat("crashed (", SignalName(WTERMSIG(status)), ")")
+                                          : absl::StrCat("exited with status ", WEXITSTATUS(status),
+                                                         " without a result");
+  }
+  return outcome;
+}
+
+// Why a case's result is not a measurement ("" where it is).
+std::string Failure(const Outcome& o) {
+  if (!o.failure.empty()) return o.failure;
+  if (o.result.contains("error")) {
+    const std::string why = o.result["error"].get<std::string>();
+    if (absl::StrContains(absl::AsciiStrToLower(why), "out of memory")) {
+      return absl::StrCat("out of memory: ", why);
+    }
+    return why;
+  }
+  return "";
+}
+
+// The parameters of BERT of this size (embeddings, encoder, pooler and the
+// pretraining heads), for the memory estimate.
+double Parameters(const Shape& s) {
+  const double h = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn);
+  const double layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+  return (30522 + 512 + 2) * h + 2 * h + s.layers * layer + (h * h + h) + (h * h + 3 * h) +
+         30522 + 2 * h + 2;
+}
+
+// The GPU memory a case needs, estimated: 16 bytes a parameter (weights,
+// gradients and LAMB's two moments, or bf16 weights and gradients with fp32
+// masters), and 48 bytes per token, layer and hidden unit of activations
+// (BERT-large: 38.8 GiB at 64 rows, 21.9 at 32, 13.5 at 16; BERT-base
+// 15.6 at 64 and 5.2 at 16: 45-49 bytes), twice over for a captured step
+// (its graph's pool beside the eager warm-up's cached blocks).
+double EstimatedBytes(const Shape& s, int rows, const Lever& lever) {
+  const double activations = 48.0 * static_cast<double>(s.layers * s.hidden) * rows * kMaxLen;
+  return 16 * Parameters(s) + activations * (lever.cuda_graphs ? 2 : 1);
+}
+
+// One case's turn, in this process: prints its result as one JSON line on
+// stdout (all else goes to stderr); exit 0, or 3 with {"error": why}.
+int RunCase(const Options& o, const Request& r) {
+  auto report_error = [](const std::string& why) {
+    std::printf("\n%s\n", json{{"error", why.substr(0, why.find('\n'))}}.dump().c_str());
+    return 3;
+  };
+  const Shape* shape = pbert::bench::FindModelSize(r.model);
+  if (shape == nullptr || r.lever < 0 || r.lever >= kLeverCount) {
+    return report_error("bad --case " + r.model);
+  }
+  const Shape& s = *shape;
+  Lever lever = kLevers[r.lever];
+  if (r.no_graphs) lever.cuda_graphs = false;
+  const bool cuda = o.device == "cuda";
+  const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  auto communicator = pbert::distributed::Communicator::Single();
+  if (lever.fp8) {
+    const absl::Status runs = pbert::model::CheckFp8({}, pbert::model::BertOptions(), device);
+    if (!runs.ok()) {
+      std::printf("\n%s\n", json{{"refused", std::string(runs.message())}}.dump().c_str());
+      return 0;
+    }
+  }
+  if (cuda) {
+    auto memory = pbert::gpu::Memory(0);
+    if (!memory.ok()) return report_error(std::string(memory.status().message()));
+    const double need = EstimatedBytes(s, r.rows, lever);
+    if (need > 0.95 * static_cast<double>(memory->device_free)) {
+      std::printf("\n%s\n",
+                  json{{"refused", absl::StrFormat("needs about %.1f GiB, the GPU has %.1f GiB free",
+                                                   need / (1 << 30),
+                                                   memory->device_free / double{1 << 30})}}
+                      .dump()
+                      .c_str());
+      return 0;
+    }
+  }
+  if (const auto fail = o.fail.find(r.lever); fail != o.fail.end()) {
+    const std::string& kind = fail->second;
+    std::fprintf(stderr, "bench/gpu: failing on purpose (--fail %d:%s)\n", r.lever, kind.c_str());
+    if (kind == "crash") std::abort();
+    if (kind == "exit") std::exit(2);
+    if (kind == "hang") std::this_thread::sleep_for(std::chrono::hours(1));
+    if (kind == "oom") {
+      return report_error("CUDA out of memory. Tried to allocate 2.00 GiB (--fail)");
+    }
+  }
+  // The sequences every case of this model draws, packed by lp at depth 8;
+  // this case's steps: the warm-up's, then its turn's.
+  const int per_turn = o.steps / o.turns;
+  std::vector<int> step_ids;
+  for (int k = 0; k < o.warmup; ++k) step_ids.push_back(k);
+  for (int k = 0; k < per_turn; ++k) step_ids.push_back(o.warmup + r.turn * per_turn + k);
+  std::vector<uint64_t> histogram;
+  if (!o.histogram_path.empty()) {
+    auto read = pbert::data::ReadHistogramFile(o.histogram_path, kMaxLen);
+    if (!read.ok()) return report_error(std::string(read.status().message()));
+    histogram = read->counts;
+  }
+  const std::vector<int> lengths = DrawLengths(histogram, r.draw, 7);
+  const std::vector<uint16_t> lengths16(lengths.begin(), lengths.end());
+  auto packed = pbert::data::PackLengths("lp", lengths16, {kMaxLen, 8, 1});
+  if (!packed.ok()) return report_error(std::string(packed.status().message()));
+  const std::vector<Instance> instances = MakeSequences(lengths, 11);
+  std::vector<pbert::data::PackedBatch> batches;
+  json plan = json::array();  // per step: the lengths of its sequences (the peer's steps)
+  for (int step : step_ids) {
+    std::vector<std::vector<const Instance*>> layout;
+    json step_lengths = json::array();
+    for (int row = 0; row < r.rows; ++row) {
+      const uint64_t id = static_cast<uint64_t>(step) * r.rows + row;
+      if (id >= packed->index.rows()) return report_error("too few sequences drawn");
+      layout.emplace_back();
+      for (uint32_t sequence : packed->index.Row(id)) {
+        layout.back().push_back(&instances[sequence]);
+        step_lengths.push_back(lengths[sequence]);
+      }
+    }
+    auto batch = pbert::data::MakeBatch(layout, {kMaxLen, 8, 0});
+    if (!batch.ok()) return report_error(std::string(batch.status().message()));
+    batches.push_back(std::move(*batch));
+    plan.push_back(step_lengths);
+  }
+  pbert::train::TraineeOptions options;
+  options.bert = s.Options()
+                     .attention(pbert::model::AttentionKind::kVarlen)
+                     .vocab_padding(lever.vocab_padding)
+                     .fused_qkv(lever.fused_qkv)
+                     .fused_layers(lever.fused_layers)
+                     .static_shapes(lever.static_shapes);
+  options.cuda_graphs = lever.cuda_graphs;
+  options.lamb = pbert::optim::LambOptions(1e-4);
+  options.precision = lever.fp8 ? pbert::model::Precision::kFp8
+                      : cuda    ? pbert::model::Precision::kBf16
+                                : pbert::model::Precision::kFp32;
+  options.device = device;
+  options.seed = 1;
+  options.master_weights = lever.master_weights && cuda;
+  options.fused_optimizer = lever.fused_optimizer;
+  auto allocated = [&]() -> int64_t {
+    if (!cuda) return 0;
+    auto m = pbert::gpu::Memory(0);
+    return m.ok() ? m->allocated : 0;
+  };
+  Side side;
+  int64_t persistent = 0, transient = 0;
+  std::string profile_markdown;
+  try {
+    const int64_t before = allocated();
+    auto trainee = pbert::train::Trainee::Make(options, *communicator);
+    if (!trainee.ok()) return report_error(std::string(trainee.status().message()));
+    const int64_t weights = allocated() - before;
+    // Every step's inputs on the device before the clock starts, as the
+    // loader's threads make them ahead of the steps in a run.
+    auto steps = pbert::train::Prepare(batches, (*trainee)->input_plan());
+    if (!steps.ok()) return report_error(std::string(steps.status().message()));
+    const int64_t with_inputs = allocated();
+    auto step = [&](size_t k) -> absl::Status {
+      auto result = pbert::train::TrainStep(**trainee, *communicator, {(*steps)[k]}, 1e-4, {});
+      return result.status();
+    };
+    for (int k = 0; k < o.warmup; ++k) {
+      if (absl::Status done = step(static_cast<size_t>(k)); !done.ok()) {
+        return report_error(std::string(done.message()));
+      }
+    }
+    if (cuda) (void)pbert::gpu::Synchronize(0);
+    // What stays between steps: weights, gradients, optimizer state (the
+    // inputs, made ahead here, are not the case's own).
+    persistent = weights + (allocated() - with_inputs);
+    if (cuda) (void)pbert::gpu::ResetPeakMemory(0);
+    const int64_t at_start = allocated();
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t k = static_cast<size_t>(o.warmup); k < batches.size(); ++k) {
+      if (absl::Status done = step(k); !done.ok()) return report_error(std::string(done.message()));
+      side.tokens += static_cast<double>(batches[k].tokens);
+      side.sequences += static_cast<double>(batches[k].sequences.size());
+      side.flops += pbert::model::TrainingFlops((*trainee)->model()->options, (*steps)[k].work);
+    }
+    if (cuda) (void)pbert::gpu::Synchronize(0);
+    side.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (cuda) {
+      auto m = pbert::gpu::Memory(0);
+      if (m.ok()) transient = m->peak_allocated - at_start;
+    }
+    if (r.profile > 0) {
+      pbert::train::StepProfiler profiler({1, r.profile}, "", device);
+      for (int k = 1; k <= r.profile; ++k) {
+        if (!profiler.Before(k).ok()) return report_error("the profiler did not start");
+        const auto begin = std::chrono::steady_clock::now();
+        if (absl::Status done = step(static_cast<size_t>(k - 1) % batches.size()); !done.ok()) {
+          return report_error(std::string(done.message()));
+        }
+        if (cuda) (void)pbert::gpu::Synchronize(0);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        if (!profiler.After(k, seconds).ok()) return report_error("the profiler did not finish");
+      }
+      if (profiler.summary() != nullptr) profile_markdown = profiler.summary()->Markdown({1, r.profile});
+    }
+  } catch (const std::exception& e) {
+    return report_error(e.what());
+  }
+  const json result = {{"seconds", side.seconds},
+                       {"tokens", side.tokens},
+                       {"sequences", side.sequences},
+                       {"flops", side.flops},
+                       {"peak_bytes", static_cast<double>(persistent + transient)},
+                       {"profile", profile_markdown},
+                       {"plan", plan}};
+  std::printf("\n%s\n", result.dump().c_str());
+  return 0;
+}
+
+// One case of a model: its lever at its rows, and what its turns measured.
+struct Case {
+  std::string label;
+  int lever = 0, rows = 32;
+  bool swept = false;    // one of the rows sweep's (or the sweep lever's own)
+  std::string left_out;  // why the case is out of the tables ("" while it is in)
+  bool failed = false;   // left out by a failure (not by a memory estimate)
+  Side side;
+  std::string profile;
+  json plan;  // the first case's steps' lengths (the peer's sequences)
+};
+
+// A number with thousands separators: 154,307.
+std::string Grouped(double value) {
+  std::string digits = absl::StrFormat("%.0f", value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0 && std::isdigit(static_cast<unsigned char>(digits[i - 1]))) {
+      out += ',';
+    }
+    out += digits[i];
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a table row as soon as it is known
+  Options o;
+  bool child = false;
+  Request request;
+  bool steps_given = false, warmup_given = false, turns_given = false, profile_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--quick") {
+      o.quick = true;
+      continue;
+    }
     if (i + 1 >= argc) return Usage("flag " + flag + " needs a value");
     const std::string value = argv[++i];
+    int n = 0;
     if (flag == "--models") {
-      models = absl::StrSplit(value, ',');
-    } else if (flag == "--rows" && absl::SimpleAtoi(value, &rows) && rows > 0) {
-    } else if (flag == "--steps" && absl::SimpleAtoi(value, &steps) && steps > 0) {
-    } else if (flag == "--warmup" && absl::SimpleAtoi(value, &warmup) && warmup >= 0) {
-    } else if (flag == "--turns" && absl::SimpleAtoi(value, &turns) && turns > 0) {
+      o.models = absl::StrSplit(value, ',');
+    } else if (flag == "--rows" && absl::SimpleAtoi(value, &o.rows) && o.rows > 0) {
+    } else if (flag == "--steps" && absl::SimpleAtoi(value, &o.steps) && o.steps > 0) {
+      steps_given = true;
+    } else if (flag == "--warmup" && absl::SimpleAtoi(value, &o.warmup) && o.warmup >= 0) {
+      warmup_given = true;
+    } else if (flag == "--turns" && absl::SimpleAtoi(value, &o.turns) && o.turns > 0) {
+      turns_given = true;
+    } else if (flag == "--case-timeout" && absl::SimpleAtoi(value, &o.case_timeout) &&
+               o.case_timeout > 0) {
     } else if (flag == "--sweep") {
       for (absl::string_view r : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-        int n = 0;
         if (!absl::SimpleAtoi(r, &n) || n <= 0) return Usage("bad --sweep " + value);
-        sweep.push_back(n);
+        o.sweep.push_back(n);
       }
     } else if (flag == "--histogram") {
-      histogram_path = value;
+      o.histogram_path = value;
     } else if (flag == "--peer") {
-      peer = value;
+      o.peer = value;
     } else if (flag == "--lengths-out") {
-      lengths_out = value;
-    } else if (flag == "--profile" && absl::SimpleAtoi(value, &profile) && profile >= 0) {
-    } else if (flag == "--fp8" && absl::SimpleAtoi(value, &fp8) && (fp8 == 0 || fp8 == 1)) {
+      o.lengths_out = value;
+    } else if (flag == "--profile" && absl::SimpleAtoi(value, &o.profile) && o.profile >= 0) {
+      profile_given = true;
+    } else if (flag == "--fp8" && absl::SimpleAtoi(value, &o.fp8) && (o.fp8 == 0 || o.fp8 == 1)) {
+    } else if (flag == "--device" && (value == "cuda" || value == "cpu")) {
+      o.device = value;
+    } else if (flag == "--fail") {
+      std::vector<std::string> parts = absl::StrSplit(value, ':');
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &n) || n < 0 || n >= kLeverCount ||
+          (parts[1] != "crash" && parts[1] != "exit" && parts[1] != "hang" && parts[1] != "oom")) {
+        return Usage("bad --fail " + value + " (LEVER:crash|exit|hang|oom, LEVER 0-8)");
+      }
+      o.fail[n] = parts[1];
+    } else if (flag == "--levers") {
+      for (absl::string_view l : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        if (!absl::SimpleAtoi(l, &n) || n < 0 || n >= kLeverCount) {
+          return Usage("bad --levers " + value + " (indices 0-8)");
+        }
+        o.levers.push_back(n);
+      }
+    } else if (flag == "--no-graphs") {
+      request.no_graphs = value == "1";
+    } else if (flag == "--case") {
+      std::vector<std::string> parts = absl::StrSplit(value, ':');
+      if (parts.size() != 5 || !absl::SimpleAtoi(parts[1], &request.lever) ||
+          !absl::SimpleAtoi(parts[2], &request.rows) || !absl::SimpleAtoi(parts[3], &request.turn) ||
+          !absl::SimpleAtoi(parts[4], &request.draw)) {
+        return Usage("bad --case " + value);
+      }
+      request.model = parts[0];
+      child = true;
     } else {
       return Usage("bad flag or value: " + flag + " " + value);
     }
   }
-  if (!pbert::gpu::Built() || torch::cuda::device_count() == 0) {
+  if (o.quick) {
+    if (!steps_given) o.steps = 12;
+    if (!warmup_given) o.warmup = 3;
+    if (!turns_given) o.turns = 1;
+    o.models = {"large", "base"};
+  }
+  o.steps = (o.steps + o.turns - 1) / o.turns * o.turns;  // whole turns
+  if (child) {
+    request.profile = o.profile;
+    return RunCase(o, request);
+  }
+  const bool cuda = o.device == "cuda";
+  if (cuda && (!pbert::gpu::Built() || torch::cuda::device_count() == 0)) {
     std::fprintf(stderr, "bench/gpu: no CUDA GPU here (%s); run it on a GPU machine "
                          "(scripts/gpu)\n",
                  pbert::gpu::Built() ? "none visible" : "this build has no CUDA");
     return 2;
   }
-  std::vector<uint64_t> histogram;
-  if (!histogram_path.empty()) {
-    auto read = pbert::data::ReadHistogramFile(histogram_path, kMaxLen);
+  if (!o.histogram_path.empty()) {
+    auto read = pbert::data::ReadHistogramFile(o.histogram_path, kMaxLen);
     if (!read.ok()) return Usage(std::string(read.status().message()));
-    histogram = read->counts;
   }
-  auto facts = pbert::gpu::Describe(0);
-  if (!facts.ok()) return Usage(std::string(facts.status().message()));
-  const double peak = pbert::train::GpuPeakFlops(facts->name, pbert::model::Precision::kBf16);
-  steps = (steps + turns - 1) / turns * turns;  // whole turns
-  std::printf(
-      "# %s, %d SMs; LibTorch %s; bf16; rows of %d tokens, %d packed rows per step (the "
-      "peer: the same sequences, one per row, %d rows per micro-batch); per case %d warm-up "
-      "steps, then %d timed steps in %d turns, the cases taking turns; lengths %s\n\n",
-      facts->name.c_str(), facts->multiprocessors, TORCH_VERSION, kMaxLen, rows, rows, warmup,
-      steps, turns, histogram.empty() ? "uniform in [32, 512]" : histogram_path.c_str());
-  std::printf("| model | side | real tokens/s | sequences/s | model TFLOP/s | MFU (bf16 peak %.0f "
-              "TFLOP/s) | peak GiB |\n|---|---|---|---|---|---|---|\n",
-              peak / 1e12);
-  const c10::Device device(c10::kCUDA, 0);
-  auto communicator = pbert::distributed::Communicator::Single();
-  size_t lever_count = kBf16Levers;
-  if (fp8 == 1) {
-    const absl::Status runs = pbert::model::CheckFp8({}, pbert::model::BertOptions(), device);
-    if (runs.ok()) {
-      lever_count = std::size(kLevers);
-    } else {
-      std::printf("# the fp8 lever is left out: %s\n\n", std::string(runs.message()).c_str());
+  std::string device_name = "the CPU (a dry run)";
+  double peak = 0;
+  if (cuda) {
+    auto facts = pbert::gpu::Describe(0);
+    if (!facts.ok()) return Usage(std::string(facts.status().message()));
+    device_name = absl::StrCat(facts->name, ", ", facts->multiprocessors, " SMs, ",
+                               absl::StrFormat("%.0f", facts->memory_bytes / double{1 << 30}),
+                               " GiB");
+    peak = pbert::train::GpuPeakFlops(facts->name, pbert::model::Precision::kBf16);
+  }
+  for (const std::string& name : o.models) {
+    if (pbert::bench::FindModelSize(name) == nullptr) {
+      return Usage("unknown model " + name + " (tiny, mini, medium, base, large)");
     }
   }
-  std::vector<std::string> ratios, profiles, levers, sweeps;
-  for (const std::string& name : models) {
-    const Shape* found = pbert::bench::FindModelSize(name);
-    if (found == nullptr)
-      return Usage("unknown model " + name + " (tiny, mini, medium, base, large)");
-    const Shape& s = *found;
-    // The cases: each lever at `rows`, then the last lever at each rows of
-    // the sweep.
+  std::printf(
+      "# %s; LibTorch %s; %s; rows of %d tokens, %d packed rows per step (the peer: the same "
+      "sequences, one per row, %d rows per micro-batch); per case %d warm-up steps, then %d "
+      "timed steps in %d turns, the cases taking turns, each turn a process of its own; "
+      "lengths %s\n\n",
+      device_name.c_str(), TORCH_VERSION, cuda ? "bf16" : "fp32", kMaxLen, o.rows, o.rows,
+      o.warmup, o.steps, o.turns,
+      o.histogram_path.empty() ? "uniform in [32, 512]" : o.histogram_path.c_str());
+  const int levers_run = o.fp8 == 1 ? kLeverCount : kLeverCount - 1;
+  std::vector<std::string> notes, tables, ratios, levers, sweeps, profiles, keys;
+  bool failed = false;
+  for (const std::string& name : o.models) {
+    const Shape& s = *pbert::bench::FindModelSize(name);
     std::vector<Case> cases;
-    for (size_t k = 0; k < lever_count; ++k) {
-      const Lever& lever = kLevers[k];
+    for (int k = 0; k < levers_run; ++k) {
+      if (!o.levers.empty() && std::find(o.levers.begin(), o.levers.end(), k) == o.levers.end()) {
+        continue;
+      }
       Case c;
-      c.label = lever.label;
-      c.rows = rows;
-      c.lever = lever;
-      c.swept = &lever == &kLevers[kSweepLever];
+      c.label = kLevers[k].label;
+      c.lever = k;
+      c.rows = o.rows;
+      c.swept = k == kSweepLever;
       cases.push_back(std::move(c));
     }
-    for (int r : sweep) {
-      if (r == rows) continue;
+    for (int rows : o.sweep) {
+      if (rows == o.rows) continue;
       Case c;
-      c.label = absl::StrCat(kLevers[kSweepLever].label, ", ", r, " rows");
-      c.rows = r;
-      c.lever = kLevers[kSweepLever];
+      c.label = absl::StrCat(kLevers[kSweepLever].label, ", ", rows, " rows");
+      c.lever = kSweepLever;
+      c.rows = rows;
       c.swept = true;
       cases.push_back(std::move(c));
     }
-    // Enough sequences for every case's steps, packed by lp at depth 8.
-    const int total_steps = warmup + steps;
+    // Enough sequences for every case's steps (every process draws the
+    // same ones).
     int most_rows = 0;
     for (const Case& c : cases) most_rows = std::max(most_rows, c.rows);
-    std::vector<int> lengths =
-        DrawLengths(histogram, static_cast<size_t>(most_rows) * 4 * total_steps, 7);
-    std::vector<uint16_t> lengths16(lengths.begin(), lengths.end());
-    auto packed = pbert::data::PackLengths("lp", lengths16, {kMaxLen, 8, 1});
-    if (!packed.ok()) return Usage(std::string(packed.status().message()));
-    std::vector<Instance> instances = MakeSequences(lengths, 11);
-    json plan = json::array();  // per step of the first case: the lengths the peer trains on
+    const size_t draw = static_cast<size_t>(most_rows) * 4 * (o.warmup + o.steps);
+    // The profiled cases: the first lever, the fused layers' and the last
+    // lever's (--quick: the last lever of the first model only).
+    std::vector<int> profiled;
+    if (o.quick) {
+      if (&name == &o.models.front()) profiled = {levers_run - 1};
+    } else if (o.profile > 0) {
+      profiled = {0, kSweepLever, levers_run - 1};
+      if (!o.levers.empty()) profiled = o.levers;
+    }
+    const int profile_steps = o.quick && !profile_given ? 3 : o.profile;
     bool graphs_failed = false;
-    for (Case& c : cases) {
-      const bool first = &c == &cases.front();
-      if (graphs_failed && c.lever.cuda_graphs) {
-        c.lever.cuda_graphs = false;
-        c.label += " (without CUDA graphs, which failed)";
-      }
-      for (int step = 0; step < total_steps; ++step) {
-        std::vector<std::vector<const Instance*>> layout;
-        json step_lengths = json::array();
-        for (int r = 0; r < c.rows; ++r) {
-          layout.emplace_back();
-          for (uint32_t id : packed->index.Row(static_cast<uint64_t>(step) * c.rows + r)) {
-            layout.back().push_back(&instances[id]);
-            step_lengths.push_back(lengths[id]);
-          }
-        }
-        auto batch = pbert::data::MakeBatch(layout, {kMaxLen, 8, 0});
-        if (!batch.ok()) return Usage(std::string(batch.status().message()));
-        c.batches.push_back(std::move(*batch));
-        if (first) plan.push_back(step_lengths);
-      }
-      pbert::train::TraineeOptions options;
-      options.bert = s.Options()
-                         .attention(pbert::model::AttentionKind::kVarlen)
-                         .vocab_padding(c.lever.vocab_padding)
-                         .fused_qkv(c.lever.fused_qkv)
-                         .fused_layers(c.lever.fused_layers)
-                         .static_shapes(c.lever.static_shapes);
-      options.cuda_graphs = c.lever.cuda_graphs;
-      options.lamb = pbert::optim::LambOptions(1e-4);
-      options.precision =
-          c.lever.fp8 ? pbert::model::Precision::kFp8 : pbert::model::Precision::kBf16;
-      options.device = device;
-      options.seed = 1;
-      options.master_weights = c.lever.master_weights;
-      options.fused_optimizer = c.lever.fused_optimizer;
-      const int64_t before = Allocated();
-      // A droppable lever's failure leaves it out of the tables; any other
-      // ends the run.
-      std::string failed;
-      int64_t weights = 0, with_inputs = 0;
-      try {
-        auto trainee = pbert::train::Trainee::Make(options, *communicator);
-        if (!trainee.ok()) throw std::runtime_error(std::string(trainee.status().message()));
-        c.trainee = std::move(*trainee);
-        weights = Allocated() - before;
-        // Every step's inputs on the GPU before the clock starts, as the
-        // loader's threads make them ahead of the steps in a run.
-        auto prepared = pbert::train::Prepare(c.batches, c.trainee->input_plan());
-        if (!prepared.ok()) throw std::runtime_error(std::string(prepared.status().message()));
-        c.steps = std::move(*prepared);
-        with_inputs = Allocated();
-        for (int step = 0; step < warmup; ++step) {
-          auto result =
-              pbert::train::TrainStep(*c.trainee, *communicator, {c.steps[step]}, 1e-4, {});
-          if (!result.ok()) throw std::runtime_error(std::string(result.status().message()));
-        }
-        (void)pbert::gpu::Synchronize(0);
-      } catch (const std::exception& e) {
-        failed = e.what();
-        failed = failed.substr(0, failed.find('\n'));
-      }
-      if (!failed.empty()) {
-        if (!Droppable(c.lever)) return Usage(failed);
-        std::printf("# %s: the lever \"%s\" is left out, it failed: %s\n\n", s.name.c_str(),
-                    c.label.c_str(), failed.c_str());
-        graphs_failed = graphs_failed || c.lever.cuda_graphs;
-        c.trainee.reset();
-        c.steps.clear();
-        c.dropped = true;
-        continue;
-      }
-      // What stays between steps: weights, gradients, optimizer state (the
-      // inputs, made ahead here, are not the case's own).
-      c.persistent_bytes = weights + (Allocated() - with_inputs);
-    }
-    // The levers left (the dropped ones come after kSweepLever).
-    size_t model_levers = lever_count;
-    for (size_t k = 0; k < lever_count; ++k) model_levers -= cases[k].dropped ? 1 : 0;
-    cases.erase(std::remove_if(cases.begin(), cases.end(), [](const Case& c) { return c.dropped; }),
-                cases.end());
-    // The timed steps: each case in turn, `steps / turns` steps a turn.
-    const int per_turn = steps / turns;
-    for (int turn = 0; turn < turns; ++turn) {
-      for (Case& c : cases) {
-        (void)pbert::gpu::Synchronize(0);
-        (void)pbert::gpu::ResetPeakMemory(0);
-        const int64_t at_start = Allocated();
-        const auto start = std::chrono::steady_clock::now();
-        for (int k = 0; k < per_turn; ++k) {
-          const int step = warmup + turn * per_turn + k;
-          auto result =
-              pbert::train::TrainStep(*c.trainee, *communicator, {c.steps[step]}, 1e-4, {});
-          if (!result.ok()) return Usage(std::string(result.status().message()));
-          c.side.tokens += static_cast<double>(c.batches[step].tokens);
-          c.side.sequences += static_cast<double>(c.batches[step].sequences.size());
-          c.side.flops +=
-              pbert::model::TrainingFlops(c.trainee->model()->options, c.steps[step].work);
-        }
-        (void)pbert::gpu::Synchronize(0);
-        c.side.seconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        c.transient_peak =
-            std::max(c.transient_peak, Memory().peak_allocated - at_start);
-      }
-    }
-    for (Case& c : cases) {
-      c.side.peak_bytes = static_cast<double>(c.persistent_bytes + c.transient_peak);
-      Print(s.name, absl::StrCat("packed-bert (varlen), ", c.label), c.side, peak);
-    }
-    // Each lever's gain over the row above it, and the sweep.
-    for (size_t k = 0; k < model_levers; ++k) {
-      const Side& r = cases[k].side;
-      levers.push_back(absl::StrFormat(
-          "| %s | %s | %.0f | %s |", s.name, cases[k].label, r.tokens / r.seconds,
-          k == 0 ? "-"
-                 : absl::StrFormat("%.3f", (r.tokens / r.seconds) /
-                                               (cases[k - 1].side.tokens / cases[k - 1].side.seconds))));
-    }
-    for (const Case& c : cases) {
-      if (!c.swept) continue;
-      sweeps.push_back(absl::StrFormat("| %s | %d | %.0f | %.1f |", s.name, c.rows,
-                                       c.side.tokens / c.side.seconds, c.side.peak_bytes / (1 << 30)));
-    }
-    if (profile > 0) {
-      // The first lever, the defaults and the last lever again, under the
-      // profiler: the table of profile.md for each.
-      for (size_t k : {size_t{0}, kSweepLever, model_levers - 1}) {
+    for (int turn = 0; turn < o.turns; ++turn) {
+      for (size_t k = 0; k < cases.size(); ++k) {
         Case& c = cases[k];
-        pbert::train::StepProfiler profiler({1, profile}, "", device);
-        for (int step = 1; step <= profile; ++step) {
-          if (!profiler.Before(step).ok()) return Usage("the profiler did not start");
-          const auto begin = std::chrono::steady_clock::now();
-          auto result = pbert::train::TrainStep(*c.trainee, *communicator,
-                                                {c.steps[(step - 1) % total_steps]}, 1e-4, {});
-          if (!result.ok()) return Usage(std::string(result.status().message()));
-          (void)pbert::gpu::Synchronize(0);
-          const double seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-          if (!profiler.After(step, seconds).ok()) return Usage("the profiler did not finish");
+        if (!c.left_out.empty()) continue;
+        Request r;
+        r.model = name;
+        r.lever = c.lever;
+        r.rows = c.rows;
+        r.turn = turn;
+        r.draw = draw;
+        r.no_graphs = graphs_failed && kLevers[c.lever].cuda_graphs;
+        if (r.no_graphs && turn == 0) c.label += " (without the captured step, which failed)";
+        const bool profile_here =
+            turn == o.turns - 1 && c.rows == o.rows &&
+            std::find(profiled.begin(), profiled.end(), c.lever) != profiled.end();
+        r.profile = profile_here ? profile_steps : 0;
+        const auto begin = std::chrono::steady_clock::now();
+        const Outcome outcome = Spawn(CaseArguments(o, r), o.case_timeout);
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        const std::string why = Failure(outcome);
+        if (!why.empty() || outcome.result.contains("refused")) {
+          c.left_out = why.empty() ? outcome.result["refused"].get<std::string>() : why;
+          c.failed = !why.empty();
+          const bool droppable = Droppable(kLevers[c.lever]);
+          failed = failed || (c.failed && !droppable);
+          graphs_failed = graphs_failed || (c.failed && kLevers[c.lever].cuda_graphs);
+          notes.push_back(absl::StrCat("# ", name, ": \"", c.label, "\" at ", c.rows,
+                                       " rows is left out, ", c.failed ? "it failed: " : "",
+                                       c.left_out));
+          std::printf("%s\n", notes.back().c_str());
+          continue;
         }
-        if (profiler.summary() != nullptr) {
-          profiles.push_back(absl::StrCat("## ", s.name, ": ", c.label, ", ", c.rows, " rows\n\n",
-                                          profiler.summary()->Markdown({1, profile})));
-        }
+        const json& j = outcome.result;
+        c.side.seconds += j["seconds"].get<double>();
+        c.side.tokens += j["tokens"].get<double>();
+        c.side.sequences += j["sequences"].get<double>();
+        c.side.flops += j["flops"].get<double>();
+        c.side.peak_bytes = std::max(c.side.peak_bytes, j["peak_bytes"].get<double>());
+        if (!j["profile"].get<std::string>().empty()) c.profile = j["profile"].get<std::string>();
+        if (k == 0 && c.plan.is_null()) c.plan = j["plan"];
+        std::printf("# %s, %s, %d rows, turn %d of %d: %s real tokens/s (the process took %.1f s)\n",
+                    name.c_str(), c.label.c_str(), c.rows, turn + 1, o.turns,
+                    Grouped(j["tokens"].get<double>() / j["seconds"].get<double>()).c_str(), took);
       }
     }
-    const Side ours = cases.front().side;
-    const Side lean = cases[model_levers - 1].side;
-    const std::string lean_label = cases[model_levers - 1].label;
-    cases.clear();  // the trainees' memory back before the peer runs
-    if (peer.empty()) continue;
-    // The peer gets the GPU's whole memory: this process's cached blocks go
-    // back to the driver first.
-    (void)pbert::gpu::ReleaseCachedMemory(0);
-    // The peer: the first case's sequences, one per row, from a file, in
-    // micro-batches of as many rows as packed-bert's.
-    std::ofstream(lengths_out) << json{{"hidden", s.hidden}, {"layers", s.layers},
-                                       {"heads", s.heads},   {"ffn", s.ffn},
-                                       {"max_len", kMaxLen}, {"warmup", warmup},
-                                       {"micro_rows", rows}, {"steps", plan}}
-                                      .dump();
-    const std::string command = peer + " " + lengths_out;
+    std::vector<const Case*> in;
+    for (const Case& c : cases) {
+      if (c.left_out.empty()) in.push_back(&c);
+    }
+    for (const Case* c : in) {
+      const Side& r = c->side;
+      const double tflops = r.flops / r.seconds / 1e12;
+      tables.push_back(absl::StrFormat(
+          "| %s | packed-bert (varlen), %s | %.0f | %.1f | %.1f | %s | %.1f |", name, c->label,
+          r.tokens / r.seconds, r.sequences / r.seconds, tflops,
+          peak > 0 ? absl::StrCat(static_cast<int>(100 * tflops * 1e12 / peak + 0.5), "%") : "-",
+          r.peak_bytes / (1 << 30)));
+    }
+    // Each lever's gain over the lever run before it.
+    const Case* previous = nullptr;
+    const Case* best = nullptr;
+    for (const Case* c : in) {
+      if (c->swept && c->lever == kSweepLever && c->rows != o.rows) continue;
+      const double rate = c->side.tokens / c->side.seconds;
+      levers.push_back(absl::StrFormat(
+          "| %s | %s | %.0f | %s |", name, c->label, rate,
+          previous == nullptr
+              ? "-"
+              : absl::StrFormat("%.3f", rate / (previous->side.tokens / previous->side.seconds))));
+      previous = c;
+      if (best == nullptr || rate > best->side.tokens / best->side.seconds) best = c;
+    }
+    for (const Case* c : in) {
+      if (!c->swept) continue;
+      sweeps.push_back(absl::StrFormat("| %s | %d | %.0f | %.1f |", name, c->rows,
+                                       c->side.tokens / c->side.seconds,
+                                       c->side.peak_bytes / (1 << 30)));
+    }
+    for (const Case* c : in) {
+      if (!c->profile.empty()) {
+        profiles.push_back(
+            absl::StrCat("## ", name, ": ", c->label, ", ", c->rows, " rows\n\n", c->profile));
+      }
+    }
+    if (best != nullptr) {
+      keys.push_back(absl::StrCat(name, " ", Grouped(best->side.tokens / best->side.seconds),
+                                  " real tokens/s (", best->label, ")"));
+    } else {
+      keys.push_back(absl::StrCat(name, ": no case ran"));
+    }
+    if (o.peer.empty() || in.empty() || cases.front().plan.is_null()) continue;
+    // The peer: the first case's sequences (its warm-up and first turn), one
+    // per row, from a file, in micro-batches of as many rows as packed-bert's.
+    const Case& first = cases.front();
+    std::ofstream(o.lengths_out) << json{{"hidden", s.hidden}, {"layers", s.layers},
+                                         {"heads", s.heads},   {"ffn", s.ffn},
+                                         {"max_len", kMaxLen}, {"warmup", o.warmup},
+                                         {"micro_rows", o.rows}, {"steps", first.plan}}
+                                        .dump();
+    const std::string command = o.peer + " " + o.lengths_out;
     FILE* pipe = popen(command.c_str(), "r");
     std::string out;
     char buffer[4096];
     size_t n;
     while (pipe != nullptr && (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
     const int status = pipe != nullptr ? pclose(pipe) : -1;
-    json r = json::parse(out.substr(out.rfind('{') == std::string::npos ? 0 : out.rfind('{')), nullptr,
-                         false);
+    json r = json::parse(out.substr(out.rfind('{') == std::string::npos ? 0 : out.rfind('{')),
+                         nullptr, false);
     if (status != 0 || r.is_discarded()) {
-      std::printf("| %s | Hugging Face BertForPreTraining (SDPA), padded | failed: %s | | | | |\n",
-                  s.name.c_str(), command.c_str());
+      tables.push_back(absl::StrFormat(
+          "| %s | Hugging Face BertForPreTraining (SDPA), padded | failed: %s | | | | |", name,
+          command));
       continue;
     }
     Side theirs;
@@ -443,30 +789,43 @@ int Main(int argc, char** argv) {
     theirs.tokens = r["tokens"].get<double>();
     theirs.sequences = r["sequences"].get<double>();
     theirs.peak_bytes = r["peak_bytes"].get<double>();
-    theirs.flops = ours.flops * (theirs.tokens / ours.tokens);  // the same sequences: the same model FLOPs
-    Print(s.name, absl::StrCat("Hugging Face BertForPreTraining (SDPA, torch ",
-                               r["torch"].get<std::string>(), "), padded"),
-          theirs, peak);
+    // The same sequences: the same model FLOPs per real token.
+    theirs.flops = first.side.flops / first.side.tokens * theirs.tokens;
+    const double tflops = theirs.flops / theirs.seconds / 1e12;
+    tables.push_back(absl::StrFormat(
+        "| %s | Hugging Face BertForPreTraining (SDPA, torch %s), padded | %.0f | %.1f | %.1f | "
+        "%s | %.1f |",
+        name, r["torch"].get<std::string>(), theirs.tokens / theirs.seconds,
+        theirs.sequences / theirs.seconds, tflops,
+        peak > 0 ? absl::StrCat(static_cast<int>(100 * tflops * 1e12 / peak + 0.5), "%") : "-",
+        theirs.peak_bytes / (1 << 30)));
     const double hf = theirs.tokens / theirs.seconds;
     ratios.push_back(absl::StrFormat(
-        "%s: packed-bert / Hugging Face, real tokens/s: %.2f (%s), %.2f (%s)", s.name,
-        (ours.tokens / ours.seconds) / hf, kLevers[0].label, (lean.tokens / lean.seconds) / hf,
-        lean_label));
+        "%s: packed-bert / Hugging Face, real tokens/s: %.2f (%s), %.2f (%s)", name,
+        (first.side.tokens / first.side.seconds) / hf, first.label,
+        (best->side.tokens / best->side.seconds) / hf, best->label));
   }
-  std::printf("\n");
+  std::printf("\n| model | side | real tokens/s | sequences/s | model TFLOP/s | MFU%s | peak GiB "
+              "|\n|---|---|---|---|---|---|---|\n",
+              peak > 0 ? absl::StrFormat(" (bf16 peak %.0f TFLOP/s)", peak / 1e12).c_str() : "");
+  for (const std::string& line : tables) std::printf("%s\n", line.c_str());
+  if (!notes.empty()) std::printf("\n");
+  for (const std::string& line : notes) std::printf("%s\n", line.c_str());
+  if (!ratios.empty()) std::printf("\n");
   for (const std::string& line : ratios) std::printf("%s\n", line.c_str());
-  std::printf("\n## Each lever's gain (real tokens/s, %d rows per step; the ratio to the row "
-              "above)\n\n| model | lever | real tokens/s | gain |\n|---|---|---|---|\n",
-              rows);
+  std::printf("\n## Each lever's gain (real tokens/s, %d rows per step; the ratio to the lever "
+              "run before it)\n\n| model | lever | real tokens/s | gain |\n|---|---|---|---|\n",
+              o.rows);
   for (const std::string& line : levers) std::printf("%s\n", line.c_str());
-  if (!sweeps.empty()) {
+  if (!sweeps.empty() && !o.sweep.empty()) {
     std::printf("\n## Rows per step (%s)\n\n| model | rows | real tokens/s | peak GiB |\n"
                 "|---|---|---|---|\n",
                 kLevers[kSweepLever].label);
     for (const std::string& line : sweeps) std::printf("%s\n", line.c_str());
   }
   for (const std::string& table : profiles) std::printf("\n%s", table.c_str());
-  return 0;
+  std::printf("\n[key] %s\n", absl::StrJoin(keys, "; ").c_str());
+  return failed ? 1 : 0;
 }
 
 }  // namespace

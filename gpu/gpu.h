@@ -30,6 +30,7 @@ absl::StatusOr<DeviceFacts> Describe(int index);
 // most since the last ResetPeakMemory, and reserved from the driver.
 struct MemoryStats {
   int64_t allocated = 0, peak_allocated = 0, reserved = 0;
+  int64_t device_free = 0;  // the driver's free bytes on the device (other processes' use counted)
 };
 absl::StatusOr<MemoryStats> Memory(int index);
 absl::Status ResetPeakMemory(int index);

@@ -10,6 +10,9 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <mutex>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/torch_compat.h"
@@ -71,8 +74,31 @@ class CudaGraph : public Graph {
 
 bool Built() { return true; }
 
+// Why an earlier capture in this process failed ("" while none has). A
+// capture that fails part-way can leave LibTorch's state behind (up to at
+// least 2.12: the CUDA generator still registered with the capture, the
+// caching allocator still sending this thread's allocations to the graph's
+// pool), which no public call undoes: every later capture in the process
+// is refused, naming the first failure, and work outside graphs goes on.
+namespace {
+std::mutex capture_mutex;
+std::string& FailedCapture() {
+  static std::string why;
+  return why;
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Graph>> Graph::Capture(int index,
                                                       const std::function<void()>& work) {
+  {
+    const std::lock_guard<std::mutex> lock(capture_mutex);
+    if (!FailedCapture().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "an earlier capture in this process failed (", FailedCapture(),
+          "), which can leave LibTorch's CUDA state behind: no more CUDA graphs in this "
+          "process; start it again with run.cuda_graphs: false"));
+    }
+  }
   const auto device = static_cast<c10::DeviceIndex>(index);
   auto graph = std::make_unique<CudaGraph>(device);
   try {
@@ -109,6 +135,8 @@ absl::StatusOr<std::unique_ptr<Graph>> Graph::Capture(int index,
     captured.record(side);
     captured.block(current);
   } catch (const std::exception& e) {
+    const std::lock_guard<std::mutex> lock(capture_mutex);
+    FailedCapture() = FirstLine(e);
     return absl::InternalError(
         absl::StrCat("capturing the step as a CUDA graph failed: ", FirstLine(e)));
   }
@@ -141,6 +169,10 @@ absl::StatusOr<MemoryStats> Memory(int index) {
     m.allocated = stats.allocated_bytes[kAll].current;
     m.peak_allocated = stats.allocated_bytes[kAll].peak;
     m.reserved = stats.reserved_bytes[kAll].current;
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+    size_t free = 0, total = 0;
+    C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    m.device_free = static_cast<int64_t>(free);
     return m;
   });
 }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/torch_compat_ops.h"
 #include "gpu/gpu.h"
 #include "model/bert_options.h"
@@ -201,26 +202,32 @@ void Record(const at::Tensor& amax, const at::Tensor& x) {
 }
 
 // (a @ b) * inv_a * inv_b (+ bias) in `out` dtype, of a [M, K] and b
-// [K, N] in float8: as _scaled_mm computes, fp32 accumulation (its "fast
-// accumulation", fewer bits of undocumented width, is not used: the
-// products are the emulation's within fp32's rounding).
+// [K, N] in float8, as _scaled_mm computes it; the emulation accumulates in
+// fp32, the GPU's tensor cores in about 14 bits between promotions to fp32
+// (fewer promotions with `fast_accumulation`).
 at::Tensor ScaledProduct(const at::Tensor& a, const at::Tensor& b, const at::Tensor& inv_a,
                          const at::Tensor& inv_b, const at::Tensor& bias, at::ScalarType out,
-                         bool emulate) {
+                         bool emulate, bool fast_accumulation) {
+  // _scaled_mm's operands, made on both paths and checked on both, so that
+  // the emulation's tests prove what the GPU receives: a row-major, b
+  // column-major; its bias, where it takes one, in the output's dtype.
+  const at::Tensor lhs = a.contiguous();
+  const at::Tensor rhs = b.t().contiguous().t();
+  const bool bias_inside = bias.defined() && (out == at::kBFloat16 || out == at::kHalf);
+  const at::Tensor inside = bias_inside ? bias.to(out) : at::Tensor();
+  const absl::Status operands = CheckScaledMmOperands(lhs, rhs, inv_a, inv_b, inside, out);
+  TORCH_CHECK(operands.ok(), "fp8 product: ", std::string(operands.message()));
   if (emulate) {
-    at::Tensor y = at::mm(a.to(at::kFloat), b.to(at::kFloat)).mul_(inv_a * inv_b);
+    at::Tensor y = at::mm(lhs.to(at::kFloat), rhs.to(at::kFloat)).mul_(inv_a * inv_b);
     if (bias.defined()) y.add_(bias.to(at::kFloat));
     return y.to(out);
   }
 #if PBERT_TORCH_AT_LEAST(2, 4)
-  // _scaled_mm: a row-major, b column-major; the sizes multiples of 16
-  // (the rows are padded by the caller). Its bias takes the output's dtype.
-  const at::Tensor lhs = a.contiguous();
-  const at::Tensor rhs = b.t().contiguous().t();
-  const bool bias_inside = bias.defined() && (out == at::kBFloat16 || out == at::kHalf);
+  // Fast accumulation (fewer promotions of the tensor cores' partial sums
+  // to fp32) forward, where Transformer Engine uses it, not for gradients.
   at::Tensor y = at::_scaled_mm(lhs, rhs, inv_a, inv_b,
-                                bias_inside ? std::optional<at::Tensor>(bias.to(out)) : std::nullopt,
-                                std::nullopt, out, /*use_fast_accum=*/false);
+                                bias_inside ? std::optional<at::Tensor>(inside) : std::nullopt,
+                                std::nullopt, out, fast_accumulation);
   if (bias.defined() && !bias_inside) y.add_(bias.to(out));
   return y;
 #else
@@ -229,8 +236,8 @@ at::Tensor ScaledProduct(const at::Tensor& a, const at::Tensor& b, const at::Ten
 }
 
 // Rows added to a [M, K] operand so that M is a multiple of 16, as
-// _scaled_mm needs; none when emulating.
-int64_t PadRows(int64_t rows, bool emulate) { return emulate ? 0 : (16 - rows % 16) % 16; }
+// _scaled_mm needs (the emulation too: its operands are the GPU's).
+int64_t PadRows(int64_t rows) { return (16 - rows % 16) % 16; }
 
 at::Tensor Padded(const at::Tensor& x2, int64_t pad) {
   return pad == 0 ? x2 : at::constant_pad_nd(x2, {0, 0, 0, pad}, 0);
@@ -246,7 +253,7 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const int64_t k = x.size(-1), n = weight.size(0);
     const at::Tensor x2 = x.reshape({-1, k});
-    const int64_t m = x2.size(0), pad = PadRows(m, emulate);
+    const int64_t m = x2.size(0), pad = PadRows(m);
     if (record) {
       Record(amax[kFp8Input], x2);
       Record(amax[kFp8Weight], weight);
@@ -256,7 +263,8 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const at::Tensor has_bias = bias.numel() > 0 ? bias : at::Tensor();
     at::Tensor y = ScaledProduct(qx, qw.t(), scale[kFp8Input].reciprocal(),
                                  scale[kFp8Weight].reciprocal(), has_bias,
-                                 static_cast<at::ScalarType>(out_dtype), emulate);
+                                 static_cast<at::ScalarType>(out_dtype), emulate,
+                                 /*fast_accumulation=*/true);
     if (pad > 0) y = y.narrow(0, 0, m);
     ctx->save_for_backward({qx, qw});
     // The state's tensors ride outside the saved variables: other products
@@ -292,14 +300,16 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     if (ctx->needs_input_grad(0)) {
       // [M, N] @ [N, K]
       dx = ScaledProduct(qg, qw, inv_g, scale[kFp8Weight].reciprocal(), at::Tensor(),
-                         ctx->saved_data["x_dtype"].toScalarType(), emulate);
+                         ctx->saved_data["x_dtype"].toScalarType(), emulate,
+                         /*fast_accumulation=*/false);
       if (pad > 0) dx = dx.narrow(0, 0, m);
       dx = dx.view(x_sizes);
     }
     if (ctx->needs_input_grad(1)) {
       // [N, M] @ [M, K]; padded rows are zero on both sides.
       dw = ScaledProduct(qg.t(), qx, inv_g, scale[kFp8Input].reciprocal(), at::Tensor(),
-                         ctx->saved_data["w_dtype"].toScalarType(), emulate);
+                         ctx->saved_data["w_dtype"].toScalarType(), emulate,
+                         /*fast_accumulation=*/false);
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) {
       // From the unquantized gradient, as Transformer Engine does.
@@ -310,6 +320,57 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
 };
 
 }  // namespace
+
+absl::Status CheckScaledMmOperands(const at::Tensor& a, const at::Tensor& b,
+                                   const at::Tensor& scale_a, const at::Tensor& scale_b,
+                                   const at::Tensor& bias, at::ScalarType out) {
+  auto shape = [](const at::Tensor& t) {
+    return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "] with strides [",
+                        absl::StrJoin(t.strides(), ", "), "]");
+  };
+  auto fp8 = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2;
+  };
+  if (a.dim() != 2 || b.dim() != 2) return absl::InvalidArgumentError("operands must be matrices");
+  if (!fp8(a) || !fp8(b)) {
+    return absl::InvalidArgumentError(absl::StrCat("operands must be float8 (e4m3fn or e5m2), not ",
+                                                   c10::toString(a.scalar_type()), " and ",
+                                                   c10::toString(b.scalar_type())));
+  }
+  if (a.scalar_type() == at::kFloat8_e5m2 && b.scalar_type() == at::kFloat8_e5m2) {
+    return absl::InvalidArgumentError("cuBLASLt multiplies no two e5m2 operands");
+  }
+  if (a.size(1) != b.size(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("operands ", shape(a), " and ", shape(b),
+                                                   " cannot be multiplied"));
+  }
+  if (a.size(0) % 16 != 0 || a.size(1) % 16 != 0 || b.size(1) % 16 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "every size must be a multiple of 16: ", shape(a), " times ", shape(b)));
+  }
+  if (a.stride(1) != 1 || a.stride(0) != a.size(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("the left operand must be row-major: ", shape(a)));
+  }
+  if (b.stride(0) != 1 || b.stride(1) != b.size(0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the right operand must be column-major: ", shape(b)));
+  }
+  for (const at::Tensor* scale : {&scale_a, &scale_b}) {
+    if (!scale->defined() || scale->numel() != 1 || scale->scalar_type() != at::kFloat) {
+      return absl::InvalidArgumentError("each scale must be one fp32 value (tensor-wise scaling)");
+    }
+  }
+  if (bias.defined()) {
+    if (out != at::kBFloat16 && out != at::kHalf) {
+      return absl::InvalidArgumentError("a bias goes with a bf16 or fp16 output only");
+    }
+    if (bias.scalar_type() != out || bias.dim() != 1 || bias.size(0) != b.size(1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the bias must be [", b.size(1), "] in the output's dtype ", c10::toString(out)));
+    }
+  }
+  return absl::OkStatus();
+}
 
 at::Tensor QuantizeFp8(const at::Tensor& x, const at::Tensor& scale, Fp8Format format) {
   const double max = Fp8Max(format);
@@ -326,6 +387,11 @@ at::Tensor Fp8Linear(const at::Tensor& x, const at::Tensor& weight, const at::Te
 }
 
 #else  // LibTorch before 2.1: no float8 dtypes; CheckFp8 refuses fp8.
+
+absl::Status CheckScaledMmOperands(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                   const at::Tensor&, const at::Tensor&, at::ScalarType) {
+  return absl::FailedPreconditionError("fp8 products need LibTorch 2.1 or later");
+}
 
 at::Tensor QuantizeFp8(const at::Tensor&, const at::Tensor&, Fp8Format) {
   TORCH_CHECK(false, "FP8 needs LibTorch 2.1 or later");

@@ -56,7 +56,9 @@ bool Fp8Built();
 
 // The config's fp8 keys, in the model section.
 struct Fp8Options {
-  int64_t amax_history = 1024;  // Transformer Engine's default
+  // NVIDIA's MLPerf BERT's length (Transformer Engine's default is 1024):
+  // each scale from the step before's largest magnitude.
+  int64_t amax_history = 1;
   int64_t margin = 0;
   bool emulation = false;
 
@@ -135,6 +137,16 @@ class Fp8Scaling {
   at::Tensor history_;  // [H, P, 3], newest first
   at::Tensor max_;      // [3]: each role's format max
 };
+
+// Whether a, b, their scales and the bias are what at::_scaled_mm takes
+// (PyTorch 2.4-2.11's checks, tensor-wise scaling): float8 matrices, not
+// both e5m2; a [M, K] row-major and b [K, N] column-major, every size a
+// multiple of 16; each scale one fp32 value; a bias only with a bf16 or
+// fp16 output, [N] in its dtype. Both paths of every fp8 product check
+// their operands with it, so the emulation's tests prove what the GPU gets.
+absl::Status CheckScaledMmOperands(const at::Tensor& a, const at::Tensor& b,
+                                   const at::Tensor& scale_a, const at::Tensor& scale_b,
+                                   const at::Tensor& bias, at::ScalarType out);
 
 // x * scale (0-dim fp32) saturated to +-Fp8Max and rounded to `format`: a
 // tensor of the float8 dtype (needs Fp8Built()).

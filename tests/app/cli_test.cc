@@ -819,7 +819,9 @@ TEST(CliTest, RendezvousFailuresNameTheirCause) {
     EXPECT_EQ(r.exit_code, c.exit_code) << c.env << ": " << r.err;
     EXPECT_EQ(r.err.rfind("packed-bert train: error: " + c.err, 0), 0u) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_LT(seconds, 2 + 5) << c.env;
+    // Within dist.timeout_s and the binary's start, which takes seconds on
+    // a loaded machine (not the test's 10-minute limit: no hang).
+    EXPECT_LT(seconds, 2 + 20) << c.env;
   }
   ::close(listener);
 }

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "common/torch_compat.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "model/precision.h"
@@ -297,6 +298,44 @@ TEST(Fp8Test, EveryEncoderProductOfTheModelRunsInFp8) {
           << ", fused_layers " << fused_layers << ")";
     }
   }
+}
+
+// The operands at::_scaled_mm takes (CheckScaledMmOperands, which both
+// paths of every product run, so the other tests here prove the GPU's
+// operands): each of its conditions refused, naming it.
+TEST(Fp8Test, TheScaledProductsOperandsAreCheckedAsTheGpuTakesThem) {
+  SKIP_WITHOUT_FLOAT8();
+#if PBERT_TORCH_AT_LEAST(2, 1)
+  const at::Tensor a = torch::randn({32, 64}).to(at::kFloat8_e4m3fn);
+  const at::Tensor b = torch::randn({48, 64}).to(at::kFloat8_e4m3fn).t();  // [64, 48] column-major
+  const at::Tensor one = torch::ones({}), bias = torch::zeros({48}, at::kBFloat16);
+  EXPECT_TRUE(CheckScaledMmOperands(a, b, one, one, bias, at::kBFloat16).ok());
+  EXPECT_TRUE(CheckScaledMmOperands(a, b, one, one, at::Tensor(), at::kFloat).ok());
+  auto refused = [&](const at::Tensor& x, const at::Tensor& y, const at::Tensor& sa,
+                     const at::Tensor& bb, at::ScalarType out, const std::string& says) {
+    const absl::Status s = CheckScaledMmOperands(x, y, sa, one, bb, out);
+    EXPECT_FALSE(s.ok()) << says;
+    EXPECT_NE(std::string(s.message()).find(says), std::string::npos) << s.message();
+  };
+  refused(a.to(at::kFloat), b, one, {}, at::kFloat, "must be float8");
+  refused(a.to(at::kFloat8_e5m2), b.to(at::kFloat8_e5m2), one, {}, at::kFloat, "no two e5m2");
+  refused(a, b.narrow(0, 0, 32), one, {}, at::kFloat, "cannot be multiplied");
+  refused(a.narrow(0, 0, 30), b, one, {}, at::kFloat, "multiple of 16");
+  refused(a.t().contiguous().t(), b, one, {}, at::kFloat, "left operand must be row-major");
+  refused(a, b.contiguous(), one, {}, at::kFloat, "right operand must be column-major");
+  refused(a, b, torch::ones({2}), {}, at::kFloat, "one fp32 value");
+  refused(a, b, one.to(at::kDouble), {}, at::kFloat, "one fp32 value");
+  refused(a, b, one, bias.to(at::kFloat), at::kFloat, "bf16 or fp16 output only");
+  refused(a, b, one, torch::zeros({16}, at::kBFloat16), at::kBFloat16, "the bias must be [48]");
+  // An emulated product of rows that are no multiple of 16: padded, as on
+  // the GPU, and checked.
+  Fp8Options options;
+  options.emulation = true;
+  Fp8Scaling scaling(1, options, c10::Device(c10::kCPU));
+  const at::Tensor y = Fp8Linear(torch::randn({37, 64}), torch::randn({48, 64}),
+                                 torch::randn({48}), scaling.Slot(0), true);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{37, 48}));
+#endif
 }
 
 TEST(Fp8Test, ItIsRefusedWhereItCannotRunNamingTheKey) {

@@ -456,6 +456,7 @@ TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
   const Rows rows = model::testing::PackInOrder(instances, 3, 64);
   ASSERT_GE(rows.size(), 40u);
   auto recorded = std::make_shared<int>(0);
+  auto watch = std::make_shared<pbert::testing::GraphWatch>();
   auto make = [&](bool graphs) {
     TraineeOptions o = WithDropout(model::testing::TinyOptions()
                                        .attention(model::AttentionKind::kDense)
@@ -463,7 +464,7 @@ TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
                                        .static_shapes(true),
                                    23);
     o.cuda_graphs = graphs;
-    o.graph_recorder = pbert::testing::HostGraphs(recorded);
+    o.graph_recorder = pbert::testing::HostGraphs(recorded, watch);
     return MakeAlone(o);
   };
   auto batches = [&](int step) {
@@ -490,6 +491,10 @@ TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
     captured_results.push_back(*r);
   }
   EXPECT_EQ(*recorded, 1) << "one shape: one graph";
+  // Nothing a graph cannot hold: no host read, every buffer read from
+  // outside where the capture found it.
+  EXPECT_TRUE(watch->problems.empty()) << watch->problems.front();
+  EXPECT_GT(watch->outside_reads, 20u) << "the weights, gradients and inputs";
   EXPECT_EQ(captured.trainee->graphs()->graphs(), 1);
   for (int step = 0; step < kSteps; ++step) {
     const StepResult &a = eager_results[step], &b = captured_results[step];
@@ -503,6 +508,46 @@ TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
     EXPECT_TRUE(torch::equal(pa[k].value(), pb[k].value())) << pa[k].key();
     EXPECT_TRUE(torch::equal(pa[k].value().grad(), pb[k].value().grad())) << pa[k].key();
   }
+}
+
+// The stand-in's watch (tests/train/host_graph.h) sees what a CUDA graph
+// cannot hold: a value read on the host, and a buffer read from outside
+// the work that moved between replays; work that does neither passes.
+TEST(StepTest, TheGraphStandInSeesHostReadsAndMovedBuffers) {
+  auto recorded = std::make_shared<int>(0);
+  auto watch = std::make_shared<pbert::testing::GraphWatch>();
+  auto record = pbert::testing::HostGraphs(recorded, watch);
+  std::vector<std::string>* problems = &watch->problems;
+  const c10::Device cpu(c10::kCPU);
+  at::Tensor weight = torch::ones({4}), out = torch::zeros({4});
+  auto clean = record(cpu, [&] { out.copy_(weight * 2 + 1); });
+  ASSERT_TRUE(clean.ok());
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE((*clean)->Replay().ok());
+  EXPECT_TRUE(problems->empty()) << problems->front();
+  EXPECT_EQ(out[0].item<float>(), 3.f);
+
+  auto reads = record(cpu, [&] {
+    if (weight.sum().item<float>() > 0) out.add_(1);
+  });
+  ASSERT_TRUE((*reads)->Replay().ok());
+  ASSERT_FALSE(problems->empty());  // item and the read it makes, _local_scalar_dense
+  EXPECT_NE(problems->front().find("reads tensor values on the host"), std::string::npos)
+      << problems->front();
+  problems->clear();
+  auto masked = record(cpu, [&] { out.copy_(weight.masked_select(weight > 0).sum()); });
+  ASSERT_TRUE((*masked)->Replay().ok());
+  EXPECT_FALSE(problems->empty()) << "masked_select's shape is read on the host";
+  problems->clear();
+
+  auto moved = record(cpu, [&] { out.copy_(weight * 2); });
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE((*moved)->Replay().ok());
+  EXPECT_TRUE(problems->empty()) << problems->front();
+  weight = torch::full({4}, 2.f);  // a new buffer: a graph would read the old one
+  ASSERT_TRUE((*moved)->Replay().ok());
+  ASSERT_EQ(problems->size(), 1u);
+  EXPECT_NE(problems->front().find("at another address than in replay 2"), std::string::npos)
+      << problems->front();
+  EXPECT_EQ(*recorded, 4);
 }
 
 // Where the captured step cannot run, one line names run.cuda_graphs and

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# scripts/gpu quick without a GPU: a stand-in nvidia-smi, and in place of
+# each stage a command that succeeds, exits 2, prints an out-of-memory
+# error, crashes or hangs, or bench/gpu's own processes on the CPU with
+# levers that crash and run out of memory on purpose. Every stage's log and
+# the summary must come back in $OUT with each stage's outcome, and a
+# budget spent skips the stages left.
+#
+#   bash tests/scripts/gpu_dry_run.sh BUILD_DIR
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=$(cd "${1:?usage: gpu_dry_run.sh BUILD_DIR}" && pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+fail() {
+  echo "gpu_dry_run: $1" >&2
+  exit 1
+}
+
+mkdir -p "$scratch/bin" "$scratch/out" "$scratch/deps"
+cat >"$scratch/bin/nvidia-smi" <<'SMI'
+#!/bin/sh
+case "$*" in
+  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-stand-in)" ;;
+  *) echo "NVIDIA H100 80GB HBM3" ;;
+esac
+SMI
+chmod +x "$scratch/bin/nvidia-smi"
+
+status=0
+env PATH="$scratch/bin:$PATH" OUT="$scratch/out" PBERT_GPU_RESULTS="$scratch/results" \
+  PBERT_GPU_STAGE_MACHINE='echo "[key] a stand-in H100"' \
+  PBERT_GPU_STAGE_BUILD='echo "compiling"; echo "[key] nothing built"; exit 2' \
+  PBERT_GPU_STAGE_CUDA_TESTS='echo "[ RUN      ] CudaTest.Big"; echo "c10::OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 GiB"; exit 1' \
+  PBERT_GPU_STAGE_LEVERS="'$build/bench/gpu' --device cpu --models tiny --rows 2 --steps 1 --warmup 1 --turns 1 --fail 1:crash --fail 2:oom --case-timeout 30" \
+  PBERT_GPU_STAGE_PROFILES='echo "profiling"; kill -SEGV $$' \
+  PBERT_GPU_STAGE_SANITIZER='echo "waiting"; sleep 600' PBERT_GPU_LIMIT_SANITIZER=2 \
+  bash scripts/gpu quick "$scratch/deps" >"$scratch/run.log" 2>&1 || status=$?
+cat "$scratch/run.log"
+((status == 1)) || fail "scripts/gpu quick exited with $status, not 1 (a stage failed)"
+summary=$scratch/out/summary.md
+[ -f "$summary" ] || fail "no summary.md in \$OUT"
+expect() {  # expect STAGE PATTERN: the stage's row of the summary matches
+  grep -E "^\| $1 \| $2" "$summary" >/dev/null || fail "the row of $1 is not '$2': $(grep "^| $1 " "$summary")"
+  [ -s "$scratch/out/$1.log" ] || fail "no $1.log in \$OUT"
+}
+expect machine 'ok \| [0-9]+ \| a stand-in H100 \|'
+expect build 'failed \(exit 2\) \| [0-9]+ \| nothing built \|'
+expect cuda-tests 'out of memory \(exit 1\)'
+# The levers: bench/gpu went on past a crashed and an out-of-memory lever,
+# printed its tables and its key figure, and said why each was left out.
+expect levers 'failed \(exit 1\) \| [0-9]+ \| tiny [0-9,]+ real tokens/s'
+grep -q '"+ fused LAMB" at 2 rows is left out, it failed: crashed (signal 6' "$scratch/out/levers.log" ||
+  fail "bench/gpu did not say that the crashed lever was left out"
+grep -q '"+ vocabulary padded to 64" at 2 rows is left out, it failed: out of memory' \
+  "$scratch/out/levers.log" || fail "bench/gpu did not say that a lever ran out of memory"
+grep -q '^| tiny | + one QKV product | ' "$scratch/out/levers.log" ||
+  fail "bench/gpu did not measure the levers after the failed ones"
+expect profiles 'crashed \(signal 11, SEGV\)'
+expect sanitizer 'timed out \(2 s\)'
+
+# A budget spent: the stages after the first are skipped, and said so.
+status=0
+env PATH="$scratch/bin:$PATH" OUT="$scratch/out2" PBERT_GPU_RESULTS="$scratch/results2" \
+  PBERT_GPU_BUDGET=8 PBERT_GPU_STAGE_MACHINE='sleep 2' PBERT_GPU_STAGE_BUILD='sleep 30' \
+  bash scripts/gpu quick "$scratch/deps" >/dev/null 2>&1 || status=$?
+mkdir -p "$scratch/out2"
+((status == 1)) || fail "the spent budget's run exited with $status, not 1"
+summary=$scratch/results2/summary.md
+grep -qE '^\| machine \| ok ' "$summary" || fail "machine did not run within the budget"
+grep -qE '^\| build \| timed out \([0-9] s\)' "$summary" || fail "build was not cut to what was left"
+grep -qE '^\| sanitizer \| skipped \(no time left of the 8 s\)' "$summary" ||
+  fail "sanitizer was not skipped when no time was left"
+
+# Without a GPU (no nvidia-smi on PATH): one line, exit 2.
+status=0
+env PATH=/usr/bin:/bin bash scripts/gpu quick "$scratch/deps" >"$scratch/none.log" 2>&1 || status=$?
+if ((status != 2)) || ! grep -q "no CUDA GPU here" "$scratch/none.log"; then
+  fail "without a GPU it did not refuse in one line (exit $status): $(cat "$scratch/none.log")"
+fi
+echo "gpu_dry_run: every stage's outcome, log and the summary came back"
