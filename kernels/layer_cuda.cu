@@ -9,7 +9,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int64_t kMaxColumnBlocks = 1024;  // blocks of a backward kernel (its partial rows)
 constexpr int64_t kMaxRowBlocks = 1 << 16;  // blocks of a forward kernel
 
 __device__ inline float Load(const float* p, int64_t i) { return p[i]; }
@@ -174,8 +173,6 @@ cudaError_t Dispatch(ElementType act, ElementType param, F f) {
 int RowBlocks(int64_t rows) { return static_cast<int>(rows < kMaxRowBlocks ? rows : kMaxRowBlocks); }
 
 }  // namespace
-
-int64_t ColumnBlocks(int64_t rows) { return rows < kMaxColumnBlocks ? rows : kMaxColumnBlocks; }
 
 cudaError_t BiasGeluForward(const void* y, const void* bias, void* out, int64_t rows, int64_t cols,
                             ElementType act, ElementType param, cudaStream_t stream) {

@@ -30,6 +30,19 @@ double GpuPeakFlops(const std::string& name, model::Precision precision) {
   return 0;
 }
 
+double GpuPeakBandwidth(const std::string& name) {
+  struct Row {
+    const char* name;
+    double bytes;
+  };
+  static constexpr Row kTable[] = {
+      {"H100 PCIe", 2.0e12}, {"H100", 3.35e12}, {"H200", 4.8e12}, {"A100", 2.0e12}};
+  for (const Row& row : kTable) {
+    if (absl::StrContains(name, row.name)) return row.bytes;
+  }
+  return 0;
+}
+
 PeakFlops DevicePeakFlops(const c10::Device& device, model::Precision precision) {
   // fp8 against the bf16 peak: only its encoder's products run at twice it.
   const char* precision_name = precision == model::Precision::kFp32 ? "fp32"

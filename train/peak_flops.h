@@ -21,6 +21,10 @@ struct PeakFlops {
 // A100) for `precision` (kBf16, kFp16 or kFp32, without TF32); 0 for others.
 double GpuPeakFlops(const std::string& name, model::Precision precision);
 
+// The memory bandwidth of the GPUs named in the table, bytes/s (H100 SXM
+// 3.35 TB/s, H100 PCIe 2.0, H200 4.8, A100 2.0); 0 for others.
+double GpuPeakBandwidth(const std::string& name);
+
 // The peak of `device` for `precision` (never kAuto): from the table on a
 // GPU; on a CPU, measured by the best of several 1024 x 1024 matrix products
 // in that precision on the threads the process has (about 0.2 s).

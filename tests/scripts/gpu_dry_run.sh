@@ -32,6 +32,7 @@ env PATH="$scratch/bin:$PATH" OUT="$scratch/out" PBERT_GPU_RESULTS="$scratch/res
   PBERT_GPU_STAGE_MACHINE='echo "[key] a stand-in H100"' \
   PBERT_GPU_STAGE_BUILD='echo "compiling"; echo "[key] nothing built"; exit 2' \
   PBERT_GPU_STAGE_CUDA_TESTS='echo "[ RUN      ] CudaTest.Big"; echo "c10::OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 GiB"; exit 1' \
+  PBERT_GPU_STAGE_KERNELS='echo "[key] 8 kernels, largest difference from the twins 1.2e-07"' \
   PBERT_GPU_STAGE_LEVERS="'$build/bench/gpu' --device cpu --models tiny --rows 2 --steps 1 --warmup 1 --turns 1 --fail 1:crash --fail 2:oom --case-timeout 30" \
   PBERT_GPU_STAGE_PROFILES='echo "profiling"; kill -SEGV $$' \
   PBERT_GPU_STAGE_SANITIZER='echo "waiting"; sleep 600' PBERT_GPU_LIMIT_SANITIZER=2 \
@@ -47,6 +48,7 @@ expect() {  # expect STAGE PATTERN: the stage's row of the summary matches
 expect machine 'ok \| [0-9]+ \| a stand-in H100 \|'
 expect build 'failed \(exit 2\) \| [0-9]+ \| nothing built \|'
 expect cuda-tests 'out of memory \(exit 1\)'
+expect kernels 'ok \| [0-9]+ \| 8 kernels, largest difference from the twins 1.2e-07 \|'
 # The levers: bench/gpu went on past a crashed and an out-of-memory lever,
 # printed its tables and its key figure, and said why each was left out.
 expect levers 'failed \(exit 1\) \| [0-9]+ \| tiny [0-9,]+ real tokens/s'
