@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/multi_tensor.h"
+
 namespace pbert::kernels {
 namespace {
 
@@ -10,19 +12,17 @@ constexpr int kMaxBlocks = 320;  // per launch
 constexpr int kChunk = 16384;    // elements per block
 constexpr int kThreads = 512;
 
-// One launch's work: which tensors, and which chunk of which tensor each
-// block takes (kept under the 4 KB of a kernel's parameters).
+// One launch's work: its plan (which tensors, and which chunk of which
+// tensor each block takes) and each slot's buffers (kept under the 4 KB of
+// a kernel's parameters).
 struct Launch {
+  MultiTensorPlan<kMaxTensors, kMaxBlocks> plan;  // plan.tensor: its place in the group (norms)
   float* w[kMaxTensors];
   const void* g[kMaxTensors];
   float* m[kMaxTensors];
   float* v[kMaxTensors];
   float* u[kMaxTensors];
   __nv_bfloat16* w16[kMaxTensors];  // null: no bf16 copy
-  int64_t n[kMaxTensors];
-  int index[kMaxTensors];  // the tensor's place in the group (its norms)
-  unsigned char block_tensor[kMaxBlocks];
-  int block_chunk[kMaxBlocks];
 };
 
 // Sums `value` over the block into `out` (one atomic add per block).
@@ -50,10 +50,11 @@ __global__ void __launch_bounds__(kThreads)
     LambDirectionKernel(Launch launch, LambScalars s, const double* clip, double* norms,
                         int tensors) {
   if (clip != nullptr) s.clip = static_cast<float>(*clip);
-  const int t = launch.block_tensor[blockIdx.x];
+  const int t = launch.plan.block_slot[blockIdx.x];
   const G* g = static_cast<const G*>(launch.g[t]);
-  const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
-  const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
+  const int64_t begin = static_cast<int64_t>(launch.plan.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t n = launch.plan.n[t];
+  const int64_t end = begin + kChunk < n ? begin + kChunk : n;
   double w_sq = 0, u_sq = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
     const float w = launch.w[t][i];
@@ -65,16 +66,17 @@ __global__ void __launch_bounds__(kThreads)
     w_sq += static_cast<double>(w) * w;
     u_sq += static_cast<double>(u) * u;
   }
-  BlockSum(w_sq, norms + launch.index[t]);
-  BlockSum(u_sq, norms + tensors + launch.index[t]);
+  BlockSum(w_sq, norms + launch.plan.tensor[t]);
+  BlockSum(u_sq, norms + tensors + launch.plan.tensor[t]);
 }
 
 __global__ void __launch_bounds__(kThreads)
     LambApplyKernel(Launch launch, const double* norms, int tensors, bool trust_ratio, float lr) {
-  const int t = launch.block_tensor[blockIdx.x];
-  const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
-  const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
-  const int k = launch.index[t];
+  const int t = launch.plan.block_slot[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(launch.plan.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t n = launch.plan.n[t];
+  const int64_t end = begin + kChunk < n ? begin + kChunk : n;
+  const int k = launch.plan.tensor[t];
   const float ratio = LambTrustRatio(sqrt(norms[k]), sqrt(norms[tensors + k]), trust_ratio);
   __nv_bfloat16* w16 = launch.w16[t];
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
@@ -85,72 +87,46 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Calls `run(launch, blocks)` for each launch that covers the group's
-// tensors chunk by chunk.
+// tensors chunk by chunk (ForEachPlan).
 template <typename Run>
 cudaError_t ForEachLaunch(const LambGroup& group, Run run) {
   Launch launch{};
-  int tensors = 0, blocks = 0;
-  for (size_t i = 0; i < group.sizes.size(); ++i) {
-    if (group.sizes[i] == 0) continue;
-    launch.w[tensors] = group.weights[i];
-    launch.g[tensors] = group.grads[i];
-    launch.m[tensors] = group.exp_avg[i];
-    launch.v[tensors] = group.exp_avg_sq[i];
-    launch.u[tensors] = group.update[i];
-    launch.w16[tensors] = group.bf16_weights.empty() ? nullptr : group.bf16_weights[i];
-    launch.n[tensors] = group.sizes[i];
-    launch.index[tensors] = static_cast<int>(i);
-    const int64_t chunks = (group.sizes[i] + kChunk - 1) / kChunk;
-    for (int64_t c = 0; c < chunks; ++c) {
-      launch.block_tensor[blocks] = static_cast<unsigned char>(tensors);
-      launch.block_chunk[blocks] = static_cast<int>(c);
-      ++blocks;
-      const bool last_chunk = c + 1 == chunks;
-      if (blocks == kMaxBlocks || (last_chunk && tensors + 1 == kMaxTensors)) {
-        if (cudaError_t e = run(launch, blocks); e != cudaSuccess) return e;
-        blocks = 0;
-        if (last_chunk) {
-          tensors = -1;
-        } else {  // the tensor goes on in the next launch, as its first
-          launch.w[0] = launch.w[tensors];
-          launch.g[0] = launch.g[tensors];
-          launch.m[0] = launch.m[tensors];
-          launch.v[0] = launch.v[tensors];
-          launch.u[0] = launch.u[tensors];
-          launch.w16[0] = launch.w16[tensors];
-          launch.n[0] = launch.n[tensors];
-          launch.index[0] = launch.index[tensors];
-          tensors = 0;
+  return ForEachPlan<kMaxTensors, kMaxBlocks>(
+      group.sizes, kChunk, [&](const MultiTensorPlan<kMaxTensors, kMaxBlocks>& plan) {
+        launch.plan = plan;
+        for (int slot = 0; slot < plan.slots; ++slot) {
+          const int i = plan.tensor[slot];
+          launch.w[slot] = group.weights[i];
+          launch.g[slot] = group.grads[i];
+          launch.m[slot] = group.exp_avg[i];
+          launch.v[slot] = group.exp_avg_sq[i];
+          launch.u[slot] = group.update[i];
+          launch.w16[slot] = group.bf16_weights.empty() ? nullptr : group.bf16_weights[i];
         }
-      }
-    }
-    ++tensors;
-  }
-  return blocks > 0 ? run(launch, blocks) : cudaSuccess;
+        return run(launch, plan.blocks);
+      });
 }
 
 constexpr int kMaxNormTensors = 96;  // per launch of SquaredNormsKernel
 
 struct NormLaunch {
+  MultiTensorPlan<kMaxNormTensors, kMaxBlocks> plan;
   const void* x[kMaxNormTensors];
-  int64_t n[kMaxNormTensors];
-  int index[kMaxNormTensors];
-  unsigned char block_tensor[kMaxBlocks];
-  int block_chunk[kMaxBlocks];
 };
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) SquaredNormsKernel(NormLaunch launch, double* norms) {
-  const int t = launch.block_tensor[blockIdx.x];
+  const int t = launch.plan.block_slot[blockIdx.x];
   const T* x = static_cast<const T*>(launch.x[t]);
-  const int64_t begin = static_cast<int64_t>(launch.block_chunk[blockIdx.x]) * kChunk;
-  const int64_t end = begin + kChunk < launch.n[t] ? begin + kChunk : launch.n[t];
+  const int64_t begin = static_cast<int64_t>(launch.plan.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t n = launch.plan.n[t];
+  const int64_t end = begin + kChunk < n ? begin + kChunk : n;
   double sum = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
     const double v = ToFloat(x[i]);
     sum += v * v;
   }
-  BlockSum(sum, norms + launch.index[t]);
+  BlockSum(sum, norms + launch.plan.tensor[t]);
 }
 
 }  // namespace
@@ -162,43 +138,18 @@ cudaError_t SquaredNorms(const std::vector<const void*>& tensors, const std::vec
       e != cudaSuccess) {
     return e;
   }
-  auto run = [&](const NormLaunch& launch, int blocks) {
-    if (bf16) {
-      SquaredNormsKernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(launch, norms);
-    } else {
-      SquaredNormsKernel<float><<<blocks, kThreads, 0, stream>>>(launch, norms);
-    }
-    return cudaGetLastError();
-  };
   NormLaunch launch{};
-  int slots = 0, blocks = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (sizes[i] == 0) continue;
-    launch.x[slots] = tensors[i];
-    launch.n[slots] = sizes[i];
-    launch.index[slots] = static_cast<int>(i);
-    const int64_t chunks = (sizes[i] + kChunk - 1) / kChunk;
-    for (int64_t c = 0; c < chunks; ++c) {
-      launch.block_tensor[blocks] = static_cast<unsigned char>(slots);
-      launch.block_chunk[blocks] = static_cast<int>(c);
-      ++blocks;
-      const bool last_chunk = c + 1 == chunks;
-      if (blocks == kMaxBlocks || (last_chunk && slots + 1 == kMaxNormTensors)) {
-        if (cudaError_t e = run(launch, blocks); e != cudaSuccess) return e;
-        blocks = 0;
-        if (last_chunk) {
-          slots = -1;
-        } else {  // the tensor goes on in the next launch, as its first
-          launch.x[0] = launch.x[slots];
-          launch.n[0] = launch.n[slots];
-          launch.index[0] = launch.index[slots];
-          slots = 0;
+  return ForEachPlan<kMaxNormTensors, kMaxBlocks>(
+      sizes, kChunk, [&](const MultiTensorPlan<kMaxNormTensors, kMaxBlocks>& plan) {
+        launch.plan = plan;
+        for (int slot = 0; slot < plan.slots; ++slot) launch.x[slot] = tensors[plan.tensor[slot]];
+        if (bf16) {
+          SquaredNormsKernel<__nv_bfloat16><<<plan.blocks, kThreads, 0, stream>>>(launch, norms);
+        } else {
+          SquaredNormsKernel<float><<<plan.blocks, kThreads, 0, stream>>>(launch, norms);
         }
-      }
-    }
-    ++slots;
-  }
-  return blocks > 0 ? run(launch, blocks) : cudaSuccess;
+        return cudaGetLastError();
+      });
 }
 
 cudaError_t LambStep(const LambGroup& group, double* norms, cudaStream_t stream) {
