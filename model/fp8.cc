@@ -13,6 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "common/torch_compat_ops.h"
 #include "gpu/gpu.h"
+#include "kernels/fp8_cpu.h"
+#include "model/fp8_kernels.h"
 #include "model/bert_options.h"
 
 #if PBERT_TORCH_AT_LEAST(2, 4)
@@ -243,6 +245,55 @@ at::Tensor Padded(const at::Tensor& x2, int64_t pad) {
   return pad == 0 ? x2 : at::constant_pad_nd(x2, {0, 0, 0, pad}, 0);
 }
 
+// A tensor cast to fp8 once: q, [m + pad, k], and its transpose q_t,
+// [k, m + pad], both contiguous.
+struct Cast {
+  at::Tensor q, q_t;
+};
+
+// x2 [m, k] times `scale` (0-dim fp32), saturated and rounded to `format`,
+// with `pad` zero rows below, and transposed; where `amax` is defined,
+// amax = max(amax, max |x2|). One pass (kernels/fp8_ops.h): the CPU twin on
+// the CPU, the kernel on a GPU (a build with the kernels), both for fp32
+// and bf16 tensors; else ATen's operations, which give the same bytes
+// (Fp8Test.TheOnePassCastEqualsATensCastBitForBit).
+Cast CastFp8(const at::Tensor& x2_in, const at::Tensor& scale, Fp8Format format, int64_t pad,
+             const at::Tensor& amax) {
+  const at::Tensor x2 = x2_in.contiguous();
+  const int64_t m = x2.size(0), k = x2.size(1);
+  const at::ScalarType type = x2.scalar_type();
+  const bool one_pass = (type == at::kFloat || type == at::kBFloat16) &&
+                        (x2.is_cpu() || (x2.is_cuda() && fp8_kernels::Built()));
+  if (!one_pass) {
+    if (amax.defined()) Record(amax, x2);
+    const at::Tensor q = QuantizeFp8(Padded(x2, pad), scale, format);
+    return {q, q.t().contiguous()};
+  }
+  const auto bytes = x2.options().dtype(DtypeOf(format));
+  Cast c{at::empty({m + pad, k}, bytes), at::empty({k, m + pad}, bytes)};
+  kernels::Fp8Cast cast;
+  cast.x = x2.data_ptr();
+  cast.type = type == at::kBFloat16 ? kernels::ElementType::kBFloat16 : kernels::ElementType::kFloat;
+  cast.rows = m;
+  cast.cols = k;
+  cast.padded_rows = m + pad;
+  const at::Tensor scale32 = scale.to(at::kFloat).contiguous();
+  cast.scale = scale32.data_ptr<float>();
+  cast.kind = format == Fp8Format::kE4m3 ? kernels::Fp8Kind::kE4m3 : kernels::Fp8Kind::kE5m2;
+  cast.out = static_cast<uint8_t*>(c.q.data_ptr());
+  cast.out_t = static_cast<uint8_t*>(c.q_t.data_ptr());
+  TORCH_CHECK(!amax.defined() || (amax.scalar_type() == at::kFloat && amax.numel() == 1 &&
+                                  amax.device() == x2.device()),
+              "fp8: an amax slot must be one fp32 value on the tensor's device");
+  cast.amax = amax.defined() ? amax.data_ptr<float>() : nullptr;
+  if (x2.is_cpu()) {
+    kernels::cpu::CastFp8(cast);
+  } else {
+    fp8_kernels::Cast(cast, x2);
+  }
+  return c;
+}
+
 class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
@@ -254,19 +305,19 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const int64_t k = x.size(-1), n = weight.size(0);
     const at::Tensor x2 = x.reshape({-1, k});
     const int64_t m = x2.size(0), pad = PadRows(m);
-    if (record) {
-      Record(amax[kFp8Input], x2);
-      Record(amax[kFp8Weight], weight);
-    }
-    const at::Tensor qx = QuantizeFp8(Padded(x2, pad), scale[kFp8Input], Fp8Format::kE4m3);
-    const at::Tensor qw = QuantizeFp8(weight, scale[kFp8Weight], Fp8Format::kE4m3);
+    // Each operand cast once, with the transposed copy its gradient's
+    // product takes: x^T for the weight's gradient, w^T for the input's.
+    const Cast cx = CastFp8(x2, scale[kFp8Input], Fp8Format::kE4m3, pad,
+                            record ? amax[kFp8Input] : at::Tensor());
+    const Cast cw = CastFp8(weight, scale[kFp8Weight], Fp8Format::kE4m3, 0,
+                            record ? amax[kFp8Weight] : at::Tensor());
     const at::Tensor has_bias = bias.numel() > 0 ? bias : at::Tensor();
-    at::Tensor y = ScaledProduct(qx, qw.t(), scale[kFp8Input].reciprocal(),
+    at::Tensor y = ScaledProduct(cx.q, cw.q.t(), scale[kFp8Input].reciprocal(),
                                  scale[kFp8Weight].reciprocal(), has_bias,
                                  static_cast<at::ScalarType>(out_dtype), emulate,
                                  /*fast_accumulation=*/true);
     if (pad > 0) y = y.narrow(0, 0, m);
-    ctx->save_for_backward({qx, qw});
+    ctx->save_for_backward({cx.q_t, cw.q_t});
     // The state's tensors ride outside the saved variables: other products
     // update their rows in place (one version counter) before this backward.
     ctx->saved_data["scale"] = scale;
@@ -286,20 +337,21 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &qx = saved[0], &qw = saved[1];
+    const at::Tensor &qx_t = saved[0], &qw_t = saved[1];  // [K, M + pad], [K, N]
     const at::Tensor scale = ctx->saved_data["scale"].toTensor();
     const at::Tensor amax = ctx->saved_data["amax"].toTensor();
     const bool emulate = ctx->saved_data["emulate"].toBool();
     const std::vector<int64_t> x_sizes = ctx->saved_data["x_sizes"].toIntVector();
-    const at::Tensor g = grads[0].reshape({-1, qw.size(0)});
-    const int64_t m = g.size(0), pad = qx.size(0) - m;
-    if (ctx->saved_data["record"].toBool()) Record(amax[kFp8GradOutput], g);
-    const at::Tensor qg = QuantizeFp8(Padded(g, pad), scale[kFp8GradOutput], Fp8Format::kE5m2);
+    const at::Tensor g = grads[0].reshape({-1, qw_t.size(1)});
+    const int64_t m = g.size(0), pad = qx_t.size(1) - m;
+    const Cast cg = CastFp8(g, scale[kFp8GradOutput], Fp8Format::kE5m2, pad,
+                            ctx->saved_data["record"].toBool() ? amax[kFp8GradOutput]
+                                                               : at::Tensor());
     const at::Tensor inv_g = scale[kFp8GradOutput].reciprocal();
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {
       // [M, N] @ [N, K]
-      dx = ScaledProduct(qg, qw, inv_g, scale[kFp8Weight].reciprocal(), at::Tensor(),
+      dx = ScaledProduct(cg.q, qw_t.t(), inv_g, scale[kFp8Weight].reciprocal(), at::Tensor(),
                          ctx->saved_data["x_dtype"].toScalarType(), emulate,
                          /*fast_accumulation=*/false);
       if (pad > 0) dx = dx.narrow(0, 0, m);
@@ -307,7 +359,7 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     }
     if (ctx->needs_input_grad(1)) {
       // [N, M] @ [M, K]; padded rows are zero on both sides.
-      dw = ScaledProduct(qg.t(), qx, inv_g, scale[kFp8Input].reciprocal(), at::Tensor(),
+      dw = ScaledProduct(cg.q_t, qx_t.t(), inv_g, scale[kFp8Input].reciprocal(), at::Tensor(),
                          ctx->saved_data["w_dtype"].toScalarType(), emulate,
                          /*fast_accumulation=*/false);
     }

@@ -15,6 +15,7 @@
 
 #include "common/torch_compat.h"
 #include "gtest/gtest.h"
+#include "kernels/fp8_cpu.h"
 #include "model/bert.h"
 #include "model/precision.h"
 #include "tests/model/fixtures.h"
@@ -336,6 +337,48 @@ TEST(Fp8Test, TheScaledProductsOperandsAreCheckedAsTheGpuTakesThem) {
                                  torch::randn({48}), scaling.Slot(0), true);
   EXPECT_EQ(y.sizes(), (std::vector<int64_t>{37, 48}));
 #endif
+}
+
+// The one-pass cast (kernels/fp8_cpu.h, which the products cast through on
+// the CPU, and whose per-element code the CUDA kernel runs) gives ATen's
+// bytes: QuantizeFp8, the clamp and cast that the products used before,
+// from fp32 and bf16, for both formats and several scales, and the largest
+// magnitude as ATen's amax.
+TEST(Fp8Test, TheOnePassCastEqualsATensCastBitForBit) {
+  SKIP_WITHOUT_FLOAT8();
+  for (const Fp8Format format : {Fp8Format::kE4m3, Fp8Format::kE5m2}) {
+    for (const at::ScalarType type : {at::kFloat, at::kBFloat16}) {
+      for (const float s : {1.0f, 0.125f, 4096.0f}) {
+        const std::vector<float> probes = Probes(format);
+        const int64_t cols = 16, rows = static_cast<int64_t>(probes.size()) / cols;
+        const at::Tensor x = torch::tensor(std::vector<float>(probes.begin(),
+                                                              probes.begin() + rows * cols))
+                                 .view({rows, cols})
+                                 .to(type);
+        const at::Tensor scale = torch::full({}, s);
+        const at::Tensor aten = QuantizeFp8(x, scale, format).view(at::kByte);
+        at::Tensor bytes = torch::empty({rows, cols}, at::kByte);
+        at::Tensor transposed = torch::empty({cols, rows}, at::kByte);
+        float amax = 0;
+        kernels::Fp8Cast cast;
+        cast.x = x.data_ptr();
+        cast.type = type == at::kFloat ? kernels::ElementType::kFloat
+                                       : kernels::ElementType::kBFloat16;
+        cast.rows = cast.padded_rows = rows;
+        cast.cols = cols;
+        cast.scale = scale.data_ptr<float>();
+        cast.kind = format == Fp8Format::kE4m3 ? kernels::Fp8Kind::kE4m3 : kernels::Fp8Kind::kE5m2;
+        cast.out = bytes.data_ptr<uint8_t>();
+        cast.out_t = transposed.data_ptr<uint8_t>();
+        cast.amax = &amax;
+        kernels::cpu::CastFp8(cast);
+        EXPECT_TRUE(at::equal(bytes, aten)) << "format " << static_cast<int>(format) << ", "
+                                            << c10::toString(type) << ", scale " << s;
+        EXPECT_TRUE(at::equal(transposed, aten.t()));
+        EXPECT_EQ(amax, x.abs().amax().to(at::kFloat).item<float>());
+      }
+    }
+  }
 }
 
 TEST(Fp8Test, ItIsRefusedWhereItCannotRunNamingTheKey) {
