@@ -182,7 +182,7 @@ TEST(Fp8Test, TheStateRoundTripsThroughJsonAndItsReaderRefusesDamage) {
 // the sum of the terms' magnitudes.
 TEST(Fp8Test, TheEmulatedProductEqualsADoublePrecisionComputationOfTheQuantizedValues) {
   SKIP_WITHOUT_FLOAT8();
-  const int64_t M = 37, K = 48, N = 24;
+  const int64_t M = 37, K = 48, N = 32;  // (K and N multiples of 16, as _scaled_mm's)
   torch::manual_seed(4);
   const at::Tensor x = (at::randn({M, K}) * 3).requires_grad_();
   const at::Tensor w = (at::randn({N, K}) * 0.05).requires_grad_();
@@ -242,7 +242,7 @@ TEST(Fp8Test, AStepRecordsTheLargestMagnitudesOfAllItsMicroBatches) {
   Fp8Options options;
   options.emulation = true;
   Fp8Scaling scaling(1, options, at::kCPU);
-  const at::Tensor w = at::full({8, 16}, 0.5).requires_grad_();
+  const at::Tensor w = at::full({16, 16}, 0.5).requires_grad_();
   float largest = 0;
   for (float v : {3.0f, 5.0f, 2.0f}) {
     const at::Tensor x = at::full({2, 4, 16}, v).requires_grad_();
@@ -250,7 +250,7 @@ TEST(Fp8Test, AStepRecordsTheLargestMagnitudesOfAllItsMicroBatches) {
     y.sum().backward();
     largest = std::max(largest, v);
     EXPECT_EQ(scaling.amax()[0][kFp8Input].item<float>(), largest);
-    EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 4, 8}));
+    EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 4, 16}));
   }
   EXPECT_EQ(scaling.amax()[0][kFp8GradOutput].item<float>(), 1.0f);
   const at::Tensor before = scaling.amax().clone();
