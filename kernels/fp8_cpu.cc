@@ -29,4 +29,8 @@ void CastFp8(const Fp8Cast& c) {
   }
 }
 
+void UpdateFp8Scales(const Fp8ScaleUpdate& update) {
+  for (int64_t e = 0; e < update.entries; ++e) UpdateFp8Entry(update, e);
+}
+
 }  // namespace pbert::kernels::cpu

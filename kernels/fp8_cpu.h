@@ -10,4 +10,7 @@ namespace pbert::kernels::cpu {
 
 void CastFp8(const Fp8Cast& cast);
 
+// Every entry's UpdateFp8Entry (kernels/fp8_ops.h).
+void UpdateFp8Scales(const Fp8ScaleUpdate& update);
+
 }  // namespace pbert::kernels::cpu

@@ -68,7 +68,20 @@ __global__ void __launch_bounds__(kTile * kTile / kRowsPerThread)
   }
 }
 
+__global__ void UpdateFp8ScalesKernel(Fp8ScaleUpdate update) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e < update.entries) UpdateFp8Entry(update, e);
+}
+
 }  // namespace
+
+cudaError_t UpdateFp8Scales(const Fp8ScaleUpdate& update, cudaStream_t stream) {
+  if (update.entries == 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const auto blocks = static_cast<unsigned>((update.entries + kThreads - 1) / kThreads);
+  UpdateFp8ScalesKernel<<<blocks, kThreads, 0, stream>>>(update);
+  return cudaGetLastError();
+}
 
 cudaError_t CastFp8(const Fp8Cast& c, cudaStream_t stream) {
   if (c.padded_rows == 0 || c.cols == 0) return cudaSuccess;

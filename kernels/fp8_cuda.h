@@ -1,7 +1,8 @@
-// The one-pass fp8 cast on CUDA (kernels/fp8_ops.h): 32 x 32 tiles, each
+// The fp8 kernels (kernels/fp8_ops.h). The one-pass cast: 32 x 32 tiles, each
 // read once (coalesced), written as fp8 by rows and, through shared
 // memory, transposed (coalesced); the largest magnitude reduced per block
-// and folded into *amax with one atomic per block. Its CPU twin is
+// and folded into *amax with one atomic per block. The scales' update after
+// a step, every product's in one launch. Their CPU twins are
 // kernels/fp8_cpu.h. No LibTorch header.
 #pragma once
 
@@ -12,5 +13,8 @@
 namespace pbert::kernels {
 
 cudaError_t CastFp8(const Fp8Cast& cast, cudaStream_t stream);
+
+// Every entry's UpdateFp8Entry, one thread each, in one launch.
+cudaError_t UpdateFp8Scales(const Fp8ScaleUpdate& update, cudaStream_t stream);
 
 }  // namespace pbert::kernels

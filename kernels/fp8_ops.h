@@ -29,6 +29,44 @@ struct Fp8Cast {
   float* amax = nullptr;
 };
 
+// The delayed scaling's update after a step (model/fp8.h, Fp8Scaling::Update)
+// for every product and role at once, one entry each: `entries` = products
+// x 3 (row-major, the role of entry e is e % 3), amax [entries], scale
+// [entries], history [length, entries] newest first, largest [3] each
+// role's format max, factor = 2^margin. Per entry: the history moves down
+// one step, the amax (0 where not finite) on top; scale = largest / max
+// (history) / factor where max(history) > 0 and that is finite, else as it
+// was; amax = 0. In fp32, each operation rounded as ATen's.
+struct Fp8ScaleUpdate {
+  float* amax = nullptr;
+  float* scale = nullptr;
+  float* history = nullptr;
+  const float* largest = nullptr;
+  int64_t entries = 0, length = 0;
+  float factor = 1;
+};
+
+// Whether v is neither infinite nor NaN (its exponent bits not all ones).
+PBERT_HOST_DEVICE inline bool Finite(float v) {
+  return (FloatBits(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+PBERT_HOST_DEVICE inline void UpdateFp8Entry(const Fp8ScaleUpdate& u, int64_t e) {
+  for (int64_t k = u.length - 1; k > 0; --k) {
+    u.history[k * u.entries + e] = u.history[(k - 1) * u.entries + e];
+  }
+  const float a = u.amax[e];
+  u.history[e] = Finite(a) ? a : 0.0f;
+  float most = u.history[e];
+  for (int64_t k = 1; k < u.length; ++k) {
+    const float h = u.history[k * u.entries + e];
+    most = h > most ? h : most;
+  }
+  const float candidate = u.largest[e % 3] / most / u.factor;
+  if (most > 0.0f && Finite(candidate)) u.scale[e] = candidate;
+  u.amax[e] = 0.0f;
+}
+
 // The largest of two magnitudes by their bits (non-negative floats order
 // as their bits do; a NaN's bits are above infinity's): max that keeps NaN.
 PBERT_HOST_DEVICE inline uint32_t MagnitudeBits(float v) { return FloatBits(v) & 0x7fffffffu; }

@@ -151,6 +151,26 @@ Fp8Slot Fp8Scaling::Slot(int64_t product) const {
 
 void Fp8Scaling::Update() {
   at::NoGradGuard no_grad;
+  // Every product's entries in one pass (kernels/fp8_ops.h): the CPU twin,
+  // or one launch on a GPU with the kernels; else ATen's operations, the
+  // same arithmetic.
+  const bool one_pass = scale_.is_cpu() || (scale_.is_cuda() && fp8_kernels::Built());
+  if (one_pass) {
+    kernels::Fp8ScaleUpdate u;
+    u.amax = amax_.data_ptr<float>();
+    u.scale = scale_.data_ptr<float>();
+    u.history = history_.data_ptr<float>();
+    u.largest = max_.data_ptr<float>();
+    u.entries = amax_.numel();
+    u.length = history_.size(0);
+    u.factor = static_cast<float>(std::ldexp(1.0, static_cast<int>(options_.margin)));
+    if (scale_.is_cpu()) {
+      kernels::cpu::UpdateFp8Scales(u);
+    } else {
+      fp8_kernels::UpdateScales(u, scale_);
+    }
+    return;
+  }
   // Newest first: the history moves down one step, the step's maxima on top.
   const int64_t h = history_.size(0);
   if (h > 1) history_.narrow(0, 1, h - 1).copy_(history_.narrow(0, 0, h - 1).clone());

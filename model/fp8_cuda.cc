@@ -16,4 +16,12 @@ void Cast(const kernels::Fp8Cast& cast, const at::Tensor& on) {
   TORCH_CHECK(error == cudaSuccess, "fp8: the CUDA cast failed: ", cudaGetErrorString(error));
 }
 
+void UpdateScales(const kernels::Fp8ScaleUpdate& update, const at::Tensor& on) {
+  const c10::cuda::CUDAGuard guard(on.device());
+  const cudaError_t error = kernels::UpdateFp8Scales(
+      update, c10::cuda::getCurrentCUDAStream(on.device().index()).stream());
+  TORCH_CHECK(error == cudaSuccess, "fp8: the CUDA scale update failed: ",
+              cudaGetErrorString(error));
+}
+
 }  // namespace pbert::model::fp8_kernels

@@ -15,4 +15,7 @@ bool Built();
 // kernels::CastFp8(cast) on the current stream of `on`'s device.
 void Cast(const kernels::Fp8Cast& cast, const at::Tensor& on);
 
+// kernels::UpdateFp8Scales(update) on the current stream of `on`'s device.
+void UpdateScales(const kernels::Fp8ScaleUpdate& update, const at::Tensor& on);
+
 }  // namespace pbert::model::fp8_kernels

@@ -12,4 +12,8 @@ void Cast(const kernels::Fp8Cast&, const at::Tensor&) {
   TORCH_CHECK(false, "this build of packed-bert has no CUDA kernels (fp8 casts)");
 }
 
+void UpdateScales(const kernels::Fp8ScaleUpdate&, const at::Tensor&) {
+  TORCH_CHECK(false, "this build of packed-bert has no CUDA kernels (fp8 scales)");
+}
+
 }  // namespace pbert::model::fp8_kernels

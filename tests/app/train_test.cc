@@ -315,7 +315,7 @@ TEST_F(TrainTest, AKilledFp8RunResumesBitForBit) {
       testing::ReadText(root_ + "/straight/checkpoints/step-00000006/trainer_state.json"));
   ASSERT_TRUE(state.contains("fp8")) << state.dump();
   EXPECT_EQ(state["fp8"]["products"].get<int>(), 4);  // one layer, one QKV product
-  EXPECT_EQ(state["fp8"]["history"].get<int>(), 1024);
+  EXPECT_EQ(state["fp8"]["history"].get<int>(), 1);  // model.fp8_amax_history's default
   Result killed = RunBinary(Args("killed", fp8), "PBERT_FAULT=after-step:9");
   EXPECT_EQ(killed.exit_code, -1) << "the process should have died by SIGKILL";
   Result resumed = RunBinary(Args("killed", fp8 + " --resume auto"));
