@@ -1,9 +1,14 @@
-// bench/kernels: the fused layer kernels (kernels/layer_cuda.h, through
-// model/fused_layers_kernels.h) against their CPU twins
-// (kernels/layer_cpu.h), after llm.c's dev/cuda. For each operation (bias
-// and GELU, bias-dropout-residual-LayerNorm, forward and backward) at
-// BERT-base's and BERT-large's shapes, bf16 activations with bf16 and with
-// fp32 parameters: the largest difference between the kernel's outputs and
+// bench/kernels: the fused kernels against their CPU twins, after llm.c's
+// dev/cuda: the layers' (kernels/layer_cuda.h through
+// model/fused_layers_kernels.h, twins kernels/layer_cpu.h) and LAMB's
+// (kernels/lamb_cuda.h through optim/lamb_fused.h, twins
+// kernels/lamb_cpu.h). For each layer operation (bias and GELU,
+// bias-dropout-residual-LayerNorm, forward and backward) at BERT-base's and
+// BERT-large's shapes, bf16 activations with bf16 and with fp32
+// parameters, and for LAMB's step and the gradient norm over BERT-base's
+// and BERT-large's parameters (fp32 weights and gradients; bf16 gradients
+// and weight copies, as with master weights): the largest difference
+// between the kernel's outputs and
 // its twin's (on the first --check-tokens tokens, as a share of the twin's
 // largest magnitude), the kernel's time (CUDA events, the median of
 // --repeat runs after 3 warm-up runs, on --tokens tokens), the bytes the
@@ -19,6 +24,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -29,7 +35,10 @@
 #include "absl/strings/str_format.h"
 #include "gpu/gpu.h"
 #include "kernels/layer_cpu.h"
+#include "kernels/lamb_cpu.h"
 #include "model/fused_layers_kernels.h"
+#include "optim/lamb.h"
+#include "optim/lamb_fused.h"
 #include "train/peak_flops.h"
 
 namespace {
@@ -207,6 +216,100 @@ int Main(int argc, char** argv) {
                                      RelativeError(kdbt, sums[2])});
           rows.push_back(backward);
         }
+      }
+    }
+    // LAMB over each model's parameter shapes (the encoder's and the
+    // embeddings', as one group), the kernel on the GPU and its twin on
+    // copies: the weights after one step, and the gradient norms.
+    for (const Shape& shape : shapes) {
+      const int64_t h = shape.hidden, f = shape.ffn;
+      const int layers = h == 768 ? 12 : 24;
+      std::vector<int64_t> sizes = {30528 * h, 512 * h, 2 * h, h, h};
+      for (int l = 0; l < layers; ++l) {
+        for (int64_t n : {3 * h * h, 3 * h, h * h, h, h, h, f * h, f, h * f, h, h, h}) {
+          sizes.push_back(n);
+        }
+      }
+      int64_t total = 0;
+      for (int64_t n : sizes) total += n;
+      for (const bool lean : {false, true}) {  // lean: bf16 gradients and weight copies
+        torch::manual_seed(3);
+        pbert::optim::FusedLambGroup group;
+        for (int64_t n : sizes) {
+          group.weights.push_back(0.05 * torch::randn({n}, torch::TensorOptions().device(gpu)));
+          group.grads.push_back(
+              (1e-3 * torch::randn({n}, torch::TensorOptions().device(gpu)))
+                  .to(lean ? at::kBFloat16 : at::kFloat));
+          group.exp_avg.push_back(1e-4 * torch::randn({n}, torch::TensorOptions().device(gpu)));
+          group.exp_avg_sq.push_back(
+              1e-8 * torch::rand({n}, torch::TensorOptions().device(gpu)));
+          if (lean) group.bf16_weights.push_back(group.weights.back().to(at::kBFloat16));
+        }
+        group.bias_correction1 = 1 - std::pow(0.9, 10);
+        group.bias_correction2 = 1 - std::pow(0.999, 10);
+        pbert::optim::LambOptions options(1e-3);
+        // The twin's copies of the state before the step.
+        std::vector<at::Tensor> w, g, m, v, w16;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          w.push_back(group.weights[i].cpu());
+          g.push_back(group.grads[i].cpu());
+          m.push_back(group.exp_avg[i].cpu());
+          v.push_back(group.exp_avg_sq[i].cpu());
+          if (lean) w16.push_back(group.bf16_weights[i].cpu());
+        }
+        pbert::optim::FusedLambStep(group, options);
+        at::Tensor update = torch::empty({total});
+        pbert::kernels::LambGroup k;
+        k.bf16_grads = lean;
+        int64_t offset = 0;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          k.weights.push_back(w[i].data_ptr<float>());
+          k.grads.push_back(g[i].data_ptr());
+          k.exp_avg.push_back(m[i].data_ptr<float>());
+          k.exp_avg_sq.push_back(v[i].data_ptr<float>());
+          k.update.push_back(update.data_ptr<float>() + offset);
+          if (lean) k.bf16_weights.push_back(static_cast<uint16_t*>(w16[i].data_ptr()));
+          k.sizes.push_back(sizes[i]);
+          offset += sizes[i];
+        }
+        const auto [beta1, beta2] = options.betas();
+        k.scalars.beta1 = static_cast<float>(beta1);
+        k.scalars.one_minus_beta1 = static_cast<float>(1 - beta1);
+        k.scalars.beta2 = static_cast<float>(beta2);
+        k.scalars.one_minus_beta2 = static_cast<float>(1 - beta2);
+        k.scalars.bias_correction1 = static_cast<float>(group.bias_correction1);
+        k.scalars.bias_correction2 = static_cast<float>(group.bias_correction2);
+        k.scalars.eps = static_cast<float>(options.eps());
+        k.scalars.weight_decay = static_cast<float>(options.weight_decay());
+        k.trust_ratio = options.trust_ratio();
+        k.lr = static_cast<float>(options.lr());
+        std::vector<double> norms(2 * sizes.size());
+        twin::LambStep(k, norms.data());
+        const std::string types = lean ? "fp32, bf16 gradients and copies" : "fp32";
+        Row step{"LAMB step", shape.model, types, static_cast<int64_t>(sizes.size()), total};
+        double error = 0;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          error = std::max(error, RelativeError(group.weights[i], w[i]));
+          if (lean) error = std::max(error, RelativeError(group.bf16_weights[i], w16[i]));
+        }
+        step.error = error;
+        step.seconds = median_time([&] { pbert::optim::FusedLambStep(group, options); });
+        // kernels/lamb_cuda.h: 40 bytes a parameter (38 with bf16
+        // gradients, 2 more for the bf16 copy written).
+        step.bytes = static_cast<double>(total) * 40.0;
+        rows.push_back(step);
+        Row norm{"gradient norms", shape.model, lean ? "bf16" : "fp32",
+                 static_cast<int64_t>(sizes.size()), total};
+        const at::Tensor kernel_norms = pbert::optim::FusedSquaredNorms(group.grads);
+        std::vector<const void*> pointers;
+        for (const at::Tensor& t : g) pointers.push_back(t.data_ptr());
+        std::vector<double> twin_norms(sizes.size());
+        twin::SquaredNorms(pointers, sizes, lean, twin_norms.data());
+        norm.error = RelativeError(
+            kernel_norms, torch::tensor(twin_norms, torch::TensorOptions().dtype(at::kDouble)));
+        norm.seconds = median_time([&] { (void)pbert::optim::FusedSquaredNorms(group.grads); });
+        norm.bytes = static_cast<double>(total) * (lean ? 2 : 4);
+        rows.push_back(norm);
       }
     }
   } catch (const std::exception& e) {

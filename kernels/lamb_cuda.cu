@@ -1,5 +1,7 @@
 #include "kernels/lamb_cuda.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 
 #include "kernels/multi_tensor.h"
@@ -101,7 +103,9 @@ cudaError_t ForEachLaunch(const LambGroup& group, Run run) {
           launch.m[slot] = group.exp_avg[i];
           launch.v[slot] = group.exp_avg_sq[i];
           launch.u[slot] = group.update[i];
-          launch.w16[slot] = group.bf16_weights.empty() ? nullptr : group.bf16_weights[i];
+          launch.w16[slot] = group.bf16_weights.empty()
+                                 ? nullptr
+                                 : reinterpret_cast<__nv_bfloat16*>(group.bf16_weights[i]);
         }
         return run(launch, plan.blocks);
       });

@@ -1,44 +1,23 @@
-// The fused LAMB step on CUDA: multi-tensor kernels, one launch per pass
-// over chunked lists of parameters (as apex's multi_tensor_apply), with
-// the per-element arithmetic of kernels/lamb_math.h. No LibTorch header:
-// raw pointers, sizes and a stream; a wrapper that checks ATen tensors and
-// takes the current stream belongs beside optim::Lamb.
+// The fused LAMB step on CUDA (kernels/lamb_ops.h): multi-tensor kernels,
+// one launch per pass over chunked lists of parameters (kernels/
+// multi_tensor.h, as apex's multi_tensor_apply), with the per-element
+// arithmetic of kernels/lamb_math.h; their CPU twins are kernels/lamb_cpu.h.
+// No LibTorch header: raw pointers, sizes and a stream; a wrapper that
+// checks ATen tensors and takes the current stream belongs beside
+// optim::Lamb.
 //
 // optim::Lamb calls it through optim/lamb_fused.h on CUDA; CI's CUDA compile
 // lane compiles it with nvcc (docs/architecture.md, Kernels).
 #pragma once
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/lamb_math.h"
+#include "kernels/lamb_ops.h"
 
 namespace pbert::kernels {
-
-// Every tensor of one parameter group, by index, each of `sizes[i]`
-// elements: the fp32 weights (the master weights where the model computes
-// in bf16), the gradients (fp32, or the model's bf16 ones), the two fp32
-// moments, an fp32 scratch buffer for the update direction, and, where the
-// model keeps bf16 weights, those, written from the updated fp32 ones
-// (rounded to nearest even, as ATen's casts round).
-struct LambGroup {
-  std::vector<float*> weights;
-  std::vector<const void*> grads;
-  bool bf16_grads = false;
-  std::vector<float*> exp_avg, exp_avg_sq, update;
-  std::vector<__nv_bfloat16*> bf16_weights;  // empty, or one per tensor
-  std::vector<int64_t> sizes;
-  LambScalars scalars;
-  // The clipping coefficient on the device (a 0-dim double), read by the
-  // kernels in place of scalars.clip, so that clipping reads nothing back;
-  // null: scalars.clip.
-  const double* clip = nullptr;
-  bool trust_ratio = true;
-  float lr = 0;
-};
 
 // One LAMB step of `group` on `stream`, in two passes over all its
 // tensors (phase 1: moments and direction, with each tensor's squared

@@ -59,7 +59,7 @@ void FusedLambStep(const FusedLambGroup& group, const LambOptions& options) {
     k.update.push_back(update.data_ptr<float>() + offset);
     if (!group.bf16_weights.empty()) {
       k.bf16_weights.push_back(
-          reinterpret_cast<__nv_bfloat16*>(group.bf16_weights[i].data_ptr<at::BFloat16>()));
+          reinterpret_cast<uint16_t*>(group.bf16_weights[i].data_ptr<at::BFloat16>()));
     }
     k.sizes.push_back(group.weights[i].numel());
     offset += group.weights[i].numel();
