@@ -33,7 +33,7 @@ env PATH="$scratch/bin:$PATH" OUT="$scratch/out" PBERT_GPU_RESULTS="$scratch/res
   PBERT_GPU_STAGE_BUILD='echo "compiling"; echo "[key] nothing built"; exit 2' \
   PBERT_GPU_STAGE_CUDA_TESTS='echo "[ RUN      ] CudaTest.Big"; echo "c10::OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 GiB"; exit 1' \
   PBERT_GPU_STAGE_KERNELS='echo "[key] 8 kernels, largest difference from the twins 1.2e-07"' \
-  PBERT_GPU_STAGE_LEVERS="'$build/bench/gpu' --device cpu --models tiny --rows 2 --steps 1 --warmup 1 --turns 1 --fail 1:crash --fail 2:oom --case-timeout 30" \
+  PBERT_GPU_STAGE_LEVERS="'$build/bench/gpu' --device cpu --models tiny --levers 0,1,2,3 --rows 2 --steps 1 --warmup 1 --turns 1 --fail 1:crash --fail 2:oom --case-timeout 30" \
   PBERT_GPU_STAGE_PROFILES='echo "profiling"; kill -SEGV $$' \
   PBERT_GPU_STAGE_SANITIZER='echo "waiting"; sleep 600' PBERT_GPU_LIMIT_SANITIZER=2 \
   bash scripts/gpu quick "$scratch/deps" >"$scratch/run.log" 2>&1 || status=$?
