@@ -8,6 +8,7 @@ namespace pbert::kernels::cpu {
 
 void CastFp8(const Fp8Cast& c) {
   const float scale = *c.scale;
+  if (c.inverse_scale != nullptr) *c.inverse_scale = 1.0f / scale;
   uint32_t largest = 0;
   for (int64_t r = 0; r < c.padded_rows; ++r) {
     for (int64_t col = 0; col < c.cols; ++col) {

@@ -22,12 +22,17 @@ __device__ inline float Load(const __nv_bfloat16* p, int64_t i) {
 template <typename T>
 __global__ void __launch_bounds__(kTile * kTile / kRowsPerThread)
     CastFp8Kernel(const T* x, int64_t rows, int64_t cols, int64_t padded_rows, const float* scale_in,
-                  Fp8Kind kind, uint8_t* out, uint8_t* out_t, float* amax) {
+                  Fp8Kind kind, uint8_t* out, uint8_t* out_t, float* amax,
+                  float* inverse_scale) {
   __shared__ uint8_t tile[kTile][kTile + 4];  // (+4: no bank conflicts on the transposed reads)
   __shared__ uint32_t block_largest;
   if (threadIdx.x == 0 && threadIdx.y == 0) block_largest = 0;
   __syncthreads();
   const float scale = *scale_in;
+  if (inverse_scale != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 &&
+      threadIdx.y == 0) {
+    *inverse_scale = 1.0f / scale;
+  }
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile;
   uint32_t largest = 0;
@@ -93,11 +98,11 @@ cudaError_t CastFp8(const Fp8Cast& c, cudaStream_t stream) {
   if (c.type == ElementType::kFloat) {
     CastFp8Kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(c.x), c.rows, c.cols,
                                                      c.padded_rows, c.scale, c.kind, c.out, c.out_t,
-                                                     c.amax);
+                                                     c.amax, c.inverse_scale);
   } else {
     CastFp8Kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(c.x), c.rows, c.cols, c.padded_rows, c.scale, c.kind,
-        c.out, c.out_t, c.amax);
+        c.out, c.out_t, c.amax, c.inverse_scale);
   }
   return cudaGetLastError();
 }

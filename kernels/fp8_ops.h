@@ -16,8 +16,10 @@ namespace pbert::kernels {
 // `out`, [padded_rows, cols] row-major, the rows from `rows` on zero (the
 // rows at::_scaled_mm's sizes need); where `out_t` is set, the same bytes
 // transposed into it, [cols, padded_rows] row-major. Where `amax` is set,
-// *amax = max(*amax, max |x|), a NaN in x staying a NaN. `scale` is one
-// float in the device's memory (the host's for the twin).
+// *amax = max(*amax, max |x|), a NaN in x staying a NaN; where
+// `inverse_scale` is set, *inverse_scale = 1 / scale (the product's own
+// scale argument, so no launch of its own). `scale` is one float in the
+// device's memory (the host's for the twin).
 struct Fp8Cast {
   const void* x = nullptr;
   ElementType type = ElementType::kFloat;
@@ -27,6 +29,7 @@ struct Fp8Cast {
   uint8_t* out = nullptr;
   uint8_t* out_t = nullptr;
   float* amax = nullptr;
+  float* inverse_scale = nullptr;
 };
 
 // The delayed scaling's update after a step (model/fp8.h, Fp8Scaling::Update)

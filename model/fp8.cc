@@ -266,9 +266,10 @@ at::Tensor Padded(const at::Tensor& x2, int64_t pad) {
 }
 
 // A tensor cast to fp8 once: q, [m + pad, k], and its transpose q_t,
-// [k, m + pad], both contiguous.
+// [k, m + pad], both contiguous; inv, 1 / the scale it was cast with
+// (0-dim fp32), the product's scale argument.
 struct Cast {
-  at::Tensor q, q_t;
+  at::Tensor q, q_t, inv;
 };
 
 // x2 [m, k] times `scale` (0-dim fp32), saturated and rounded to `format`,
@@ -282,15 +283,16 @@ Cast CastFp8(const at::Tensor& x2_in, const at::Tensor& scale, Fp8Format format,
   const at::Tensor x2 = x2_in.contiguous();
   const int64_t m = x2.size(0), k = x2.size(1);
   const at::ScalarType type = x2.scalar_type();
-  const bool one_pass = (type == at::kFloat || type == at::kBFloat16) &&
+  const bool one_pass = (type == at::kFloat || type == at::kBFloat16) && m + pad > 0 && k > 0 &&
                         (x2.is_cpu() || (x2.is_cuda() && fp8_kernels::Built()));
   if (!one_pass) {
     if (amax.defined()) Record(amax, x2);
     const at::Tensor q = QuantizeFp8(Padded(x2, pad), scale, format);
-    return {q, q.t().contiguous()};
+    return {q, q.t().contiguous(), scale.reciprocal()};
   }
   const auto bytes = x2.options().dtype(DtypeOf(format));
-  Cast c{at::empty({m + pad, k}, bytes), at::empty({k, m + pad}, bytes)};
+  Cast c{at::empty({m + pad, k}, bytes), at::empty({k, m + pad}, bytes),
+         at::empty({}, x2.options().dtype(at::kFloat))};
   kernels::Fp8Cast cast;
   cast.x = x2.data_ptr();
   cast.type = type == at::kBFloat16 ? kernels::ElementType::kBFloat16 : kernels::ElementType::kFloat;
@@ -306,6 +308,7 @@ Cast CastFp8(const at::Tensor& x2_in, const at::Tensor& scale, Fp8Format format,
                                   amax.device() == x2.device()),
               "fp8: an amax slot must be one fp32 value on the tensor's device");
   cast.amax = amax.defined() ? amax.data_ptr<float>() : nullptr;
+  cast.inverse_scale = c.inv.data_ptr<float>();
   if (x2.is_cpu()) {
     kernels::cpu::CastFp8(cast);
   } else {
@@ -332,12 +335,15 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const Cast cw = CastFp8(weight, scale[kFp8Weight], Fp8Format::kE4m3, 0,
                             record ? amax[kFp8Weight] : at::Tensor());
     const at::Tensor has_bias = bias.numel() > 0 ? bias : at::Tensor();
-    at::Tensor y = ScaledProduct(cx.q, cw.q.t(), scale[kFp8Input].reciprocal(),
-                                 scale[kFp8Weight].reciprocal(), has_bias,
+    at::Tensor y = ScaledProduct(cx.q, cw.q.t(), cx.inv, cw.inv, has_bias,
                                  static_cast<at::ScalarType>(out_dtype), emulate,
                                  /*fast_accumulation=*/true);
     if (pad > 0) y = y.narrow(0, 0, m);
     ctx->save_for_backward({cx.q_t, cw.q_t});
+    // The inverse scales the operands were cast with, for the gradients'
+    // products (the scales may be updated before the backward runs).
+    ctx->saved_data["inv_x"] = cx.inv;
+    ctx->saved_data["inv_w"] = cw.inv;
     // The state's tensors ride outside the saved variables: other products
     // update their rows in place (one version counter) before this backward.
     ctx->saved_data["scale"] = scale;
@@ -367,11 +373,13 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const Cast cg = CastFp8(g, scale[kFp8GradOutput], Fp8Format::kE5m2, pad,
                             ctx->saved_data["record"].toBool() ? amax[kFp8GradOutput]
                                                                : at::Tensor());
-    const at::Tensor inv_g = scale[kFp8GradOutput].reciprocal();
+    const at::Tensor inv_g = cg.inv;
+    const at::Tensor inv_x = ctx->saved_data["inv_x"].toTensor();
+    const at::Tensor inv_w = ctx->saved_data["inv_w"].toTensor();
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {
       // [M, N] @ [N, K]
-      dx = ScaledProduct(cg.q, qw_t.t(), inv_g, scale[kFp8Weight].reciprocal(), at::Tensor(),
+      dx = ScaledProduct(cg.q, qw_t.t(), inv_g, inv_w, at::Tensor(),
                          ctx->saved_data["x_dtype"].toScalarType(), emulate,
                          /*fast_accumulation=*/false);
       if (pad > 0) dx = dx.narrow(0, 0, m);
@@ -379,7 +387,7 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     }
     if (ctx->needs_input_grad(1)) {
       // [N, M] @ [M, K]; padded rows are zero on both sides.
-      dw = ScaledProduct(cg.q_t, qx_t.t(), inv_g, scale[kFp8Input].reciprocal(), at::Tensor(),
+      dw = ScaledProduct(cg.q_t, qx_t.t(), inv_g, inv_x, at::Tensor(),
                          ctx->saved_data["w_dtype"].toScalarType(), emulate,
                          /*fast_accumulation=*/false);
     }

@@ -2,7 +2,8 @@
 // emulation casts through and the CUDA kernel mirrors: every byte against
 // the formats' definitions (nearest value, ties to even, saturated: in
 // double, independently of kernels/fp8_math.h), the transposed copy and
-// the padding rows, the largest magnitude (a NaN kept), from fp32 and bf16.
+// the padding rows, the largest magnitude (a NaN kept) and the inverse
+// scale, from fp32 and bf16.
 // tests/model/fp8_test.cc checks the same casts against ATen's, bit for bit.
 #include "kernels/fp8_cpu.h"
 
@@ -71,8 +72,9 @@ TEST(Fp8CastTest, EveryByteIsTheNearestValueOfItsFormatTiesToEven) {
         }
         const int64_t padded = rows + 16 - rows % 16;
         std::vector<uint8_t> out(padded * cols, 0xaa), out_t(padded * cols, 0xaa);
-        float amax = 0.5f;
+        float amax = 0.5f, inverse = 0;
         Fp8Cast cast;
+        cast.inverse_scale = &inverse;
         cast.x = type == ElementType::kFloat ? static_cast<const void*>(x.data()) : x16.data();
         cast.type = type;
         cast.rows = rows;
@@ -103,6 +105,7 @@ TEST(Fp8CastTest, EveryByteIsTheNearestValueOfItsFormatTiesToEven) {
         }
         EXPECT_EQ(wrong, 0) << "bytes off their nearest value";
         EXPECT_EQ(amax, largest) << "the largest magnitude (over the earlier 0.5)";
+        EXPECT_EQ(inverse, 1.0f / scale) << "the product's inverse scale";
       }
     }
   }
