@@ -5,7 +5,8 @@
 // kernels/lamb_cpu.h). For each layer operation (bias and GELU,
 // bias-dropout-residual-LayerNorm, forward and backward) at BERT-base's and
 // BERT-large's shapes, bf16 activations with bf16 and with fp32
-// parameters, and for LAMB's step and the gradient norm over BERT-base's
+// parameters, the one-pass fp8 cast (whose bytes must equal the twin's:
+// difference 0 or 1), and for LAMB's step and the gradient norm over BERT-base's
 // and BERT-large's parameters (fp32 weights and gradients; bf16 gradients
 // and weight copies, as with master weights): the largest difference
 // between the kernel's outputs and its twin's (on the first --check-tokens
@@ -35,7 +36,9 @@
 #include "absl/strings/str_format.h"
 #include "gpu/gpu.h"
 #include "kernels/layer_cpu.h"
+#include "kernels/fp8_cpu.h"
 #include "kernels/lamb_cpu.h"
+#include "model/fp8_kernels.h"
 #include "model/fused_layers_kernels.h"
 #include "optim/lamb.h"
 #include "optim/lamb_fused.h"
@@ -216,6 +219,51 @@ int Main(int argc, char** argv) {
                                      RelativeError(kdbt, sums[2])});
           rows.push_back(backward);
         }
+      }
+    }
+    // The one-pass fp8 cast (kernels/fp8_cuda.h): the encoder's input to
+    // the feed-forward's first product, [tokens, hidden] in bf16, to e4m3
+    // with its transpose and amax; the bytes must equal the twin's.
+    if (pbert::model::fp8_kernels::Built()) {
+      for (const Shape& shape : shapes) {
+        const int64_t n = tokens, h = shape.hidden, c = check_tokens;
+        const at::Tensor x = torch::randn({n, h}, torch::TensorOptions().device(gpu)).to(
+            at::kBFloat16);
+        const at::Tensor scale = torch::full({}, 64.0f, torch::TensorOptions().device(gpu));
+        auto cast_on = [&](const at::Tensor& source, int64_t rows, const at::Tensor& on_scale,
+                           at::Tensor& q, at::Tensor& q_t, at::Tensor& amax, at::Tensor& inv) {
+          q = torch::empty({rows, h}, source.options().dtype(at::kByte));
+          q_t = torch::empty({h, rows}, source.options().dtype(at::kByte));
+          amax = torch::zeros({}, source.options().dtype(at::kFloat));
+          inv = torch::zeros({}, source.options().dtype(at::kFloat));
+          pbert::kernels::Fp8Cast cast;
+          cast.x = source.data_ptr();
+          cast.type = ElementType::kBFloat16;
+          cast.rows = cast.padded_rows = rows;
+          cast.cols = h;
+          cast.scale = on_scale.data_ptr<float>();
+          cast.out = q.data_ptr<uint8_t>();
+          cast.out_t = q_t.data_ptr<uint8_t>();
+          cast.amax = amax.data_ptr<float>();
+          cast.inverse_scale = inv.data_ptr<float>();
+          if (source.is_cuda()) {
+            pbert::model::fp8_kernels::Cast(cast, source);
+          } else {
+            twin::CastFp8(cast);
+          }
+        };
+        at::Tensor q, q_t, amax, inv;
+        Row row{"fp8 cast (e4m3, transposed, amax)", shape.model, "bf16", n, h};
+        row.seconds = median_time([&] { cast_on(x, n, scale, q, q_t, amax, inv); });
+        row.bytes = n * h * (2.0 + 1 + 1);
+        const at::Tensor xc = x.narrow(0, 0, c).contiguous();
+        at::Tensor kq, kq_t, kamax, kinv, tq, tq_t, tamax, tinv;
+        cast_on(xc, c, scale, kq, kq_t, kamax, kinv);
+        cast_on(xc.cpu(), c, scale.cpu(), tq, tq_t, tamax, tinv);
+        const bool same = at::equal(kq.cpu(), tq) && at::equal(kq_t.cpu(), tq_t) &&
+                          at::equal(kamax.cpu(), tamax) && at::equal(kinv.cpu(), tinv);
+        row.error = same ? 0 : 1;  // bytes: equal or not
+        rows.push_back(row);
       }
     }
     // LAMB over each model's parameter shapes (the encoder's and the
