@@ -325,17 +325,7 @@ int Main(int argc, char** argv) {
           k.sizes.push_back(sizes[i]);
           offset += sizes[i];
         }
-        const auto [beta1, beta2] = options.betas();
-        k.scalars.beta1 = static_cast<float>(beta1);
-        k.scalars.one_minus_beta1 = static_cast<float>(1 - beta1);
-        k.scalars.beta2 = static_cast<float>(beta2);
-        k.scalars.one_minus_beta2 = static_cast<float>(1 - beta2);
-        k.scalars.bias_correction1 = static_cast<float>(group.bias_correction1);
-        k.scalars.bias_correction2 = static_cast<float>(group.bias_correction2);
-        k.scalars.eps = static_cast<float>(options.eps());
-        k.scalars.weight_decay = static_cast<float>(options.weight_decay());
-        k.trust_ratio = options.trust_ratio();
-        k.lr = static_cast<float>(options.lr());
+        pbert::optim::SetLambScalars(options, group.bias_correction1, group.bias_correction2, k);
         std::vector<double> norms(2 * checked);
         twin::LambStep(k, norms.data());
         const std::string types = lean ? "fp32, bf16 gradients and copies" : "fp32";

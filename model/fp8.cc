@@ -23,7 +23,7 @@
 
 namespace pbert::model {
 
-double Fp8Max(Fp8Format format) { return format == Fp8Format::kE4m3 ? 448.0 : 57344.0; }
+double Fp8Max(Fp8Format format) { return kernels::Fp8Largest(format); }
 
 Fp8Format FormatOf(Fp8Role role) {
   return role == kFp8GradOutput ? Fp8Format::kE5m2 : Fp8Format::kE4m3;
@@ -301,7 +301,7 @@ Cast CastFp8(const at::Tensor& x2_in, const at::Tensor& scale, Fp8Format format,
   cast.padded_rows = m + pad;
   const at::Tensor scale32 = scale.to(at::kFloat).contiguous();
   cast.scale = scale32.data_ptr<float>();
-  cast.kind = format == Fp8Format::kE4m3 ? kernels::Fp8Kind::kE4m3 : kernels::Fp8Kind::kE5m2;
+  cast.kind = format;
   cast.out = static_cast<uint8_t*>(c.q.data_ptr());
   cast.out_t = static_cast<uint8_t*>(c.q_t.data_ptr());
   TORCH_CHECK(!amax.defined() || (amax.scalar_type() == at::kFloat && amax.numel() == 1 &&

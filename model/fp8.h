@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/fp8_math.h"
 #include "common/config_field.h"
 #include "nlohmann/json.hpp"
 
@@ -47,7 +48,8 @@ namespace pbert::model {
 
 struct BertOptions;
 
-enum class Fp8Format { kE4m3, kE5m2 };
+// The two formats (e4m3fn and e5m2), one definition with the kernels'.
+using Fp8Format = kernels::Fp8Kind;
 // The format's largest finite value: 448 (e4m3), 57344 (e5m2).
 double Fp8Max(Fp8Format format);
 

@@ -10,6 +10,7 @@
 
 #include "common/torch_compat.h"
 #include "common/torch_compat_ops.h"
+#include "kernels/lamb_ops.h"
 #include "optim/lamb_fused.h"
 
 namespace pbert::optim {
@@ -308,6 +309,21 @@ torch::Tensor ClipGradNorm(const std::vector<torch::Tensor>& parameters, double 
   }
   torch_compat::ForeachMulByTensor(grads, coefficient);
   return total;
+}
+
+void SetLambScalars(const LambOptions& options, double bias_correction1,
+                    double bias_correction2, kernels::LambGroup& group) {
+  const auto [beta1, beta2] = options.betas();
+  group.scalars.beta1 = static_cast<float>(beta1);
+  group.scalars.one_minus_beta1 = static_cast<float>(1 - beta1);
+  group.scalars.beta2 = static_cast<float>(beta2);
+  group.scalars.one_minus_beta2 = static_cast<float>(1 - beta2);
+  group.scalars.bias_correction1 = static_cast<float>(bias_correction1);
+  group.scalars.bias_correction2 = static_cast<float>(bias_correction2);
+  group.scalars.eps = static_cast<float>(options.eps());
+  group.scalars.weight_decay = static_cast<float>(options.weight_decay());
+  group.trust_ratio = options.trust_ratio();
+  group.lr = static_cast<float>(options.lr());
 }
 
 }  // namespace pbert::optim

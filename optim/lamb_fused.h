@@ -8,6 +8,10 @@
 
 #include <vector>
 
+namespace pbert::kernels {
+struct LambGroup;
+}  // namespace pbert::kernels
+
 namespace pbert::optim {
 
 struct LambOptions;
@@ -25,6 +29,13 @@ struct FusedLambGroup {
   double bias_correction1 = 1, bias_correction2 = 1;
   at::Tensor clip;
 };
+
+// The scalars of one fused step of a group with `options` and these bias
+// corrections, into group.scalars, trust_ratio and lr: each rounded to
+// float once, as ATen's _foreach operations round their scalars
+// (kernels/lamb_math.h). For the kernels and their CPU twins alike.
+void SetLambScalars(const LambOptions& options, double bias_correction1,
+                    double bias_correction2, kernels::LambGroup& group);
 
 // Launches the step on the current CUDA stream; reads nothing back. Throws
 // c10::Error (as LibTorch's own operations) if the tensors are not as

@@ -64,19 +64,7 @@ void FusedLambStep(const FusedLambGroup& group, const LambOptions& options) {
     k.sizes.push_back(group.weights[i].numel());
     offset += group.weights[i].numel();
   }
-  // Each scalar rounded to float once, as ATen's _foreach operations round
-  // their scalars (kernels/lamb_math.h).
-  const auto [beta1, beta2] = options.betas();
-  k.scalars.beta1 = static_cast<float>(beta1);
-  k.scalars.one_minus_beta1 = static_cast<float>(1 - beta1);
-  k.scalars.beta2 = static_cast<float>(beta2);
-  k.scalars.one_minus_beta2 = static_cast<float>(1 - beta2);
-  k.scalars.bias_correction1 = static_cast<float>(group.bias_correction1);
-  k.scalars.bias_correction2 = static_cast<float>(group.bias_correction2);
-  k.scalars.eps = static_cast<float>(options.eps());
-  k.scalars.weight_decay = static_cast<float>(options.weight_decay());
-  k.trust_ratio = options.trust_ratio();
-  k.lr = static_cast<float>(options.lr());
+  SetLambScalars(options, group.bias_correction1, group.bias_correction2, k);
   at::Tensor clip;
   if (group.clip.defined()) {
     TORCH_CHECK(group.clip.numel() == 1, "fused LAMB: the clipping coefficient is not a scalar");

@@ -1,9 +1,8 @@
 // The one-pass fp8 cast's CPU twin (kernels/fp8_cpu.h), which the fp8
 // emulation casts through and the CUDA kernel mirrors: every byte against
-// the formats' definitions (nearest value, ties to even, saturated: in
-// double, independently of kernels/fp8_math.h), the transposed copy and
-// the padding rows, the largest magnitude (a NaN kept) and the inverse
-// scale, from fp32 and bf16.
+// the formats' definitions (tests/kernels/fp8_reference.h), the transposed
+// copy and the padding rows, the largest magnitude (a NaN kept) and the
+// inverse scale, from fp32 and bf16.
 // tests/model/fp8_test.cc checks the same casts against ATen's, bit for bit.
 #include "kernels/fp8_cpu.h"
 
@@ -14,24 +13,12 @@
 
 #include "gtest/gtest.h"
 #include "kernels/layer_cpu.h"
+#include "tests/kernels/fp8_reference.h"
 
 namespace pbert::kernels {
 namespace {
 
-// The value of `kind` nearest to v, ties to even, saturated: from the
-// formats' definitions (e4m3: 3 mantissa bits, exponents from -6, largest
-// 448; e5m2: 2 bits, from -14, largest 57344), in double.
-double RoundToFormat(double v, Fp8Kind kind) {
-  const int mantissa = kind == Fp8Kind::kE4m3 ? 3 : 2;
-  const int min_exponent = kind == Fp8Kind::kE4m3 ? -6 : -14;
-  const double largest = kind == Fp8Kind::kE4m3 ? 448.0 : 57344.0;
-  const double a = std::min(std::fabs(v), largest);
-  if (a == 0) return std::copysign(0.0, v);
-  int e = 0;
-  std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
-  const double ulp = std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
-  return std::copysign(std::nearbyint(a / ulp) * ulp, v);
-}
+using testing::RoundToFormat;
 
 // Floats across both formats' ranges: random magnitudes from below the
 // smallest subnormal to past the largest value, each format's values and

@@ -16,6 +16,7 @@
 #include "common/torch_compat.h"
 #include "gtest/gtest.h"
 #include "kernels/fp8_cpu.h"
+#include "tests/kernels/fp8_reference.h"
 #include "model/bert.h"
 #include "model/precision.h"
 #include "tests/model/fixtures.h"
@@ -31,21 +32,7 @@ constexpr double kEps32 = std::numeric_limits<float>::epsilon();
                  << " has no float8 dtypes (2.1 and later): fp8 is refused in this build"; \
   }
 
-// The value of `format` nearest to v, ties to even, saturated to +-max:
-// from the formats' definitions (e4m3: 3 mantissa bits, exponents from -6,
-// largest 448; e5m2: 2 bits, from -14, largest 57344), in double.
-double RoundToFormat(double v, Fp8Format format) {
-  if (std::isnan(v)) return v;
-  const int mantissa = format == Fp8Format::kE4m3 ? 3 : 2;
-  const int min_exponent = format == Fp8Format::kE4m3 ? -6 : -14;
-  const double max = Fp8Max(format);
-  const double a = std::min(std::fabs(v), max);
-  if (a == 0) return std::copysign(0.0, v);
-  int e = 0;
-  std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
-  const double ulp = std::ldexp(1.0, std::max(e - 1, min_exponent) - mantissa);
-  return std::copysign(std::nearbyint(a / ulp) * ulp, v);  // nearbyint: ties to even
-}
+using kernels::testing::RoundToFormat;
 
 // Values across each format's range: random ones from below the smallest
 // subnormal to past the largest value, every value of the format and the
@@ -367,7 +354,7 @@ TEST(Fp8Test, TheOnePassCastEqualsATensCastBitForBit) {
         cast.rows = cast.padded_rows = rows;
         cast.cols = cols;
         cast.scale = scale.data_ptr<float>();
-        cast.kind = format == Fp8Format::kE4m3 ? kernels::Fp8Kind::kE4m3 : kernels::Fp8Kind::kE5m2;
+        cast.kind = format;
         cast.out = bytes.data_ptr<uint8_t>();
         cast.out_t = transposed.data_ptr<uint8_t>();
         cast.amax = &amax;

@@ -74,6 +74,18 @@ grep -qE '^\| build \| timed out \([0-9] s\)' "$summary" || fail "build was not 
 grep -qE '^\| sanitizer \| skipped \(no time left of the 8 s\)' "$summary" ||
   fail "sanitizer was not skipped when no time was left"
 
+# A budget or a stage's limit that is no number of seconds: one line
+# naming the variable, exit 2, nothing written.
+for bad in PBERT_GPU_BUDGET=abc PBERT_GPU_BUDGET=0 PBERT_GPU_LIMIT_BUILD=-5; do
+  status=0
+  env PATH="$scratch/bin:$PATH" PBERT_GPU_RESULTS="$scratch/results3" "$bad" \
+    bash scripts/gpu quick "$scratch/deps" >"$scratch/bad.log" 2>&1 || status=$?
+  if ((status != 2)) || [ "$(wc -l <"$scratch/bad.log")" != 1 ] ||
+    ! grep -q "${bad%%=*} must be a whole number" "$scratch/bad.log" || [ -e "$scratch/results3" ]; then
+    fail "$bad: not refused in one line (exit $status): $(cat "$scratch/bad.log")"
+  fi
+done
+
 # Without a GPU (no nvidia-smi on PATH): one line, exit 2.
 status=0
 env PATH=/usr/bin:/bin bash scripts/gpu quick "$scratch/deps" >"$scratch/none.log" 2>&1 || status=$?
