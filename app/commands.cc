@@ -9,6 +9,7 @@ std::vector<Command> AllCommands() {
       ExportCommand(),
       PackCommand(),
       TrainCommand(),
+      FinetuneCommand(),
       ScoreCommand(),
       ModelCommand(),
       LaunchCommand(),

@@ -16,6 +16,7 @@ Command PrepareCommand();
 Command VerifyCommand();
 Command ExportCommand();
 Command TrainCommand();
+Command FinetuneCommand();
 Command PlotCommand();
 Command LaunchCommand();
 Command MlperfSummaryCommand();

@@ -11,9 +11,9 @@ namespace pbert::app {
 namespace {
 
 // transformers' BertConfig, with the keys its from_pretrained reads.
-nlohmann::ordered_json ConfigJson(const model::BertOptions& o) {
+nlohmann::ordered_json ConfigJson(const model::BertOptions& o, const HfExportOptions& e) {
   nlohmann::ordered_json c;
-  c["architectures"] = {"BertForPreTraining"};
+  c["architectures"] = {e.architecture};
   c["model_type"] = "bert";
   c["vocab_size"] = o.vocab_size();
   c["hidden_size"] = o.hidden_size();
@@ -31,6 +31,19 @@ nlohmann::ordered_json ConfigJson(const model::BertOptions& o) {
   c["position_embedding_type"] = "absolute";
   c["tie_word_embeddings"] = true;
   c["torch_dtype"] = "float32";
+  if (e.regression) {
+    c["num_labels"] = 1;
+    c["problem_type"] = "regression";
+  } else if (!e.labels.empty()) {
+    nlohmann::ordered_json id2label, label2id;
+    for (size_t i = 0; i < e.labels.size(); ++i) {
+      id2label[std::to_string(i)] = e.labels[i];
+      label2id[e.labels[i]] = i;
+    }
+    c["id2label"] = id2label;
+    c["label2id"] = label2id;
+    c["problem_type"] = "single_label_classification";
+  }
   return c;
 }
 
@@ -67,7 +80,7 @@ absl::Status ExportHuggingFace(const torch::nn::Module& bert, const model::BertO
   ASSIGN_OR_RETURN(std::string vocab_text, ReadFile(export_options.vocab));
   ASSIGN_OR_RETURN(AtomicFolderWriter folder, AtomicFolderWriter::Create(out));
   const std::string& dir = folder.temp_path();
-  RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", ConfigJson(options).dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", ConfigJson(options, export_options).dump(2) + "\n"));
   RETURN_IF_ERROR(model::SaveWeights(bert, dir + "/model.safetensors", {{"format", "pt"}}));
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/vocab.txt", vocab_text));
   RETURN_IF_ERROR(

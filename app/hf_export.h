@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/atomic_file.h"
@@ -20,11 +21,19 @@ struct HfExportOptions {
   std::string vocab;                      // the vocab.txt the model was trained with
   bool lower_case = true;                 // the tokenizer's do_lower_case (prepare.lower_case)
   Existing existing = Existing::kRefuse;  // an existing OUT
+  // Hugging Face's model class (config.json "architectures"):
+  // BertForPreTraining, BertForQuestionAnswering or
+  // BertForSequenceClassification; with the classifier's labels in class
+  // order (id2label) or one score (a regression).
+  std::string architecture = "BertForPreTraining";
+  std::vector<std::string> labels;
+  bool regression = false;
 };
 
 // Writes the folder `out` whole or not at all: config.json (the shape of
-// `options`, GELU, float32), model.safetensors (every parameter of `bert`,
-// a BertForPreTraining of `options`, under Hugging Face's names; the MLM
+// `options`, GELU, float32, the architecture and labels), model.safetensors
+// (every parameter of `bert`, a BertForPreTraining of `options` or a
+// fine-tuned model, under Hugging Face's names; the MLM
 // decoder tied to the word embeddings is written once, as save_pretrained
 // writes it), vocab.txt and tokenizer_config.json. The vocabulary must hold
 // BERT's special tokens and at most options.vocab_size() tokens.

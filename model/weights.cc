@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "formats/safetensors.h"
 #include "model/bert.h"
+#include "model/task_heads.h"
 #include "model/weight_names.h"
 
 namespace pbert::model {
@@ -52,8 +53,10 @@ absl::StatusOr<std::string> WeightsPath(const std::string& given) {
 
 // The rows each padded parameter has in files (BertForPreTraining::FileRows).
 std::map<std::string, int64_t> FileRowsOf(const torch::nn::Module& module) {
-  const auto* bert = module.as<BertForPreTrainingImpl>();
-  return bert != nullptr ? bert->FileRows() : std::map<std::string, int64_t>{};
+  if (const auto* bert = module.as<BertForPreTrainingImpl>()) return bert->FileRows();
+  if (const auto* qa = module.as<BertForQuestionAnsweringImpl>()) return qa->FileRows();
+  if (const auto* c = module.as<BertForSequenceClassificationImpl>()) return c->FileRows();
+  return {};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "distributed/config.h"
 #include "model/config.h"
 #include "optim/config.h"
+#include "tasks/config.h"
 #include "train/config.h"
 #include "train/device.h"
 #include "train/mllog.h"
@@ -63,6 +64,7 @@ struct ExperimentConfig {
   TrainConfig train;
   MlperfOptions mlperf;
   distributed::DistConfig dist;
+  tasks::FinetuneConfig finetune;
 
   template <class V>
   void Visit(V& v) {
@@ -75,6 +77,7 @@ struct ExperimentConfig {
     v.Section("train", &train, "the training loop: batches, evaluation, targets, checkpoints");
     v.Section("mlperf", &mlperf, "what the MLLOG says about the submission");
     v.Section("dist", &dist, "data-parallel training: process group, rendezvous, buckets");
+    v.Section("finetune", &finetune, "fine-tuning on SQuAD or a GLUE task (`finetune`)");
   }
 
   // The packing section with the row length and seed of the others.

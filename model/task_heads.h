@@ -1,0 +1,71 @@
+// The fine-tuning heads over a packed BERT, named and nested as Hugging
+// Face's BertForQuestionAnswering and BertForSequenceClassification, so
+// their weights move both ways: a span head (start and end logits over
+// each sequence's own tokens) and a classifier on each sequence's [CLS]
+// through the pooler. A packed row gives each of its sequences the logits
+// it gets alone (tests/model/task_heads_test.cc).
+#pragma once
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <map>
+#include <string>
+
+#include "model/bert.h"
+
+namespace pbert::model {
+
+// Where each of a micro-batch's N sequences lies in the flattened hidden
+// states ([B*S] or [T], as Inputs::cls_token), padded to its longest, L.
+struct SequenceTokens {
+  at::Tensor token;  // [N,L] int64; a padding slot holds any valid index
+  at::Tensor valid;  // [N,L] bool: the slot holds one of the sequence's tokens
+};
+
+// Start and end logits of each sequence's tokens, -inf at padding slots.
+struct SpanLogitsTensor {
+  at::Tensor start, end;  // [N,L]
+};
+
+// BERT's initialization of `module`'s parameters (as
+// BertForPreTraining::InitWeights): linear weights and embeddings normal(0,
+// range), biases 0, LayerNorm 1 and 0.
+void InitBertWeights(torch::nn::Module& module, double initializer_range);
+
+class BertForQuestionAnsweringImpl : public torch::nn::Cloneable<BertForQuestionAnsweringImpl> {
+ public:
+  explicit BertForQuestionAnsweringImpl(const BertOptions& options);
+  void reset() override;
+  SpanLogitsTensor forward(const Inputs& inputs, const SequenceTokens& tokens);
+  std::map<std::string, int64_t> FileRows() const;
+
+  BertOptions options;
+  BertModel bert{nullptr};
+  torch::nn::Linear qa_outputs{nullptr};
+};
+TORCH_MODULE(BertForQuestionAnswering);
+
+class BertForSequenceClassificationImpl
+    : public torch::nn::Cloneable<BertForSequenceClassificationImpl> {
+ public:
+  // `labels`: classes, or 1 for a regression (STS-B).
+  BertForSequenceClassificationImpl(const BertOptions& options, int64_t labels);
+  void reset() override;
+  // [B,D,labels]: each sequence slot's logits (or score), from its [CLS].
+  at::Tensor forward(const Inputs& inputs);
+  std::map<std::string, int64_t> FileRows() const;
+
+  BertOptions options;
+  int64_t labels;
+  BertModel bert{nullptr};
+  torch::nn::Linear classifier{nullptr};
+};
+TORCH_MODULE(BertForSequenceClassification);
+
+// Copies the encoder of a pretraining model into a fine-tuning model's
+// `bert` (same options): every parameter under the same name.
+void CopyEncoder(const BertModel& from, BertModel& to);
+
+}  // namespace pbert::model

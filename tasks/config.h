@@ -1,0 +1,77 @@
+// The config's finetune section: which task, its files, its features and
+// the fine-tuning run's length (docs/finetuning.md). The optimizer's rate,
+// decay and moments are the optim section's; the packing is the packing
+// section's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/choices.h"
+#include "common/config_field.h"
+#include "tasks/squad.h"
+
+namespace pbert::tasks {
+
+// "squad", then the GLUE tasks (tasks/glue.h).
+std::vector<std::string> TaskNames();
+
+enum class FinetuneOptimizer {
+  kAdamW,  // Adam with decoupled weight decay (Google's and Hugging Face's fine-tuning)
+  kLamb,   // the same with LAMB's trust ratio per layer
+};
+inline constexpr Choice<FinetuneOptimizer> kFinetuneOptimizers[] = {
+    {"adamw", FinetuneOptimizer::kAdamW}, {"lamb", FinetuneOptimizer::kLamb}};
+constexpr ChoiceList<FinetuneOptimizer> ChoicesOf(FinetuneOptimizer) {
+  return kFinetuneOptimizers;
+}
+
+struct FinetuneConfig {
+  std::string task = "squad";
+  std::string train_file;  // train-v1.1.json, or a GLUE task's train.tsv
+  std::string eval_file;   // dev-v1.1.json, or dev.tsv (dev_matched.tsv, dev_mismatched.tsv)
+  std::string init_checkpoint;  // the pretrained weights (any format `train` reads)
+  int max_seq_length = 0;       // 0: the task's (384 for SQuAD, 128 for GLUE)
+  double epochs = 2;
+  int64_t batch_size = 32;       // sequences per optimizer step (rows: this over the packing factor)
+  int64_t eval_batch_rows = 64;  // rows per forward pass in evaluation
+  double warmup_proportion = 0.1;
+  FinetuneOptimizer optimizer = FinetuneOptimizer::kAdamW;
+  int64_t log_every_steps = 20;
+  int64_t checkpoint_every_steps = 0;  // 0: at the end of each epoch only
+  SquadOptions squad;
+
+  template <class V>
+  void Visit(V& v) {
+    v.Field("task", &task, "squad, cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte or wnli",
+            config::OneOf(TaskNames()));
+    v.Field("train_file", &train_file, "the task's training file as distributed");
+    v.Field("eval_file", &eval_file, "the task's dev file as distributed");
+    v.Field("init_checkpoint", &init_checkpoint,
+            "pretrained weights: a train checkpoint, .safetensors, Hugging Face .bin/.pt, "
+            "TensorFlow checkpoint");
+    v.Field("max_seq_length", &max_seq_length, "tokens per sequence; 0 = 384 (SQuAD), 128 (GLUE)",
+            config::InRange(0, 4096));
+    v.Field("epochs", &epochs, "passes over the training features", config::InRange(1e-6, 1e4));
+    v.Field("batch_size", &batch_size, "sequences per optimizer step",
+            config::InRange<int64_t>(1, 1 << 20));
+    v.Field("eval_batch_rows", &eval_batch_rows, "rows per forward pass in evaluation",
+            config::InRange<int64_t>(1, 1 << 20));
+    v.Field("warmup_proportion", &warmup_proportion,
+            "share of the steps that warms the rate up linearly (it then decays linearly to 0)",
+            config::InRange(0.0, 1.0));
+    v.Field("optimizer", &optimizer, "adamw (Adam, decoupled weight decay) or lamb");
+    v.Field("log_every_steps", &log_every_steps, "steps between progress lines",
+            config::InRange<int64_t>(1, int64_t{1} << 30));
+    v.Field("checkpoint_every_steps", &checkpoint_every_steps,
+            "steps between checkpoints; 0 = at the end of each epoch",
+            config::InRange<int64_t>(0, int64_t{1} << 30));
+    v.Include(&squad);
+  }
+
+  bool is_squad() const { return task == "squad"; }
+  int SequenceLength() const { return max_seq_length > 0 ? max_seq_length : (is_squad() ? 384 : 128); }
+};
+
+}  // namespace pbert::tasks

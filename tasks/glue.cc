@@ -1,0 +1,243 @@
+#include "tasks/glue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status.h"
+#include "common/text_lines.h"
+
+namespace pbert::tasks {
+namespace {
+
+const std::vector<GlueTask>& AllTasks() {
+  static const auto* tasks = new std::vector<GlueTask>{
+      {"cola", "sentence", "", "label", {"0", "1"}, {"mcc", "accuracy"}},
+      {"sst2", "sentence", "", "label", {"0", "1"}, {"accuracy"}},
+      {"mrpc", "#1 String", "#2 String", "Quality", {"0", "1"}, {"f1", "accuracy"}},
+      {"stsb", "sentence1", "sentence2", "score", {}, {"pearson", "spearman"}},
+      {"qqp", "question1", "question2", "is_duplicate", {"0", "1"}, {"f1", "accuracy"}},
+      {"mnli", "sentence1", "sentence2", "gold_label", {"contradiction", "entailment", "neutral"},
+       {"accuracy"}},
+      {"qnli", "question", "sentence", "label", {"entailment", "not_entailment"}, {"accuracy"}},
+      {"rte", "sentence1", "sentence2", "label", {"entailment", "not_entailment"}, {"accuracy"}},
+      {"wnli", "sentence1", "sentence2", "label", {"0", "1"}, {"accuracy"}},
+  };
+  return *tasks;
+}
+
+// Average ranks (1-based), ties sharing the mean of their ranks.
+std::vector<double> Ranks(const std::vector<float>& x) {
+  std::vector<size_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
+  std::vector<double> ranks(x.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
+    const double rank = (static_cast<double>(i) + static_cast<double>(j)) / 2.0 + 1.0;
+    for (size_t k = i; k <= j; ++k) ranks[order[k]] = rank;
+    i = j + 1;
+  }
+  return ranks;
+}
+
+double Pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  if (x.size() < 2) return std::nan("");
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  if (sxx == 0 || syy == 0) return std::nan("");
+  return std::clamp(sxy / std::sqrt(sxx * syy), -1.0, 1.0);
+}
+
+}  // namespace
+
+absl::Span<const GlueTask> GlueTasks() { return AllTasks(); }
+
+const GlueTask* FindGlueTask(const std::string& name) {
+  for (const auto& task : AllTasks()) {
+    if (name == task.name) return &task;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const std::string& path) {
+  ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, absl::StrCat(task.name, " file")));
+  const bool headerless = std::string(task.name) == "cola";
+  int first = 3, second = -1, label = 1;
+  size_t columns = 4;
+  std::string line;
+  auto where = [&] { return absl::StrCat(path, ": line ", lines.line_number()); };
+  if (!headerless) {
+    if (!lines.Next(&line)) {
+      RETURN_IF_ERROR(lines.status());
+      return absl::InvalidArgumentError(absl::StrCat(path, ": empty (a ", task.name,
+                                                     " file starts with a header line)"));
+    }
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<std::string> header = absl::StrSplit(line, '\t');
+    columns = header.size();
+    auto find = [&](const char* name) {
+      auto it = std::find(header.begin(), header.end(), name);
+      return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+    };
+    first = find(task.first);
+    second = *task.second ? find(task.second) : -1;
+    label = find(task.label);
+    std::vector<std::string> missing;
+    if (first < 0) missing.push_back(task.first);
+    if (*task.second && second < 0) missing.push_back(task.second);
+    if (label < 0) missing.push_back(task.label);
+    if (!missing.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), ": the header has no column \"", absl::StrJoin(missing, "\", \""),
+          "\" of task ", task.name, " (it has \"", absl::StrJoin(header, "\", \""),
+          "\"): is it another task's file, or a test file without labels?"));
+    }
+  }
+  std::vector<GlueExample> examples;
+  while (lines.Next(&line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<std::string> fields = absl::StrSplit(line, '\t');
+    if (fields.size() != columns) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), ": ", fields.size(), " tab-separated columns, not the ", columns,
+                       headerless ? " of a CoLA file (source, label, mark, sentence)"
+                                  : " of its header"));
+    }
+    GlueExample example;
+    example.line = lines.line_number();
+    example.first = fields[first];
+    if (second >= 0) example.second = fields[second];
+    const std::string& value = fields[label];
+    if (task.regression()) {
+      double score;
+      if (!absl::SimpleAtod(value, &score) || !std::isfinite(score)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), ": the ", task.label, " \"", value, "\" is not a number"));
+      }
+      example.label = static_cast<float>(score);
+    } else {
+      auto it = std::find(task.labels.begin(), task.labels.end(), value);
+      if (it == task.labels.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), ": unknown label \"", value, "\" (", task.name, "'s are \"",
+                         absl::StrJoin(task.labels, "\", \""), "\")"));
+      }
+      example.label = static_cast<float>(it - task.labels.begin());
+    }
+    examples.push_back(std::move(example));
+  }
+  RETURN_IF_ERROR(lines.status());
+  if (examples.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": holds no example"));
+  }
+  return examples;
+}
+
+std::vector<Feature> MakeGlueFeatures(const std::vector<GlueExample>& examples,
+                                      const data::Tokenizer& tokenizer, int max_seq_length) {
+  const data::SpecialTokens& special = tokenizer.vocabulary().special();
+  std::vector<Feature> features;
+  features.reserve(examples.size());
+  for (const GlueExample& example : examples) {
+    std::vector<int32_t> a = tokenizer.Encode(example.first);
+    std::vector<int32_t> b = tokenizer.Encode(example.second);
+    const bool pair = !example.second.empty();
+    const size_t room = static_cast<size_t>(max_seq_length - (pair ? 3 : 2));
+    while (a.size() + b.size() > room) (a.size() > b.size() ? a : b).pop_back();
+    Feature f;
+    data::Instance& s = f.sequence;
+    s.input_ids.push_back(special.cls);
+    s.input_ids.insert(s.input_ids.end(), a.begin(), a.end());
+    s.input_ids.push_back(special.sep);
+    s.segment_ids.assign(s.input_ids.size(), 0);
+    if (pair) {
+      s.input_ids.insert(s.input_ids.end(), b.begin(), b.end());
+      s.input_ids.push_back(special.sep);
+      s.segment_ids.resize(s.input_ids.size(), 1);
+    }
+    f.label = example.label;
+    features.push_back(std::move(f));
+  }
+  return features;
+}
+
+double Accuracy(const std::vector<float>& predictions, const std::vector<float>& labels) {
+  if (labels.empty()) return 0;
+  size_t right = 0;
+  for (size_t i = 0; i < labels.size(); ++i) right += predictions[i] == labels[i];
+  return static_cast<double>(right) / static_cast<double>(labels.size());
+}
+
+double BinaryF1(const std::vector<float>& predictions, const std::vector<float>& labels) {
+  double tp = 0, fp = 0, fn = 0;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const bool p = predictions[i] == 1, t = labels[i] == 1;
+    tp += p && t;
+    fp += p && !t;
+    fn += !p && t;
+  }
+  return tp == 0 ? 0.0 : 2 * tp / (2 * tp + fp + fn);
+}
+
+double MatthewsCorrelation(const std::vector<float>& predictions,
+                           const std::vector<float>& labels) {
+  // sklearn's multiclass form: from the confusion matrix's sums.
+  std::map<float, double> t_sum, p_sum;
+  double correct = 0;
+  const double n = static_cast<double>(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    t_sum[labels[i]] += 1;
+    p_sum[predictions[i]] += 1;
+    correct += predictions[i] == labels[i];
+  }
+  double tp = 0, tt = 0, pp = 0;
+  for (const auto& [k, v] : t_sum) {
+    tt += v * v;
+    auto it = p_sum.find(k);
+    if (it != p_sum.end()) tp += v * it->second;
+  }
+  for (const auto& [k, v] : p_sum) pp += v * v;
+  const double cov_ytyp = correct * n - tp, cov_ypyp = n * n - pp, cov_ytyt = n * n - tt;
+  if (cov_ypyp * cov_ytyt == 0) return 0.0;
+  return cov_ytyp / std::sqrt(cov_ytyt * cov_ypyp);
+}
+
+double PearsonCorrelation(const std::vector<float>& x, const std::vector<float>& y) {
+  return Pearson(std::vector<double>(x.begin(), x.end()), std::vector<double>(y.begin(), y.end()));
+}
+
+double SpearmanCorrelation(const std::vector<float>& x, const std::vector<float>& y) {
+  return Pearson(Ranks(x), Ranks(y));
+}
+
+std::vector<std::pair<std::string, double>> GlueMetrics(const GlueTask& task,
+                                                        const std::vector<float>& predictions,
+                                                        const std::vector<float>& labels) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const std::string metric : task.metrics) {
+    double value = 0;
+    if (metric == "accuracy") value = Accuracy(predictions, labels);
+    if (metric == "f1") value = BinaryF1(predictions, labels);
+    if (metric == "mcc") value = MatthewsCorrelation(predictions, labels);
+    if (metric == "pearson") value = PearsonCorrelation(predictions, labels);
+    if (metric == "spearman") value = SpearmanCorrelation(predictions, labels);
+    out.emplace_back(metric, value);
+  }
+  return out;
+}
+
+}  // namespace pbert::tasks

@@ -1,0 +1,516 @@
+#include "tasks/squad.h"
+
+#include <unicode/locid.h>
+#include <unicode/uchar.h>
+#include <unicode/unistr.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+#include "tasks/text.h"
+
+namespace pbert::tasks {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status Bad(const std::string& path, absl::string_view record, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", record, ": ", what));
+}
+
+// A string member of `object`, or an error naming `record`.
+absl::StatusOr<std::string> StringOf(const json& object, const char* key, const std::string& path,
+                                     const std::string& record) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) {
+    return Bad(path, record, absl::StrCat("has no \"", key, "\" string"));
+  }
+  return it->get<std::string>();
+}
+
+absl::StatusOr<const json*> ArrayOf(const json& object, const char* key, const std::string& path,
+                                    const std::string& record) {
+  if (!object.is_object()) return Bad(path, record, "is not a JSON object");
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_array()) {
+    return Bad(path, record, absl::StrCat("has no \"", key, "\" list"));
+  }
+  return &*it;
+}
+
+// One paragraph's context split as run_squad.py splits it: words between
+// whitespace, and the word of every character (of the word before, for
+// whitespace; -1 before the first word).
+struct SplitContext {
+  std::u32string text;
+  std::vector<std::string> words;
+  std::vector<int32_t> char_to_word;
+};
+
+SplitContext Split(const std::string& context) {
+  SplitContext out;
+  out.text = ToCodePoints(context);
+  std::vector<std::u32string> words;
+  bool previous_space = true;
+  for (char32_t c : out.text) {
+    if (IsSquadSpace(c)) {
+      previous_space = true;
+    } else {
+      if (previous_space) words.emplace_back();
+      words.back().push_back(c);
+      previous_space = false;
+    }
+    out.char_to_word.push_back(static_cast<int32_t>(words.size()) - 1);
+  }
+  out.words.reserve(words.size());
+  for (const auto& w : words) out.words.push_back(ToUtf8(w));
+  return out;
+}
+
+// run_squad.py's _check_is_max_context over windows (start, length).
+bool IsMaxContext(const std::vector<std::pair<int, int>>& windows, size_t current, int position) {
+  double best_score = -1;
+  size_t best = 0;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    const int start = windows[i].first, end = windows[i].first + windows[i].second - 1;
+    if (position < start || position > end) continue;
+    const double score =
+        std::min(position - start, end - position) + 0.01 * windows[i].second;
+    if (best_score < 0 || score > best_score) {
+      best_score = score;
+      best = i;
+    }
+  }
+  return best == current;
+}
+
+// The indices of the n largest values, largest first; ties in index order
+// (Python's stable sort).
+std::vector<int> BestIndexes(const std::vector<float>& logits, int n) {
+  std::vector<int> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return logits[a] > logits[b]; });
+  if (static_cast<int>(order.size()) > n) order.resize(n);
+  return order;
+}
+
+// run_squad.py's _strip_spaces: the text without ' ', and where each of
+// its characters was.
+std::pair<std::u32string, std::vector<int>> StripSpaces(const std::u32string& text) {
+  std::u32string kept;
+  std::vector<int> where;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == U' ') continue;
+    where.push_back(static_cast<int>(i));
+    kept.push_back(text[i]);
+  }
+  return {kept, where};
+}
+
+// run_squad.py's get_final_text: the span of `orig` (the context's words)
+// that `predicted` (the answer's WordPiece text, normalized) covers, found
+// through the basic tokenizer's view of `orig`; `orig` whole when the two
+// do not align.
+std::u32string FinalText(const std::u32string& predicted, const std::u32string& orig,
+                         const data::Tokenizer& tokenizer) {
+  const std::u32string tokens =
+      ToCodePoints(absl::StrJoin(tokenizer.BasicTokens(ToUtf8(orig)), " "));
+  const size_t start = tokens.find(predicted);
+  if (start == std::u32string::npos || predicted.empty()) return orig;
+  const size_t end = start + predicted.size() - 1;
+  auto [orig_ns, orig_ns_to_s] = StripSpaces(orig);
+  auto [tok_ns, tok_ns_to_s] = StripSpaces(tokens);
+  if (orig_ns.size() != tok_ns.size()) return orig;
+  absl::flat_hash_map<int, int> tok_s_to_ns;
+  for (size_t i = 0; i < tok_ns_to_s.size(); ++i) tok_s_to_ns[tok_ns_to_s[i]] = static_cast<int>(i);
+  auto orig_position = [&](size_t s) -> int {
+    auto it = tok_s_to_ns.find(static_cast<int>(s));
+    if (it == tok_s_to_ns.end() || it->second >= static_cast<int>(orig_ns_to_s.size())) return -1;
+    return orig_ns_to_s[it->second];
+  };
+  const int orig_start = orig_position(start), orig_end = orig_position(end);
+  if (orig_start < 0 || orig_end < 0) return orig;
+  return orig.substr(orig_start, orig_end - orig_start + 1);
+}
+
+bool IsWordChar(char32_t c) {
+  if (c == U'_') return true;
+  const int8_t type = u_charType(static_cast<UChar32>(c));
+  switch (type) {
+    case U_UPPERCASE_LETTER:
+    case U_LOWERCASE_LETTER:
+    case U_TITLECASE_LETTER:
+    case U_MODIFIER_LETTER:
+    case U_OTHER_LETTER:
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_LETTER_NUMBER:
+    case U_OTHER_NUMBER:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<std::u32string> AnswerTokens(const std::string& text) {
+  return SplitPython(ToCodePoints(NormalizeAnswer(text)));
+}
+
+double TokenF1(const std::vector<std::u32string>& gold, const std::vector<std::u32string>& pred) {
+  if (gold.empty() || pred.empty()) return gold == pred ? 1.0 : 0.0;
+  absl::flat_hash_map<std::u32string, int> counts;
+  for (const auto& t : gold) ++counts[t];
+  int same = 0;
+  for (const auto& t : pred) {
+    auto it = counts.find(t);
+    if (it != counts.end() && it->second > 0) {
+      --it->second;
+      ++same;
+    }
+  }
+  if (same == 0) return 0.0;
+  const double precision = 1.0 * same / static_cast<double>(pred.size());
+  const double recall = 1.0 * same / static_cast<double>(gold.size());
+  return (2 * precision * recall) / (precision + recall);
+}
+
+}  // namespace
+
+absl::StatusOr<SquadSet> ReadSquad(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a SQuAD JSON file (", FirstLine(e), ")"));
+  }
+  SquadSet set;
+  set.path = path;
+  ASSIGN_OR_RETURN(const json* articles, ArrayOf(root, "data", path, "the file"));
+  absl::flat_hash_set<std::string> ids;
+  for (size_t a = 0; a < articles->size(); ++a) {
+    const std::string article_name = absl::StrCat("data[", a, "]");
+    ASSIGN_OR_RETURN(const json* paragraphs,
+                     ArrayOf((*articles)[a], "paragraphs", path, article_name));
+    for (size_t p = 0; p < paragraphs->size(); ++p) {
+      const json& paragraph = (*paragraphs)[p];
+      const std::string paragraph_name = absl::StrCat(article_name, ".paragraphs[", p, "]");
+      ASSIGN_OR_RETURN(const json* questions, ArrayOf(paragraph, "qas", path, paragraph_name));
+      ASSIGN_OR_RETURN(std::string context, StringOf(paragraph, "context", path, paragraph_name));
+      const SplitContext split = Split(context);
+      for (size_t q = 0; q < questions->size(); ++q) {
+        const json& qa = (*questions)[q];
+        std::string name = absl::StrCat(paragraph_name, ".qas[", q, "]");
+        ASSIGN_OR_RETURN(const json* answers, ArrayOf(qa, "answers", path, name));
+        SquadExample example;
+        ASSIGN_OR_RETURN(example.id, StringOf(qa, "id", path, name));
+        name = absl::StrCat("question ", example.id);
+        if (!ids.insert(example.id).second) return Bad(path, name, "its id is used twice");
+        ASSIGN_OR_RETURN(example.question, StringOf(qa, "question", path, name));
+        if (answers->empty()) {
+          return Bad(path, name,
+                     "has no answer (SQuAD 1.1 gives every question one; SQuAD 2.0's "
+                     "unanswerable questions are not supported)");
+        }
+        for (size_t k = 0; k < answers->size(); ++k) {
+          const json& answer = (*answers)[k];
+          const std::string answer_name = absl::StrCat(name, ", answer ", k);
+          ASSIGN_OR_RETURN(std::string answer_text, StringOf(answer, "text", path, answer_name));
+          auto start_it = answer.find("answer_start");
+          if (start_it == answer.end() || !start_it->is_number_integer()) {
+            return Bad(path, answer_name, "has no integer \"answer_start\"");
+          }
+          const int64_t start = start_it->get<int64_t>();
+          const std::u32string answer_chars = ToCodePoints(answer_text);
+          if (answer_chars.empty()) return Bad(path, answer_name, "is empty");
+          const int64_t size = static_cast<int64_t>(split.text.size());
+          if (start < 0 || start + static_cast<int64_t>(answer_chars.size()) > size ||
+              split.text.compare(start, answer_chars.size(), answer_chars) != 0) {
+            const std::u32string found =
+                start >= 0 && start < size ? split.text.substr(start, answer_chars.size())
+                                           : std::u32string();
+            return Bad(path, answer_name,
+                       absl::StrCat("\"", answer_text, "\" is not at answer_start ", start,
+                                    " of its context (", size, " characters; there it reads \"",
+                                    ToUtf8(found), "\")"));
+          }
+          if (k == 0) {
+            example.start_word = std::max(0, split.char_to_word[start]);
+            example.end_word = split.char_to_word[start + answer_chars.size() - 1];
+          }
+          example.answers.push_back(std::move(answer_text));
+        }
+        example.words = split.words;
+        set.examples.push_back(std::move(example));
+      }
+    }
+  }
+  if (set.examples.empty()) return Bad(path, "the file", "holds no question");
+  return set;
+}
+
+absl::StatusOr<SquadFeatures> MakeSquadFeatures(const SquadSet& set,
+                                                const data::Tokenizer& tokenizer,
+                                                const SquadOptions& options, bool training) {
+  if (options.max_query_length + 3 >= options.max_seq_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "finetune.max_query_length ", options.max_query_length,
+        " leaves no room for the context in sequences of ", options.max_seq_length, " tokens"));
+  }
+  const data::SpecialTokens& special = tokenizer.vocabulary().special();
+  SquadFeatures out;
+  for (size_t e = 0; e < set.examples.size(); ++e) {
+    const SquadExample& example = set.examples[e];
+    std::vector<int32_t> query = tokenizer.Encode(example.question);
+    if (static_cast<int>(query.size()) > options.max_query_length) {
+      if (!options.truncate_questions) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            set.path, ": question ", example.id, ": ", query.size(),
+            " tokens, more than finetune.max_query_length ", options.max_query_length,
+            " (set finetune.truncate_questions=true to cut such questions, as run_squad.py does)"));
+      }
+      query.resize(options.max_query_length);
+      ++out.truncated_questions;
+    }
+    // The context's WordPiece tokens, each with its word.
+    std::vector<int32_t> tokens, token_word, word_token;
+    for (size_t w = 0; w < example.words.size(); ++w) {
+      word_token.push_back(static_cast<int32_t>(tokens.size()));
+      for (int32_t id : tokenizer.Encode(example.words[w])) {
+        tokens.push_back(id);
+        token_word.push_back(static_cast<int32_t>(w));
+      }
+    }
+    int answer_start = -1, answer_end = -1;
+    if (training) {
+      // run_squad.py leaves out answers it cannot find in their words.
+      std::string spanned;
+      for (int w = example.start_word; w <= example.end_word; ++w) {
+        absl::StrAppend(&spanned, w > example.start_word ? " " : "", example.words[w]);
+      }
+      if (ToCodePoints(spanned).find(JoinedWords(ToCodePoints(example.answers[0]))) ==
+          std::u32string::npos) {
+        ++out.unanswerable;
+        continue;
+      }
+      answer_start = word_token[example.start_word];
+      answer_end = example.end_word + 1 < static_cast<int>(example.words.size())
+                       ? word_token[example.end_word + 1] - 1
+                       : static_cast<int>(tokens.size()) - 1;
+      // _improve_answer_span: the tightest tokens that spell the answer.
+      const std::vector<int32_t> wanted = tokenizer.Encode(example.answers[0]);
+      bool found = false;
+      for (int s = answer_start; s <= answer_end && !found; ++s) {
+        for (int t = answer_end; t >= s && !found; --t) {
+          if (static_cast<size_t>(t - s + 1) == wanted.size() &&
+              std::equal(wanted.begin(), wanted.end(), tokens.begin() + s)) {
+            answer_start = s;
+            answer_end = t;
+            found = true;
+          }
+        }
+      }
+    }
+    // Windows over the context.
+    const int room = options.max_seq_length - static_cast<int>(query.size()) - 3;
+    std::vector<std::pair<int, int>> windows;
+    const int n = static_cast<int>(tokens.size());
+    for (int start = 0; start < n;) {
+      const int length = std::min(n - start, room);
+      windows.emplace_back(start, length);
+      if (start + length == n) break;
+      start += std::min(length, options.doc_stride);
+    }
+    for (size_t k = 0; k < windows.size(); ++k) {
+      const auto [start, length] = windows[k];
+      SquadFeature f;
+      f.example = static_cast<int32_t>(e);
+      data::Instance& s = f.feature.sequence;
+      s.input_ids.push_back(special.cls);
+      s.input_ids.insert(s.input_ids.end(), query.begin(), query.end());
+      s.input_ids.push_back(special.sep);
+      s.segment_ids.assign(s.input_ids.size(), 0);
+      f.word.assign(s.input_ids.size(), -1);
+      f.max_context.assign(s.input_ids.size(), 0);
+      for (int i = start; i < start + length; ++i) {
+        s.input_ids.push_back(tokens[i]);
+        s.segment_ids.push_back(1);
+        f.word.push_back(token_word[i]);
+        f.max_context.push_back(IsMaxContext(windows, k, i) ? 1 : 0);
+      }
+      s.input_ids.push_back(special.sep);
+      s.segment_ids.push_back(1);
+      f.word.push_back(-1);
+      f.max_context.push_back(0);
+      if (training && answer_start >= start && answer_end <= start + length - 1) {
+        const int offset = static_cast<int>(query.size()) + 2 - start;
+        f.feature.start = answer_start + offset;
+        f.feature.end = answer_end + offset;
+      }
+      out.features.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<SquadPredictions> PredictAnswers(const SquadSet& set,
+                                                const SquadFeatures& features,
+                                                const std::vector<SpanLogits>& logits,
+                                                const data::Tokenizer& tokenizer,
+                                                const SquadOptions& options) {
+  if (logits.size() != features.features.size()) {
+    return absl::InternalError(absl::StrCat("PredictAnswers: ", logits.size(),
+                                            " logits for ", features.features.size(),
+                                            " features"));
+  }
+  std::vector<std::vector<size_t>> of_example(set.examples.size());
+  for (size_t i = 0; i < features.features.size(); ++i) {
+    const SquadFeature& f = features.features[i];
+    if (f.example < 0 || static_cast<size_t>(f.example) >= set.examples.size() ||
+        logits[i].start.size() != f.word.size() || logits[i].end.size() != f.word.size()) {
+      return absl::InternalError(absl::StrCat("PredictAnswers: feature ", i, " does not fit"));
+    }
+    of_example[f.example].push_back(i);
+  }
+  const data::Vocabulary& vocabulary = tokenizer.vocabulary();
+  SquadPredictions predictions;
+  for (size_t e = 0; e < set.examples.size(); ++e) {
+    const SquadExample& example = set.examples[e];
+    struct Candidate {
+      size_t feature;
+      int start, end;
+      double score;
+    };
+    std::vector<Candidate> candidates;
+    for (size_t i : of_example[e]) {
+      const SquadFeature& f = features.features[i];
+      const int n = static_cast<int>(f.word.size());
+      const auto starts = BestIndexes(logits[i].start, options.n_best);
+      const auto ends = BestIndexes(logits[i].end, options.n_best);
+      for (int s : starts) {
+        for (int t : ends) {
+          if (s >= n || t >= n || f.word[s] < 0 || f.word[t] < 0 || !f.max_context[s] || t < s ||
+              t - s + 1 > options.max_answer_length) {
+            continue;
+          }
+          candidates.push_back({i, s, t,
+                                static_cast<double>(logits[i].start[s]) +
+                                    static_cast<double>(logits[i].end[t])});
+        }
+      }
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+    std::string answer = "empty";  // run_squad.py's answer when no span qualifies
+    if (!candidates.empty()) {
+      // The best candidate is the first of the n best: its text alone is kept.
+      const Candidate& best = candidates.front();
+      const SquadFeature& f = features.features[best.feature];
+      if (best.start > 0) {
+        std::string pieces;
+        for (int p = best.start; p <= best.end; ++p) {
+          absl::StrAppend(&pieces, p > best.start ? " " : "",
+                          vocabulary.token(f.feature.sequence.input_ids[p]));
+        }
+        std::u32string text = ToCodePoints(pieces);
+        // tok_text.replace(" ##", "").replace("##", "")
+        for (const std::u32string marker : {U" ##", U"##"}) {
+          for (size_t at; (at = text.find(marker)) != std::u32string::npos;) {
+            text.erase(at, marker.size());
+          }
+        }
+        text = JoinedWords(text);
+        std::string orig;
+        for (int w = f.word[best.start]; w <= f.word[best.end]; ++w) {
+          absl::StrAppend(&orig, w > f.word[best.start] ? " " : "", example.words[w]);
+        }
+        answer = ToUtf8(FinalText(text, ToCodePoints(orig), tokenizer));
+      } else {
+        answer = "";
+      }
+    }
+    predictions.emplace_back(example.id, std::move(answer));
+  }
+  return predictions;
+}
+
+absl::Status WritePredictions(const SquadPredictions& predictions, const std::string& path) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [id, answer] : predictions) out[id] = answer;
+  return WriteFileAtomically(path, out.dump(4) + "\n");
+}
+
+std::string NormalizeAnswer(const std::string& text) {
+  icu::UnicodeString lowered = icu::UnicodeString::fromUTF8(
+      icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
+  lowered.toLower(icu::Locale::getRoot());
+  std::string utf8;
+  lowered.toUTF8String(utf8);
+  std::u32string chars;
+  for (char32_t c : ToCodePoints(utf8)) {
+    // string.punctuation: the ASCII punctuation characters.
+    const bool punctuation = c < 128 && ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) ||
+                                         (c >= 91 && c <= 96) || (c >= 123 && c <= 126));
+    if (!punctuation) chars.push_back(c);
+  }
+  // \b(a|an|the)\b: a maximal run of word characters that is an article.
+  std::u32string spaced;
+  for (size_t i = 0; i < chars.size();) {
+    if (!IsWordChar(chars[i])) {
+      spaced.push_back(chars[i++]);
+      continue;
+    }
+    size_t j = i;
+    while (j < chars.size() && IsWordChar(chars[j])) ++j;
+    const std::u32string_view word(chars.data() + i, j - i);
+    if (word == U"a" || word == U"an" || word == U"the") {
+      spaced.push_back(U' ');
+    } else {
+      spaced.append(word);
+    }
+    i = j;
+  }
+  return ToUtf8(JoinedWords(spaced));
+}
+
+SquadScore ScoreSquad(const SquadSet& set, const SquadPredictions& predictions) {
+  absl::flat_hash_map<std::string, const std::string*> by_id;
+  for (const auto& [id, answer] : predictions) by_id[id] = &answer;
+  SquadScore score;
+  double exact = 0, f1 = 0;
+  for (const SquadExample& example : set.examples) {
+    ++score.questions;
+    auto it = by_id.find(example.id);
+    if (it == by_id.end()) continue;  // the official script leaves it out
+    ++score.answered;
+    std::vector<std::string> gold;
+    for (const auto& a : example.answers) {
+      if (!NormalizeAnswer(a).empty()) gold.push_back(a);
+    }
+    if (gold.empty()) gold.emplace_back();
+    const std::string predicted = NormalizeAnswer(*it->second);
+    const auto predicted_tokens = AnswerTokens(*it->second);
+    double best_exact = 0, best_f1 = 0;
+    for (const auto& g : gold) {
+      best_exact = std::max(best_exact, NormalizeAnswer(g) == predicted ? 1.0 : 0.0);
+      best_f1 = std::max(best_f1, TokenF1(AnswerTokens(g), predicted_tokens));
+    }
+    exact += best_exact;
+    f1 += best_f1;
+  }
+  if (score.answered > 0) {
+    score.exact_match = 100.0 * exact / static_cast<double>(score.answered);
+    score.f1 = 100.0 * f1 / static_cast<double>(score.answered);
+  }
+  return score;
+}
+
+}  // namespace pbert::tasks

@@ -1,0 +1,623 @@
+#include "train/finetuner.h"
+
+#include <ATen/ATen.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "data/packing/pack.h"
+#include "data/tokenizer.h"
+#include "model/random_state.h"
+#include "model/task_heads.h"
+#include "model/weights.h"
+#include "nlohmann/json.hpp"
+#include "optim/lamb.h"
+#include "optim/schedule.h"
+#include "tasks/batches.h"
+#include "tasks/glue.h"
+#include "tasks/squad.h"
+#include "train/checkpointer.h"
+#include "train/device.h"
+#include "train/inputs.h"
+#include "train/tensorboard.h"
+
+namespace pbert::train {
+namespace {
+
+namespace fs = std::filesystem;
+using tasks::Feature;
+using tasks::HeadKind;
+
+// The task's data: its examples as read and their features.
+struct TaskData {
+  const tasks::GlueTask* glue = nullptr;  // null for SQuAD
+  tasks::SquadSet squad_eval;
+  tasks::SquadFeatures squad_eval_features;
+  std::vector<Feature> train, eval;
+  std::vector<float> eval_labels;  // GLUE: each eval example's label
+};
+
+std::vector<Feature> FeaturesOf(const tasks::SquadFeatures& squad) {
+  std::vector<Feature> out;
+  out.reserve(squad.features.size());
+  for (const auto& f : squad.features) out.push_back(f.feature);
+  return out;
+}
+
+absl::StatusOr<TaskData> ReadTask(const tasks::FinetuneConfig& c, const data::Tokenizer& tokenizer,
+                                  bool train) {
+  auto log = logging::Get("finetune");
+  TaskData data;
+  const int length = c.SequenceLength();
+  if (c.eval_file.empty() || (train && c.train_file.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("finetune needs finetune.", c.eval_file.empty() ? "eval_file" : "train_file",
+                     " (the task's ", c.eval_file.empty() ? "dev" : "training",
+                     " file as distributed)"));
+  }
+  if (c.is_squad()) {
+    tasks::SquadOptions options = c.squad;
+    options.max_seq_length = length;
+    if (train) {
+      ASSIGN_OR_RETURN(tasks::SquadSet set, tasks::ReadSquad(c.train_file));
+      ASSIGN_OR_RETURN(tasks::SquadFeatures features,
+                       tasks::MakeSquadFeatures(set, tokenizer, options, /*training=*/true));
+      log->info("{}: {} questions, {} features of at most {} tokens{}{}", c.train_file,
+                set.examples.size(), features.features.size(), length,
+                features.unanswerable > 0
+                    ? absl::StrCat("; ", features.unanswerable,
+                                   " questions left out whose answer their words do not hold")
+                    : "",
+                features.truncated_questions > 0
+                    ? absl::StrCat("; ", features.truncated_questions, " questions cut")
+                    : "");
+      data.train = FeaturesOf(features);
+    }
+    ASSIGN_OR_RETURN(data.squad_eval, tasks::ReadSquad(c.eval_file));
+    ASSIGN_OR_RETURN(data.squad_eval_features,
+                     tasks::MakeSquadFeatures(data.squad_eval, tokenizer, options, false));
+    data.eval = FeaturesOf(data.squad_eval_features);
+    log->info("{}: {} questions, {} features", c.eval_file, data.squad_eval.examples.size(),
+              data.eval.size());
+    return data;
+  }
+  data.glue = tasks::FindGlueTask(c.task);
+  if (train) {
+    ASSIGN_OR_RETURN(auto examples, tasks::ReadGlue(*data.glue, c.train_file));
+    data.train = tasks::MakeGlueFeatures(examples, tokenizer, length);
+    log->info("{}: {} examples", c.train_file, examples.size());
+  }
+  ASSIGN_OR_RETURN(auto examples, tasks::ReadGlue(*data.glue, c.eval_file));
+  data.eval = tasks::MakeGlueFeatures(examples, tokenizer, length);
+  for (const auto& e : examples) data.eval_labels.push_back(e.label);
+  log->info("{}: {} examples", c.eval_file, examples.size());
+  return data;
+}
+
+// The model of a task: the span head or the classifier.
+class TaskModel {
+ public:
+  TaskModel(const model::BertOptions& options, const TaskData& data) {
+    if (data.glue == nullptr) {
+      qa_ = model::BertForQuestionAnswering(options);
+    } else {
+      classifier_ = model::BertForSequenceClassification(options, data.glue->classes());
+      head_ = data.glue->regression() ? HeadKind::kScore : HeadKind::kClasses;
+    }
+  }
+  torch::nn::Module& module() {
+    return qa_ ? static_cast<torch::nn::Module&>(*qa_) : *classifier_;
+  }
+  model::BertModel& bert() { return qa_ ? qa_->bert : classifier_->bert; }
+  HeadKind head() const { return head_; }
+
+  // The parameters the head trains: all but the pooler for the span head,
+  // which does not use it (Hugging Face's has none).
+  torch::OrderedDict<std::string, at::Tensor> trained() {
+    torch::OrderedDict<std::string, at::Tensor> out;
+    for (const auto& p : module().named_parameters()) {
+      if (qa_ && p.key().rfind("bert.pooler.", 0) == 0) continue;
+      out.insert(p.key(), p.value());
+    }
+    return out;
+  }
+
+  struct Output {
+    tasks::TaskSums sums;
+    model::SpanLogitsTensor spans;  // span head
+    at::Tensor classes;             // classifier: [B,D,C]
+  };
+  Output Run(const MicroBatch& batch, const tasks::TaskBatch& targets, bool varlen,
+             const c10::Device& device) {
+    Output out;
+    if (qa_) {
+      const model::SequenceTokens host = tasks::TokensOf(targets.batch, varlen);
+      const model::SequenceTokens tokens{host.token.to(device), host.valid.to(device)};
+      out.spans = qa_->forward(batch.inputs, tokens);
+      out.sums = tasks::SpanSums(out.spans, targets.start.to(device), targets.end.to(device));
+    } else {
+      out.classes = classifier_->forward(batch.inputs);
+      out.sums = tasks::ClassSums(out.classes, targets.labels.to(device), batch.inputs.nsp_valid,
+                                  head_);
+    }
+    return out;
+  }
+
+ private:
+  model::BertForQuestionAnswering qa_{nullptr};
+  model::BertForSequenceClassification classifier_{nullptr};
+  HeadKind head_ = HeadKind::kSpan;
+};
+
+// The starting weights: a pretrained model (any format `train` reads),
+// whose encoder is taken, or a fine-tuned model of this task.
+absl::Status LoadStart(TaskModel& task, const model::BertOptions& options,
+                       const std::string& path) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "finetune needs finetune.init_checkpoint (or --init): the pretrained weights to start "
+        "from");
+  }
+  model::BertForPreTraining pretrained(options);
+  absl::Status as_pretrained = LoadVerifiedWeights(path, *pretrained);
+  if (as_pretrained.ok()) {
+    model::CopyEncoder(pretrained->bert, task.bert());
+    return absl::OkStatus();
+  }
+  if (LoadVerifiedWeights(path, task.module()).ok()) return absl::OkStatus();
+  return as_pretrained;
+}
+
+std::vector<uint16_t> LengthsOf(const std::vector<Feature>& features) {
+  std::vector<uint16_t> lengths;
+  lengths.reserve(features.size());
+  for (const auto& f : features) lengths.push_back(static_cast<uint16_t>(f.sequence.length()));
+  return lengths;
+}
+
+// The rows of `index` in the order epoch `epoch` visits them.
+std::vector<uint64_t> EpochOrder(uint64_t rows, uint64_t seed, int64_t epoch) {
+  std::vector<uint64_t> order(rows);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 generator(seed * 1000003ULL + static_cast<uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), generator);
+  return order;
+}
+
+std::vector<std::vector<int64_t>> RowsOf(const data::PackIndex& index,
+                                         const std::vector<uint64_t>& order, size_t begin,
+                                         size_t end) {
+  std::vector<std::vector<int64_t>> rows;
+  for (size_t i = begin; i < end; ++i) {
+    auto members = index.Row(order[i]);
+    rows.emplace_back(members.begin(), members.end());
+  }
+  return rows;
+}
+
+struct Evaluated {
+  std::vector<std::pair<std::string, double>> metrics;
+  std::string predictions;
+};
+
+absl::StatusOr<Evaluated> Evaluate(TaskModel& task, const TaskData& data,
+                                   const data::PackIndex& index, int max_len, int depth,
+                                   const model::InputPlan& plan, model::Precision precision,
+                                   const ExperimentConfig& config,
+                                   const data::Tokenizer& tokenizer) {
+  task.module().eval();
+  at::NoGradGuard no_grad;
+  const bool varlen = plan.attention == model::AttentionKind::kVarlen;
+  std::vector<tasks::SpanLogits> spans(data.eval.size());
+  std::vector<float> predicted(data.eval.size());
+  std::vector<uint64_t> order(index.rows());
+  std::iota(order.begin(), order.end(), 0);
+  const size_t step = static_cast<size_t>(config.finetune.eval_batch_rows);
+  for (size_t begin = 0; begin < order.size(); begin += step) {
+    const auto rows = RowsOf(index, order, begin, std::min(order.size(), begin + step));
+    ASSIGN_OR_RETURN(tasks::TaskBatch targets,
+                     tasks::MakeTaskBatch(data.eval, rows, max_len, depth, task.head()));
+    ASSIGN_OR_RETURN(MicroBatch batch, Prepare(targets.batch, plan));
+    TaskModel::Output out;
+    try {
+      model::AutocastGuard autocast(precision, plan.device.type());
+      out = task.Run(batch, targets, varlen, plan.device);
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("evaluating: ", FirstLine(e)));
+    }
+    if (task.head() == HeadKind::kSpan) {
+      const at::Tensor start = out.spans.start.cpu(), end = out.spans.end.cpu();
+      for (size_t i = 0; i < targets.features.size(); ++i) {
+        const int64_t f = targets.features[i];
+        const int64_t n = data.eval[f].sequence.length();
+        const float* s = start[static_cast<int64_t>(i)].data_ptr<float>();
+        const float* e = end[static_cast<int64_t>(i)].data_ptr<float>();
+        spans[f] = {std::vector<float>(s, s + n), std::vector<float>(e, e + n)};
+      }
+    } else {
+      const at::Tensor logits = out.classes.cpu();
+      size_t i = 0;
+      for (size_t r = 0; r < rows.size(); ++r) {
+        for (size_t k = 0; k < rows[r].size(); ++k, ++i) {
+          const at::Tensor slot = logits[static_cast<int64_t>(r)][static_cast<int64_t>(k)];
+          predicted[targets.features[i]] = task.head() == HeadKind::kScore
+                                               ? slot[0].item<float>()
+                                               : static_cast<float>(slot.argmax().item<int64_t>());
+        }
+      }
+    }
+  }
+  Evaluated result;
+  if (task.head() == HeadKind::kSpan) {
+    tasks::SquadOptions options = config.finetune.squad;
+    options.max_seq_length = config.finetune.SequenceLength();
+    ASSIGN_OR_RETURN(tasks::SquadPredictions answers,
+                     tasks::PredictAnswers(data.squad_eval, data.squad_eval_features, spans,
+                                           tokenizer, options));
+    result.predictions = (fs::path(config.run.output_dir) / "predictions.json").string();
+    RETURN_IF_ERROR(tasks::WritePredictions(answers, result.predictions));
+    const tasks::SquadScore score = tasks::ScoreSquad(data.squad_eval, answers);
+    result.metrics = {{"exact_match", score.exact_match}, {"f1", score.f1}};
+  } else {
+    result.metrics = tasks::GlueMetrics(*data.glue, predicted, data.eval_labels);
+  }
+  return result;
+}
+
+// A checkpoint: the weights, the optimizer, and where the run stands.
+struct FinetuneState {
+  int64_t step = 0;
+  model::SavedRandomState random;
+  uint64_t tensorboard_bytes = 0;
+  uint64_t eval_bytes = 0;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE_WITH_DEFAULT(FinetuneState, step, random, tensorboard_bytes,
+                                              eval_bytes)
+};
+
+std::string CheckpointDir(const std::string& output_dir) {
+  return (fs::path(output_dir) / "checkpoints").string();
+}
+
+absl::Status SaveCheckpoint(TaskModel& task, optim::Lamb& optimizer, const FinetuneState& state,
+                            const std::string& output_dir) {
+  const std::string root = CheckpointDir(output_dir);
+  std::error_code error;
+  fs::create_directories(root, error);
+  if (error) return absl::InternalError(absl::StrCat(root, ": ", error.message()));
+  const std::string path = absl::StrFormat("%s/step-%09d", root, state.step);
+  ASSIGN_OR_RETURN(AtomicFolderWriter folder, AtomicFolderWriter::Create(path));
+  const std::string& dir = folder.temp_path();
+  RETURN_IF_ERROR(model::SaveWeights(task.module(), dir + "/model.safetensors"));
+  try {
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    archive.save_to(dir + "/optimizer.pt");
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(path, ": saving the optimizer: ", FirstLine(e)));
+  }
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/finetune_state.json",
+                                      nlohmann::json(state).dump(2) + "\n"));
+  RETURN_IF_ERROR(folder.Commit(Existing::kReplace));
+  // The newest two are kept.
+  std::vector<fs::path> all;
+  for (const auto& entry : fs::directory_iterator(root, error)) {
+    if (entry.path().filename().string().rfind("step-", 0) == 0) all.push_back(entry.path());
+  }
+  std::sort(all.begin(), all.end());
+  for (size_t i = 0; i + 2 < all.size(); ++i) fs::remove_all(all[i], error);
+  return absl::OkStatus();
+}
+
+// The newest checkpoint's folder, or "" if none.
+std::string NewestCheckpoint(const std::string& output_dir) {
+  std::error_code error;
+  std::string newest;
+  for (const auto& entry : fs::directory_iterator(CheckpointDir(output_dir), error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos &&
+        fs::exists(entry.path() / "finetune_state.json") && entry.path().string() > newest) {
+      newest = entry.path().string();
+    }
+  }
+  return newest;
+}
+
+absl::StatusOr<FinetuneState> LoadCheckpoint(TaskModel& task, optim::Lamb& optimizer,
+                                             const std::string& dir) {
+  RETURN_IF_ERROR(model::LoadWeights(task.module(), dir + "/model.safetensors"));
+  ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/finetune_state.json"));
+  FinetuneState state;
+  try {
+    state = nlohmann::json::parse(text).get<FinetuneState>();
+    torch::serialize::InputArchive archive;
+    archive.load_from(dir + "/optimizer.pt");
+    optimizer.load(archive);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(
+        absl::StrCat(dir, ": a damaged fine-tuning checkpoint (", FirstLine(e), ")"));
+  }
+  return state;
+}
+
+FinetunedModel Described(const TaskData& data) {
+  FinetunedModel m;
+  if (data.glue == nullptr) {
+    m.architecture = "BertForQuestionAnswering";
+    return m;
+  }
+  m.architecture = "BertForSequenceClassification";
+  m.regression = data.glue->regression();
+  for (const char* label : data.glue->labels) m.labels.emplace_back(label);
+  return m;
+}
+
+std::string MetricsText(const std::vector<std::pair<std::string, double>>& metrics) {
+  std::string out;
+  for (const auto& [name, value] : metrics) absl::StrAppendFormat(&out, " %s %.4f", name, value);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
+  const ExperimentConfig& config = setup.config;
+  const tasks::FinetuneConfig& fc = config.finetune;
+  auto log = logging::Get("finetune");
+  ASSIGN_OR_RETURN(const c10::Device device, ResolveDevice(config.run.device, 0));
+  RETURN_IF_ERROR(UseDevice(device));
+  ASSIGN_OR_RETURN(model::Precision precision,
+                   model::ResolvePrecision(config.model.precision == model::Precision::kFp8
+                                               ? model::Precision::kBf16
+                                               : config.model.precision,
+                                           device));
+  if (config.prepare.vocab.empty()) {
+    return absl::InvalidArgumentError("finetune needs prepare.vocab (the model's vocab.txt)");
+  }
+  ASSIGN_OR_RETURN(data::Vocabulary vocabulary, data::Vocabulary::Load(config.prepare.vocab));
+  if (vocabulary.size() > config.model.bert.vocab_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.prepare.vocab, " holds ", vocabulary.size(),
+                     " tokens, more than model.vocab_size ", config.model.bert.vocab_size()));
+  }
+  const data::Tokenizer tokenizer(std::make_shared<data::Vocabulary>(std::move(vocabulary)),
+                                  config.prepare.lower_case);
+  const int max_len = fc.SequenceLength();
+  if (max_len > config.model.bert.max_position_embeddings()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "finetune.max_seq_length ", max_len, " is more than model.max_position_embeddings ",
+        config.model.bert.max_position_embeddings()));
+  }
+  const bool training = setup.evaluate_only.empty();
+  ASSIGN_OR_RETURN(TaskData data, ReadTask(fc, tokenizer, training));
+
+  // The model, its starting weights, on the device.
+  model::BertOptions options = config.model.bert;
+  TaskModel task(options, data);
+  if (training) {
+    RETURN_IF_ERROR(LoadStart(task, options, fc.init_checkpoint));
+  } else {
+    RETURN_IF_ERROR(LoadVerifiedWeights(setup.evaluate_only, task.module()));
+  }
+  task.module().to(device);
+  const model::InputPlan plan = model::InputPlan::For(options, device, precision, at::kFloat);
+
+  // Packing: the features' lengths, as pretraining packs its instances.
+  const std::string& algorithm = config.packing.algorithm;
+  const int depth = algorithm == "none" ? 1 : config.packing.options.max_depth;
+  const uint64_t seed = static_cast<uint64_t>(config.run.seed);
+  ASSIGN_OR_RETURN(data::PackedSequences eval_packed,
+                   data::PackLengths(algorithm, LengthsOf(data.eval), {max_len, depth, seed}));
+  FinetuneResult result;
+  std::error_code error;
+  fs::create_directories(config.run.output_dir, error);
+  if (error) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run.output_dir ", config.run.output_dir, ": ", error.message()));
+  }
+  if (!training) {
+    ASSIGN_OR_RETURN(Evaluated evaluated, Evaluate(task, data, eval_packed.index, max_len, depth,
+                                                   plan, precision, config, tokenizer));
+    result.status = "done";
+    result.metrics = evaluated.metrics;
+    result.predictions = evaluated.predictions;
+    return result;
+  }
+  ASSIGN_OR_RETURN(data::PackedSequences packed,
+                   data::PackLengths(algorithm, LengthsOf(data.train), {max_len, depth, seed}));
+  const data::PackIndex& index = packed.index;
+  result.train_features = data.train.size();
+  result.train_rows = index.rows();
+  result.packing_factor = packed.run.report.packing_factor;
+  // Steps of batch_size sequences on average: the rows that hold as many.
+  const int64_t rows_per_step = std::max<int64_t>(
+      1, std::llround(static_cast<double>(fc.batch_size) / result.packing_factor));
+  const int64_t steps_per_epoch =
+      (static_cast<int64_t>(index.rows()) + rows_per_step - 1) / rows_per_step;
+  const int64_t total_steps =
+      std::max<int64_t>(1, static_cast<int64_t>(std::ceil(fc.epochs * steps_per_epoch)));
+  result.total_steps = total_steps;
+  log->info("{}: {} features in {} rows (packing factor {:.3f}); {} rows per step, {} steps",
+            algorithm, data.train.size(), index.rows(), result.packing_factor, rows_per_step,
+            total_steps);
+
+  // The optimizer: BERT's two groups (no decay on biases and LayerNorm);
+  // Adam with decoupled weight decay is LAMB without its trust ratio.
+  optim::LambOptions lamb = config.optim.lamb;
+  lamb.lr(config.optim.schedule.peak_lr);
+  auto groups = optim::BertParamGroups(task.trained(), lamb, /*exclude_from_trust_ratio=*/true);
+  if (fc.optimizer == tasks::FinetuneOptimizer::kAdamW) {
+    for (auto& group : groups) static_cast<optim::LambOptions&>(group.options()).trust_ratio(false);
+  }
+  optim::Lamb optimizer(std::move(groups), lamb);
+  optimizer.UseFusedKernels(device.is_cuda() && config.optim.fused);
+  optim::ScheduleOptions schedule;
+  schedule.kind = optim::ScheduleKind::kPoly;
+  schedule.peak_lr = config.optim.schedule.peak_lr;
+  schedule.total_steps = total_steps;
+  schedule.warmup_steps = static_cast<int64_t>(fc.warmup_proportion * total_steps);
+  schedule.power = 1.0;
+  schedule.end_lr = 0.0;
+
+  model::Randomness randomness(device);
+  model::Randomness::Seed(seed);
+  FinetuneState state;
+  const std::string newest = NewestCheckpoint(config.run.output_dir);
+  if (!setup.resume && !newest.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run.output_dir ", config.run.output_dir, " holds a fine-tuning run (", newest,
+        "): --resume continues it, or give another run.output_dir"));
+  }
+  if (setup.resume) {
+    if (newest.empty()) {
+      log->info("no checkpoint in {}: a new run", CheckpointDir(config.run.output_dir));
+    } else {
+      ASSIGN_OR_RETURN(state, LoadCheckpoint(task, optimizer, newest));
+      RETURN_IF_ERROR(randomness.Restore(state.random));
+      log->info("resumed from {} at step {}", newest, state.step);
+    }
+  }
+  ASSIGN_OR_RETURN(auto tensorboard,
+                   TensorBoardLog::Open((fs::path(config.run.output_dir) / kTensorBoardFile).string(),
+                                        state.tensorboard_bytes));
+  ASSIGN_OR_RETURN(auto eval_log,
+                   AppendLog::Open((fs::path(config.run.output_dir) / "eval.jsonl").string(),
+                                   state.eval_bytes, WholeLines));
+  auto wall = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  auto save = [&](int64_t step) -> absl::Status {
+    state.step = step;
+    state.random = randomness.Save();
+    RETURN_IF_ERROR(tensorboard->Sync());
+    RETURN_IF_ERROR(eval_log->Sync());
+    state.tensorboard_bytes = tensorboard->bytes();
+    state.eval_bytes = eval_log->bytes();
+    return SaveCheckpoint(task, optimizer, state, config.run.output_dir);
+  };
+  auto evaluate = [&](int64_t step) -> absl::Status {
+    ASSIGN_OR_RETURN(Evaluated evaluated, Evaluate(task, data, eval_packed.index, max_len, depth,
+                                                   plan, precision, config, tokenizer));
+    result.metrics = evaluated.metrics;
+    result.predictions = evaluated.predictions;
+    nlohmann::ordered_json line;
+    line["step"] = step;
+    line["epoch"] = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
+    std::vector<Scalar> scalars;
+    for (const auto& [name, value] : evaluated.metrics) {
+      line[name] = value;
+      scalars.emplace_back("eval/" + name, value);
+    }
+    RETURN_IF_ERROR(eval_log->Append(line.dump()));
+    RETURN_IF_ERROR(tensorboard->Write(step, scalars, wall()));
+    log->info("evaluation at step {}:{}", step, MetricsText(evaluated.metrics));
+    return absl::OkStatus();
+  };
+
+  const bool varlen = plan.attention == model::AttentionKind::kVarlen;
+  const std::vector<at::Tensor> parameters = [&] {
+    std::vector<at::Tensor> out;
+    for (const auto& p : task.trained()) out.push_back(p.value());
+    return out;
+  }();
+  double session_tokens = 0, session_seconds = 0, loss_sum = 0, correct = 0, sequences = 0;
+  int64_t step = state.step;
+  std::vector<uint64_t> order;
+  int64_t order_epoch = -1;
+  result.status = "done";
+  while (step < total_steps) {
+    if (setup.stop_requested && setup.stop_requested()) {
+      RETURN_IF_ERROR(save(step));
+      log->info("stopped at step {}; `--resume` continues", step);
+      result.status = "interrupted";
+      break;
+    }
+    const int64_t epoch = step / steps_per_epoch, k = step % steps_per_epoch;
+    if (epoch != order_epoch) {
+      order = EpochOrder(index.rows(), seed, epoch);
+      order_epoch = epoch;
+    }
+    const size_t begin = static_cast<size_t>(k * rows_per_step);
+    const auto rows = RowsOf(index, order, begin,
+                             std::min(order.size(), begin + static_cast<size_t>(rows_per_step)));
+    const auto started = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(tasks::TaskBatch targets,
+                     tasks::MakeTaskBatch(data.train, rows, max_len, depth, task.head()));
+    ASSIGN_OR_RETURN(MicroBatch batch, Prepare(targets.batch, plan));
+    const double lr = optim::LearningRate(schedule, step);
+    double loss_value = 0;
+    try {
+      task.module().train();
+      model::Randomness::Step random(randomness);
+      random.MicroBatch(0);
+      for (auto& p : parameters) p.mutable_grad() = at::Tensor();
+      TaskModel::Output out;
+      {
+        model::AutocastGuard autocast(precision, device.type());
+        out = task.Run(batch, targets, varlen, device);
+      }
+      // Each sequence's loss, averaged over the step's sequences.
+      const at::Tensor loss = out.sums.loss / static_cast<double>(targets.features.size());
+      loss.backward();
+      optim::ClipGradNorm(parameters, config.optim.max_grad_norm);
+      for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+      optimizer.step();
+      loss_value = loss.item<double>();
+      correct += out.sums.correct.item<double>();
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("fine-tuning step ", step, ": ", FirstLine(e)));
+    }
+    if (!std::isfinite(loss_value)) {
+      return absl::InternalError(absl::StrCat(
+          "fine-tuning step ", step, ": the loss is ", loss_value,
+          "; try a lower optim.lr (the last checkpoint is in ", CheckpointDir(config.run.output_dir),
+          ")"));
+    }
+    session_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    session_tokens += static_cast<double>(targets.batch.tokens);
+    loss_sum += loss_value * static_cast<double>(targets.features.size());
+    sequences += static_cast<double>(targets.features.size());
+    ++step;
+    ++result.steps;
+    if (step % fc.log_every_steps == 0 || step == total_steps) {
+      const double accuracy = sequences > 0 ? correct / sequences : 0;
+      log->info("step {}/{} loss {:.4f} {} {:.4f} lr {:.3g} {:.0f} tokens/s", step, total_steps,
+                loss_sum / sequences, task.head() == HeadKind::kSpan ? "span_accuracy" : "accuracy",
+                accuracy, lr, session_seconds > 0 ? session_tokens / session_seconds : 0);
+      RETURN_IF_ERROR(tensorboard->Write(
+          step, {{"train/loss", loss_sum / sequences}, {"train/lr", lr},
+                 {"train/accuracy", accuracy}},
+          wall()));
+      loss_sum = correct = sequences = 0;
+    }
+    const bool epoch_end = step % steps_per_epoch == 0 || step == total_steps;
+    if (epoch_end) RETURN_IF_ERROR(evaluate(step));
+    if (epoch_end || (fc.checkpoint_every_steps > 0 && step % fc.checkpoint_every_steps == 0)) {
+      RETURN_IF_ERROR(save(step));
+    }
+  }
+  result.train_seconds = session_seconds;
+  result.tokens_per_second = session_seconds > 0 ? session_tokens / session_seconds : 0;
+  if (result.status == "done" && result.metrics.empty()) RETURN_IF_ERROR(evaluate(step));
+  if (result.status == "done" && setup.export_model) {
+    result.model_dir = (fs::path(config.run.output_dir) / "model").string();
+    RETURN_IF_ERROR(setup.export_model(task.module(), Described(data), result.model_dir));
+  }
+  return result;
+}
+
+}  // namespace pbert::train
