@@ -35,7 +35,7 @@ absl::Status RunFinetune(const Args& args) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  train::FinetuneSetup setup{config, false, {}, {}, ""};
+  train::FinetuneSetup setup{config, false, {}, {}, {}, ""};
   setup.resume = args.Has("resume");
   setup.evaluate_only = args.Get("evaluate");
   setup.stop_requested = [] { return finetune_stop.load(); };
@@ -50,7 +50,9 @@ absl::Status RunFinetune(const Args& args) {
     options.regression = m.regression;
     return ExportHuggingFace(module, config.model.bert, options, dir);
   };
-  if (setup.evaluate_only.empty()) RETURN_IF_ERROR(WriteEffectiveConfig(config));
+  setup.on_start = [&] {
+    return setup.evaluate_only.empty() ? WriteEffectiveConfig(config) : absl::OkStatus();
+  };
   ASSIGN_OR_RETURN(train::FinetuneResult result, train::Finetune(setup));
   nlohmann::ordered_json out;
   out["task"] = config.finetune.task;

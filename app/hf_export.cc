@@ -1,9 +1,11 @@
 #include "app/hf_export.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "data/tokenizer.h"
+#include "formats/safetensors.h"
 #include "model/weights.h"
 #include "nlohmann/json.hpp"
 
@@ -81,7 +83,16 @@ absl::Status ExportHuggingFace(const torch::nn::Module& bert, const model::BertO
   ASSIGN_OR_RETURN(AtomicFolderWriter folder, AtomicFolderWriter::Create(out));
   const std::string& dir = folder.temp_path();
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", ConfigJson(options, export_options).dump(2) + "\n"));
-  RETURN_IF_ERROR(model::SaveWeights(bert, dir + "/model.safetensors", {{"format", "pt"}}));
+  // Hugging Face's BertForQuestionAnswering has no pooler (add_pooling_layer
+  // False): its weights are left out, as save_pretrained leaves them.
+  const bool no_pooler = export_options.architecture == "BertForQuestionAnswering";
+  formats::NamedTensors named;
+  for (auto& [name, view] : model::FileTensors(bert)) {
+    if (no_pooler && absl::StartsWith(name, "bert.pooler.")) continue;
+    named.emplace_back(name, view);
+  }
+  RETURN_IF_ERROR(
+      formats::WriteSafetensors(named, dir + "/model.safetensors", {{"format", "pt"}}));
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/vocab.txt", vocab_text));
   RETURN_IF_ERROR(
       WriteFileAtomically(dir + "/tokenizer_config.json",

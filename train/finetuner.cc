@@ -31,6 +31,7 @@
 #include "tasks/squad.h"
 #include "train/checkpointer.h"
 #include "train/device.h"
+#include "train/fault.h"
 #include "train/inputs.h"
 #include "train/tensorboard.h"
 
@@ -403,7 +404,10 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   const bool training = setup.evaluate_only.empty();
   ASSIGN_OR_RETURN(TaskData data, ReadTask(fc, tokenizer, training));
 
-  // The model, its starting weights, on the device.
+  // The model, its starting weights, on the device; the head drawn from
+  // the run's seed.
+  const uint64_t seed = static_cast<uint64_t>(config.run.seed);
+  model::Randomness::Seed(seed);
   model::BertOptions options = config.model.bert;
   TaskModel task(options, data);
   if (training) {
@@ -417,17 +421,22 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   // Packing: the features' lengths, as pretraining packs its instances.
   const std::string& algorithm = config.packing.algorithm;
   const int depth = algorithm == "none" ? 1 : config.packing.options.max_depth;
-  const uint64_t seed = static_cast<uint64_t>(config.run.seed);
   ASSIGN_OR_RETURN(data::PackedSequences eval_packed,
                    data::PackLengths(algorithm, LengthsOf(data.eval), {max_len, depth, seed}));
   FinetuneResult result;
-  std::error_code error;
-  fs::create_directories(config.run.output_dir, error);
-  if (error) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("run.output_dir ", config.run.output_dir, ": ", error.message()));
-  }
+  // Everything is checked: the run's files are written from here on.
+  auto start_writing = [&]() -> absl::Status {
+    if (setup.on_start) RETURN_IF_ERROR(setup.on_start());
+    std::error_code error;
+    fs::create_directories(config.run.output_dir, error);
+    if (error) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("run.output_dir ", config.run.output_dir, ": ", error.message()));
+    }
+    return absl::OkStatus();
+  };
   if (!training) {
+    RETURN_IF_ERROR(start_writing());
     ASSIGN_OR_RETURN(Evaluated evaluated, Evaluate(task, data, eval_packed.index, max_len, depth,
                                                    plan, precision, config, tokenizer));
     result.status = "done";
@@ -489,6 +498,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
       log->info("resumed from {} at step {}", newest, state.step);
     }
   }
+  RETURN_IF_ERROR(start_writing());
   ASSIGN_OR_RETURN(auto tensorboard,
                    TensorBoardLog::Open((fs::path(config.run.output_dir) / kTensorBoardFile).string(),
                                         state.tensorboard_bytes));
@@ -593,6 +603,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
     sequences += static_cast<double>(targets.features.size());
     ++step;
     ++result.steps;
+    FaultPoint("after-step", step);
     if (step % fc.log_every_steps == 0 || step == total_steps) {
       const double accuracy = sequences > 0 ? correct / sequences : 0;
       log->info("step {}/{} loss {:.4f} {} {:.4f} lr {:.3g} {:.0f} tokens/s", step, total_steps,

@@ -38,6 +38,9 @@ struct FinetuneSetup {
   std::function<absl::Status(const torch::nn::Module&, const FinetunedModel&,
                              const std::string& dir)>
       export_model;
+  // Called once everything is read and checked, before the first file of
+  // the run is written (the effective config).
+  std::function<absl::Status()> on_start;
   // Only evaluate `weights` (a fine-tuned model of this task: a checkpoint
   // or its model.safetensors); nothing is trained.
   std::string evaluate_only;

@@ -3,8 +3,9 @@
 
     check_hf_export.py OUT VOCAB
 
-Lists the state dict of transformers' BertForPreTraining for the sizes in
-OUT/config.json, written from the module structure of transformers'
+Lists the state dict of transformers' BertForPreTraining (or, as its
+config.json says, BertForQuestionAnswering or BertForSequenceClassification)
+for the sizes in OUT/config.json, written from the module structure of transformers'
 models/bert/modeling_bert.py (BertEmbeddings, BertLayer = BertAttention
 (BertSelfAttention, BertSelfOutput) + BertIntermediate + BertOutput,
 BertPooler, BertPreTrainingHeads), not from packed-bert's name table; reads
@@ -50,6 +51,18 @@ def bert_for_pretraining_state_dict(c):
         out[layer + "output.LayerNorm.bias"] = [h]
     out["bert.pooler.dense.weight"] = [h, h]
     out["bert.pooler.dense.bias"] = [h]
+    architecture = c["architectures"][0]
+    if architecture == "BertForQuestionAnswering":
+        # BertModel(config, add_pooling_layer=False), then qa_outputs.
+        del out["bert.pooler.dense.weight"], out["bert.pooler.dense.bias"]
+        out["qa_outputs.weight"] = [2, h]
+        out["qa_outputs.bias"] = [2]
+        return out
+    if architecture == "BertForSequenceClassification":
+        labels = c.get("num_labels", len(c.get("id2label", {})) or 2)
+        out["classifier.weight"] = [labels, h]
+        out["classifier.bias"] = [labels]
+        return out
     out["cls.predictions.bias"] = [v]
     out["cls.predictions.transform.dense.weight"] = [h, h]
     out["cls.predictions.transform.dense.bias"] = [h]
@@ -79,8 +92,19 @@ def main(out, vocab_path):
     if problems:
         print("\n".join(problems))
         return 1
-    if config["architectures"] != ["BertForPreTraining"] or config["model_type"] != "bert":
-        problems.append("config.json: not a BertForPreTraining of model_type bert")
+    architectures = ("BertForPreTraining", "BertForQuestionAnswering",
+                     "BertForSequenceClassification")
+    if len(config["architectures"]) != 1 or config["architectures"][0] not in architectures or \
+            config["model_type"] != "bert":
+        problems.append("config.json: not a %s of model_type bert" % " or ".join(architectures))
+    if config["architectures"] == ["BertForSequenceClassification"]:
+        id2label = config.get("id2label", {})
+        if config.get("problem_type") == "regression":
+            if config.get("num_labels") != 1:
+                problems.append("config.json: a regression with num_labels %r" % config.get("num_labels"))
+        elif sorted(id2label) != [str(i) for i in range(len(id2label))] or len(id2label) < 2 or \
+                {v: int(k) for k, v in id2label.items()} != config.get("label2id"):
+            problems.append("config.json: id2label %r and label2id %r do not match" % (id2label, config.get("label2id")))
     if config["hidden_act"] != "gelu" or config["torch_dtype"] != "float32":
         problems.append("config.json: hidden_act %s, torch_dtype %s" % (config["hidden_act"], config["torch_dtype"]))
     if config["hidden_size"] % config["num_attention_heads"] != 0:
@@ -97,7 +121,7 @@ def main(out, vocab_path):
     for name in sorted(set(expected) - set(header)):
         problems.append("model.safetensors: %s is missing" % name)
     for name in sorted(set(header) - set(expected)):
-        problems.append("model.safetensors: %s is not a BertForPreTraining tensor" % name)
+        problems.append("model.safetensors: %s is not a %s tensor" % (name, config["architectures"][0]))
     end = 0
     for name in sorted(set(header) & set(expected)):
         entry = header[name]
@@ -124,7 +148,7 @@ def main(out, vocab_path):
             problems.append("tokenizer_config.json: %s is %r" % (key, tokenizer.get(key)))
     if not isinstance(tokenizer.get("do_lower_case"), bool):
         problems.append("tokenizer_config.json: no do_lower_case")
-    print("\n".join(problems) if problems else "%d tensors as BertForPreTraining holds them" % len(header))
+    print("\n".join(problems) if problems else "%d tensors as %s holds them" % (len(header), config["architectures"][0]))
     return 1 if problems else 0
 
 

@@ -1,0 +1,272 @@
+// `packed-bert finetune` as a user runs it: SQuAD-format and GLUE-format
+// files made here, a tiny pretrained model, the official scorer on its
+// predictions, the Hugging Face export checked by an independent listing,
+// exact resume after a stop or a crash, and bad input refused in one line
+// with nothing left behind.
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/app/binary.h"
+#include "tests/data/random_instances.h"
+#include "tests/source_paths.h"
+
+namespace pbert::app {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::ReadText;
+using testing::Result;
+using testing::RunBinary;
+using testing::RunShell;
+using testing::WriteFile;
+
+constexpr int kVocab = 500;
+
+std::string Word(std::mt19937& random) {
+  return "w" + std::to_string(std::uniform_int_distribution<int>(110, kVocab - 1)(random));
+}
+
+// SQuAD-format cloze questions over paragraphs of the test vocabulary's
+// words: each question is a window of its paragraph with the answer word
+// replaced by [MASK].
+json SquadFile(int paragraphs, uint32_t seed) {
+  std::mt19937 random(seed);
+  json data = json::array();
+  for (int p = 0; p < paragraphs; ++p) {
+    std::vector<std::string> words;
+    const int n = std::uniform_int_distribution<int>(10, 60)(random);
+    for (int i = 0; i < n; ++i) words.push_back(Word(random));
+    std::string context;
+    std::vector<size_t> offsets;
+    for (const auto& w : words) {
+      if (!context.empty()) context += ' ';
+      offsets.push_back(context.size());
+      context += w;
+    }
+    json qas = json::array();
+    for (int q = 0; q < 2; ++q) {
+      const int at = std::uniform_int_distribution<int>(0, n - 1)(random);
+      std::string question;
+      for (int i = std::max(0, at - 4); i <= std::min(n - 1, at + 4); ++i) {
+        question += (question.empty() ? "" : " ") + (i == at ? std::string("[MASK]") : words[i]);
+      }
+      qas.push_back({{"id", absl::StrCat("p", p, "q", q)},
+                     {"question", question},
+                     {"answers", {{{"text", words[at]}, {"answer_start", offsets[at]}}}}});
+    }
+    data.push_back({{"title", absl::StrCat("t", p)},
+                    {"paragraphs", {{{"context", context}, {"qas", qas}}}}});
+  }
+  return {{"version", "1.1"}, {"data", data}};
+}
+
+// An MRPC-format file: pairs of word lists, label 1 when they share their
+// first word.
+std::string MrpcFile(int pairs, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::string out = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n";
+  for (int i = 0; i < pairs; ++i) {
+    std::string a, b;
+    const int la = std::uniform_int_distribution<int>(3, 30)(random);
+    const int lb = std::uniform_int_distribution<int>(3, 30)(random);
+    for (int k = 0; k < la; ++k) a += (k ? " " : "") + Word(random);
+    const bool same = random() % 2 == 0;
+    b = same ? a.substr(0, a.find(' ')) : Word(random);
+    for (int k = 1; k < lb; ++k) b += " " + Word(random);
+    out += absl::StrCat(same ? 1 : 0, "\t", i, "\t", i + 1, "\t", a, "\t", b, "\n");
+  }
+  return out;
+}
+
+class FinetuneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / (std::string("pbert_finetune_") + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    vocab_ = pbert::testing::WriteTestVocab((dir_ / "vocab.txt").string(), kVocab);
+    WriteFile((dir_ / "train.json").string(), SquadFile(60, 1).dump());
+    WriteFile((dir_ / "dev.json").string(), SquadFile(12, 2).dump());
+    WriteFile((dir_ / "train.tsv").string(), MrpcFile(200, 3));
+    WriteFile((dir_ / "dev.tsv").string(), MrpcFile(40, 4));
+    model_ = absl::StrCat(" --config ", pbert::testing::SourceDir(),
+                          "/configs/bert-tiny.yaml --set model.vocab_size=", kVocab,
+                          " --set model.hidden_size=32 --set model.intermediate_size=64",
+                          " --set prepare.vocab=", vocab_, " --log-level warn");
+    const Result init =
+        RunBinary("model init" + model_ + " --out " + (dir_ / "init.safetensors").string());
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The command for a run into `run`; `train`, `init` and `task`, if
+  // given, replace the defaults.
+  std::string Squad(const std::string& run, const std::string& train = "",
+                    const std::string& init = "") const {
+    return absl::StrCat("finetune", model_, " --task squad --train ",
+                        train.empty() ? (dir_ / "train.json").string() : train, " --eval ",
+                        (dir_ / "dev.json").string(), " --init ",
+                        init.empty() ? (dir_ / "init.safetensors").string() : init,
+                        " --set run.output_dir=", (dir_ / run).string(),
+                        " --set finetune.max_seq_length=128 --set finetune.doc_stride=32",
+                        " --set finetune.max_query_length=16 --set finetune.batch_size=16");
+  }
+  std::string Mrpc(const std::string& run, const std::string& train = "",
+                   const std::string& task = "mrpc") const {
+    return absl::StrCat("finetune", model_, " --task ", task, " --train ",
+                        train.empty() ? (dir_ / "train.tsv").string() : train, " --eval ",
+                        (dir_ / "dev.tsv").string(), " --init ",
+                        (dir_ / "init.safetensors").string(), " --set run.output_dir=",
+                        (dir_ / run).string(), " --set finetune.max_seq_length=64");
+  }
+  Result CheckExport(const std::string& folder) const {
+    return RunShell(absl::StrCat("/usr/bin/python3 ", pbert::testing::SourceDir(),
+                                 "/tests/model/check_hf_export.py ", folder, " ", vocab_));
+  }
+
+  fs::path dir_;
+  std::string vocab_, model_;
+};
+
+TEST_F(FinetuneTest, SquadTrainsScoresAndExports) {
+  const Result r = RunBinary(Squad("run") + " --set finetune.epochs=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["status"], "done");
+  EXPECT_EQ(out["steps"], out["total_steps"]);
+  EXPECT_GT(out["packing_factor"].get<double>(), 1.5);  // 128-token rows of 20-90 tokens
+  const fs::path run = dir_ / "run";
+  // Every dev question answered, in the official format.
+  const json predictions = json::parse(ReadText((run / "predictions.json").string()));
+  EXPECT_EQ(predictions.size(), 24u);
+  // One evaluation per epoch, the last one the command's.
+  std::vector<json> evaluations;
+  std::istringstream lines(ReadText((run / "eval.jsonl").string()));
+  for (std::string line; std::getline(lines, line);) evaluations.push_back(json::parse(line));
+  ASSERT_EQ(evaluations.size(), 2u);
+  EXPECT_EQ(evaluations.back()["f1"], out["f1"]);
+  const std::string script =
+      std::string(pbert::testing::SharedDataDir()) + "/../tools/squad/evaluate-v2.0.py";
+  if (fs::exists(script) && RunShell("/usr/bin/python3 -c 'import numpy'").exit_code == 0) {
+    const Result official = RunShell(absl::StrCat("/usr/bin/python3 ", script, " ",
+                                                  (dir_ / "dev.json").string(), " ",
+                                                  (run / "predictions.json").string()));
+    ASSERT_EQ(official.exit_code, 0) << official.err;
+    const json o = json::parse(official.out);
+    EXPECT_NEAR(o["exact"].get<double>(), out["exact_match"].get<double>(), 1e-9);
+    EXPECT_NEAR(o["f1"].get<double>(), out["f1"].get<double>(), 1e-9);
+  }
+  const Result exported = CheckExport((run / "model").string());
+  EXPECT_EQ(exported.exit_code, 0) << exported.out << exported.err;
+  EXPECT_NE(exported.out.find("tensors as BertForQuestionAnswering holds them"), std::string::npos)
+      << exported.out;
+  // The checkpoint scores alone as the run scored it.
+  std::string newest;
+  for (const auto& e : fs::directory_iterator(run / "checkpoints")) {
+    newest = std::max(newest, e.path().string());
+  }
+  const Result again = RunBinary(Squad("score") + " --evaluate " + newest);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(json::parse(again.out)["f1"], out["f1"]);
+  // A second run into the same folder is refused, leaving it as it was.
+  const Result twice = RunBinary(Squad("run"));
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("holds a fine-tuning run"), std::string::npos) << twice.err;
+}
+
+TEST_F(FinetuneTest, GlueClassifiesAndExports) {
+  const Result r = RunBinary(Mrpc("run") + " --set finetune.epochs=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  for (const char* metric : {"f1", "accuracy"}) {
+    ASSERT_TRUE(out.contains(metric)) << r.out;
+    EXPECT_GE(out[metric].get<double>(), 0.0);
+    EXPECT_LE(out[metric].get<double>(), 1.0);
+  }
+  const Result exported = CheckExport((dir_ / "run" / "model").string());
+  EXPECT_EQ(exported.exit_code, 0) << exported.out << exported.err;
+  const json config = json::parse(ReadText((dir_ / "run" / "model" / "config.json").string()));
+  EXPECT_EQ(config["architectures"][0], "BertForSequenceClassification");
+  EXPECT_EQ(config["id2label"]["1"], "1");
+}
+
+// A stop (SIGTERM after step 3) and a crash (SIGKILL after step 5, with a
+// checkpoint every 2 steps) each resume to the very weights and scores of
+// a run that never stopped.
+TEST_F(FinetuneTest, ResumesExactly) {
+  const std::string common = " --set finetune.epochs=2 --set finetune.checkpoint_every_steps=2";
+  Result straight = RunBinary(Mrpc("straight") + common);
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  const json whole = json::parse(straight.out);
+  ASSERT_GT(whole["total_steps"].get<int>(), 6);
+
+  Result stopped = RunBinary(Mrpc("stopped") + common, "PBERT_FAULT=after-step:3:0:TERM");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_EQ(json::parse(stopped.out)["status"], "interrupted");
+  Result resumed = RunBinary(Mrpc("stopped") + common + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+
+  Result crashed = RunBinary(Mrpc("crashed") + common, "PBERT_FAULT=after-step:5");
+  EXPECT_EQ(crashed.exit_code, -1);  // killed
+  Result recovered = RunBinary(Mrpc("crashed") + common + " --resume");
+  ASSERT_EQ(recovered.exit_code, 0) << recovered.err;
+
+  for (const auto* run : {&resumed, &recovered}) {
+    const json out = json::parse(run->out);
+    EXPECT_EQ(out["accuracy"], whole["accuracy"]);
+    EXPECT_EQ(out["f1"], whole["f1"]);
+  }
+  const auto weights = [&](const std::string& run) {
+    return ReadText((dir_ / run / "model" / "model.safetensors").string());
+  };
+  // Byte for byte (compared as a whole: the bytes themselves say nothing).
+  EXPECT_TRUE(weights("stopped") == weights("straight"));
+  EXPECT_TRUE(weights("crashed") == weights("straight"));
+  EXPECT_EQ(ReadText((dir_ / "crashed" / "eval.jsonl").string()),
+            ReadText((dir_ / "straight" / "eval.jsonl").string()));
+}
+
+TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {
+  const std::string bad_json = WriteFile((dir_ / "bad.json").string(), "{\"data\": [");
+  const std::string offset = WriteFile(
+      (dir_ / "offset.json").string(),
+      R"({"data": [{"paragraphs": [{"context": "w110 w111 w112", "qas": [{"id": "x7", "question": "w111", "answers": [{"text": "w112", "answer_start": 4}]}]}]}]})");
+  const std::string label = WriteFile((dir_ / "label.tsv").string(),
+                                      "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                      "1\t1\t2\tw110\tw111\nyes\t3\t4\tw112\tw113\n");
+  const std::string long_question = WriteFile(
+      (dir_ / "long.json").string(),
+      R"({"data": [{"paragraphs": [{"context": "w110 w111 w112", "qas": [{"id": "long1", "question": "w111 w111 w111 w111 w111 w111 w111 w111 w111 w111 w111 w111 w111 w111 w111 w111 w111", "answers": [{"text": "w112", "answer_start": 10}]}]}]}]})");
+  struct Case {
+    std::string arguments, message;
+  } cases[] = {
+      {Squad("r1", bad_json), bad_json + ": not a SQuAD JSON file"},
+      {Squad("r2", offset), offset + ": question x7, answer 0: \"w112\" is not at answer_start 4"},
+      {Mrpc("r3", label), label + ": line 3: unknown label \"yes\""},
+      {Mrpc("r4", "", "rte"), "train.tsv: line 1: the header has no column \"sentence1\""},
+      {Squad("r5", long_question),
+       long_question + ": question long1: 17 tokens, more than finetune.max_query_length 16"},
+      {Squad("r6", "", (dir_ / "missing.safetensors").string()), "missing.safetensors"},
+      {Mrpc("r7", "", "sst3"), "finetune.task"},
+  };
+  for (const Case& c : cases) {
+    const Result r = RunBinary(c.arguments);
+    EXPECT_EQ(r.exit_code, 2) << c.arguments << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    // One line (a warning about the machine may come before it).
+    const size_t at = r.err.find("packed-bert finetune: error: ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n', at), r.err.size() - 1) << r.err;
+  }
+  for (const char* run : {"r1", "r2", "r3", "r4", "r5", "r6", "r7"}) {
+    EXPECT_FALSE(fs::exists(dir_ / run)) << run << " was left behind";
+  }
+}
+
+}  // namespace
+}  // namespace pbert::app
