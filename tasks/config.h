@@ -61,7 +61,8 @@ struct FinetuneConfig {
     v.Field("warmup_proportion", &warmup_proportion,
             "share of the steps that warms the rate up linearly (it then decays linearly to 0)",
             config::InRange(0.0, 1.0));
-    v.Field("optimizer", &optimizer, "adamw (Adam, decoupled weight decay) or lamb");
+    v.Field("optimizer", &optimizer,
+            "adamw: Adam with decoupled weight decay; lamb: with LAMB's trust ratio");
     v.Field("log_every_steps", &log_every_steps, "steps between progress lines",
             config::InRange<int64_t>(1, int64_t{1} << 30));
     v.Field("checkpoint_every_steps", &checkpoint_every_steps,

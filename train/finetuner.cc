@@ -32,6 +32,7 @@
 #include "train/checkpointer.h"
 #include "train/device.h"
 #include "train/fault.h"
+#include "train/finetune_step.h"
 #include "train/inputs.h"
 #include "train/tensorboard.h"
 
@@ -108,61 +109,6 @@ absl::StatusOr<TaskData> ReadTask(const tasks::FinetuneConfig& c, const data::To
   return data;
 }
 
-// The model of a task: the span head or the classifier.
-class TaskModel {
- public:
-  TaskModel(const model::BertOptions& options, const TaskData& data) {
-    if (data.glue == nullptr) {
-      qa_ = model::BertForQuestionAnswering(options);
-    } else {
-      classifier_ = model::BertForSequenceClassification(options, data.glue->classes());
-      head_ = data.glue->regression() ? HeadKind::kScore : HeadKind::kClasses;
-    }
-  }
-  torch::nn::Module& module() {
-    return qa_ ? static_cast<torch::nn::Module&>(*qa_) : *classifier_;
-  }
-  model::BertModel& bert() { return qa_ ? qa_->bert : classifier_->bert; }
-  HeadKind head() const { return head_; }
-
-  // The parameters the head trains: all but the pooler for the span head,
-  // which does not use it (Hugging Face's has none).
-  torch::OrderedDict<std::string, at::Tensor> trained() {
-    torch::OrderedDict<std::string, at::Tensor> out;
-    for (const auto& p : module().named_parameters()) {
-      if (qa_ && p.key().rfind("bert.pooler.", 0) == 0) continue;
-      out.insert(p.key(), p.value());
-    }
-    return out;
-  }
-
-  struct Output {
-    tasks::TaskSums sums;
-    model::SpanLogitsTensor spans;  // span head
-    at::Tensor classes;             // classifier: [B,D,C]
-  };
-  Output Run(const MicroBatch& batch, const tasks::TaskBatch& targets, bool varlen,
-             const c10::Device& device) {
-    Output out;
-    if (qa_) {
-      const model::SequenceTokens host = tasks::TokensOf(targets.batch, varlen);
-      const model::SequenceTokens tokens{host.token.to(device), host.valid.to(device)};
-      out.spans = qa_->forward(batch.inputs, tokens);
-      out.sums = tasks::SpanSums(out.spans, targets.start.to(device), targets.end.to(device));
-    } else {
-      out.classes = classifier_->forward(batch.inputs);
-      out.sums = tasks::ClassSums(out.classes, targets.labels.to(device), batch.inputs.nsp_valid,
-                                  head_);
-    }
-    return out;
-  }
-
- private:
-  model::BertForQuestionAnswering qa_{nullptr};
-  model::BertForSequenceClassification classifier_{nullptr};
-  HeadKind head_ = HeadKind::kSpan;
-};
-
 // The starting weights: a pretrained model (any format `train` reads),
 // whose encoder is taken, or a fine-tuned model of this task.
 absl::Status LoadStart(TaskModel& task, const model::BertOptions& options,
@@ -221,7 +167,6 @@ absl::StatusOr<Evaluated> Evaluate(TaskModel& task, const TaskData& data,
                                    const data::Tokenizer& tokenizer) {
   task.module().eval();
   at::NoGradGuard no_grad;
-  const bool varlen = plan.attention == model::AttentionKind::kVarlen;
   std::vector<tasks::SpanLogits> spans(data.eval.size());
   std::vector<float> predicted(data.eval.size());
   std::vector<uint64_t> order(index.rows());
@@ -235,7 +180,7 @@ absl::StatusOr<Evaluated> Evaluate(TaskModel& task, const TaskData& data,
     TaskModel::Output out;
     try {
       model::AutocastGuard autocast(precision, plan.device.type());
-      out = task.Run(batch, targets, varlen, plan.device);
+      out = task.Run(batch, targets, plan);
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("evaluating: ", FirstLine(e)));
     }
@@ -409,7 +354,10 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   const uint64_t seed = static_cast<uint64_t>(config.run.seed);
   model::Randomness::Seed(seed);
   model::BertOptions options = config.model.bert;
-  TaskModel task(options, data);
+  TaskModel task(options, data.glue == nullptr ? HeadKind::kSpan
+                          : data.glue->regression() ? HeadKind::kScore
+                                                    : HeadKind::kClasses,
+                 data.glue == nullptr ? 2 : data.glue->classes());
   if (training) {
     RETURN_IF_ERROR(LoadStart(task, options, fc.init_checkpoint));
   } else {
@@ -464,14 +412,9 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
 
   // The optimizer: BERT's two groups (no decay on biases and LayerNorm);
   // Adam with decoupled weight decay is LAMB without its trust ratio.
-  optim::LambOptions lamb = config.optim.lamb;
-  lamb.lr(config.optim.schedule.peak_lr);
-  auto groups = optim::BertParamGroups(task.trained(), lamb, /*exclude_from_trust_ratio=*/true);
-  if (fc.optimizer == tasks::FinetuneOptimizer::kAdamW) {
-    for (auto& group : groups) static_cast<optim::LambOptions&>(group.options()).trust_ratio(false);
-  }
-  optim::Lamb optimizer(std::move(groups), lamb);
-  optimizer.UseFusedKernels(device.is_cuda() && config.optim.fused);
+  std::unique_ptr<optim::Lamb> made = MakeFinetuneOptimizer(
+      task, config.optim.lamb, fc.optimizer, device.is_cuda() && config.optim.fused);
+  optim::Lamb& optimizer = *made;
   optim::ScheduleOptions schedule;
   schedule.kind = optim::ScheduleKind::kPoly;
   schedule.peak_lr = config.optim.schedule.peak_lr;
@@ -537,12 +480,6 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
     return absl::OkStatus();
   };
 
-  const bool varlen = plan.attention == model::AttentionKind::kVarlen;
-  const std::vector<at::Tensor> parameters = [&] {
-    std::vector<at::Tensor> out;
-    for (const auto& p : task.trained()) out.push_back(p.value());
-    return out;
-  }();
   double session_tokens = 0, session_seconds = 0, loss_sum = 0, correct = 0, sequences = 0;
   int64_t step = state.step;
   std::vector<uint64_t> order;
@@ -568,34 +505,17 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
                      tasks::MakeTaskBatch(data.train, rows, max_len, depth, task.head()));
     ASSIGN_OR_RETURN(MicroBatch batch, Prepare(targets.batch, plan));
     const double lr = optim::LearningRate(schedule, step);
-    double loss_value = 0;
-    try {
-      task.module().train();
-      model::Randomness::Step random(randomness);
-      random.MicroBatch(0);
-      for (auto& p : parameters) p.mutable_grad() = at::Tensor();
-      TaskModel::Output out;
-      {
-        model::AutocastGuard autocast(precision, device.type());
-        out = task.Run(batch, targets, varlen, device);
-      }
-      // Each sequence's loss, averaged over the step's sequences.
-      const at::Tensor loss = out.sums.loss / static_cast<double>(targets.features.size());
-      loss.backward();
-      optim::ClipGradNorm(parameters, config.optim.max_grad_norm);
-      for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-      optimizer.step();
-      loss_value = loss.item<double>();
-      correct += out.sums.correct.item<double>();
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("fine-tuning step ", step, ": ", FirstLine(e)));
-    }
-    if (!std::isfinite(loss_value)) {
+    ASSIGN_OR_RETURN(const FinetuneStepResult stepped,
+                     FinetuneStep(task, optimizer, targets, batch, plan, precision, lr,
+                                  config.optim.max_grad_norm, randomness));
+    if (!std::isfinite(stepped.loss)) {
       return absl::InternalError(absl::StrCat(
-          "fine-tuning step ", step, ": the loss is ", loss_value,
+          "fine-tuning step ", step, ": the loss is ", stepped.loss,
           "; try a lower optim.lr (the last checkpoint is in ", CheckpointDir(config.run.output_dir),
           ")"));
     }
+    const double loss_value = stepped.loss;
+    correct += stepped.correct;
     session_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     session_tokens += static_cast<double>(targets.batch.tokens);
