@@ -59,6 +59,23 @@ model::SequenceTokens TokensOf(const data::PackedBatch& batch, bool varlen) {
   return {token, valid};
 }
 
+std::vector<SpanLogits> SequenceSpanLogits(const model::SpanLogitsTensor& logits,
+                                           const data::PackedBatch& batch) {
+  // Contiguous float copies: start and end are views of every other element
+  // of the head's [N,L,2] output.
+  const at::Tensor start = logits.start.to(at::kCPU, at::kFloat).contiguous();
+  const at::Tensor end = logits.end.to(at::kCPU, at::kFloat).contiguous();
+  std::vector<SpanLogits> out;
+  out.reserve(batch.sequences.size());
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const int64_t n = batch.sequences[i].length;
+    const float* s = start[static_cast<int64_t>(i)].data_ptr<float>();
+    const float* e = end[static_cast<int64_t>(i)].data_ptr<float>();
+    out.push_back({std::vector<float>(s, s + n), std::vector<float>(e, e + n)});
+  }
+  return out;
+}
+
 TaskSums SpanSums(const model::SpanLogitsTensor& logits, const at::Tensor& start,
                   const at::Tensor& end) {
   const at::Tensor start_loss =

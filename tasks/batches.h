@@ -15,6 +15,7 @@
 #include "data/batch.h"
 #include "model/task_heads.h"
 #include "tasks/feature.h"
+#include "tasks/squad.h"
 
 namespace pbert::tasks {
 
@@ -38,6 +39,11 @@ absl::StatusOr<TaskBatch> MakeTaskBatch(const std::vector<Feature>& features,
 // returns: the flattened padded rows ([B*S], `varlen` false) or the real
 // tokens ([T]).
 model::SequenceTokens TokensOf(const data::PackedBatch& batch, bool varlen);
+
+// Each sequence's start and end logits over its own tokens, on the host,
+// in batch order (as TaskBatch::features).
+std::vector<SpanLogits> SequenceSpanLogits(const model::SpanLogitsTensor& logits,
+                                           const data::PackedBatch& batch);
 
 // A micro-batch's sums (0-dim float64 tensors; the loss carries
 // gradients): the loss summed over its sequences, the sequences, and for

@@ -185,13 +185,9 @@ absl::StatusOr<Evaluated> Evaluate(TaskModel& task, const TaskData& data,
       return absl::InternalError(absl::StrCat("evaluating: ", FirstLine(e)));
     }
     if (task.head() == HeadKind::kSpan) {
-      const at::Tensor start = out.spans.start.cpu(), end = out.spans.end.cpu();
+      std::vector<tasks::SpanLogits> logits = tasks::SequenceSpanLogits(out.spans, targets.batch);
       for (size_t i = 0; i < targets.features.size(); ++i) {
-        const int64_t f = targets.features[i];
-        const int64_t n = data.eval[f].sequence.length();
-        const float* s = start[static_cast<int64_t>(i)].data_ptr<float>();
-        const float* e = end[static_cast<int64_t>(i)].data_ptr<float>();
-        spans[f] = {std::vector<float>(s, s + n), std::vector<float>(e, e + n)};
+        spans[targets.features[i]] = std::move(logits[i]);
       }
     } else {
       const at::Tensor logits = out.classes.cpu();
@@ -224,13 +220,16 @@ absl::StatusOr<Evaluated> Evaluate(TaskModel& task, const TaskData& data,
 }
 
 // A checkpoint: the weights, the optimizer, and where the run stands.
+inline constexpr int kFinetuneStateVersion = 1;
+
 struct FinetuneState {
+  int version = kFinetuneStateVersion;
   int64_t step = 0;
   model::SavedRandomState random;
   uint64_t tensorboard_bytes = 0;
   uint64_t eval_bytes = 0;
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE_WITH_DEFAULT(FinetuneState, step, random, tensorboard_bytes,
-                                              eval_bytes)
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE_WITH_DEFAULT(FinetuneState, version, step, random,
+                                              tensorboard_bytes, eval_bytes)
 };
 
 std::string CheckpointDir(const std::string& output_dir) {
@@ -288,6 +287,11 @@ absl::StatusOr<FinetuneState> LoadCheckpoint(TaskModel& task, optim::Lamb& optim
   FinetuneState state;
   try {
     state = nlohmann::json::parse(text).get<FinetuneState>();
+    if (state.version != kFinetuneStateVersion) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, "/finetune_state.json: version ", state.version, "; this packed-bert reads version ",
+          kFinetuneStateVersion));
+    }
     torch::serialize::InputArchive archive;
     archive.load_from(dir + "/optimizer.pt");
     optimizer.load(archive);

@@ -86,10 +86,16 @@ HeadRun RunHead(Model& model, const std::vector<tasks::Feature>& features, int d
   if constexpr (std::is_same_v<Model, BertForQuestionAnswering>) {
     const SpanLogitsTensor spans =
         model(inputs, tasks::TokensOf(batch->batch, plan.attention == AttentionKind::kVarlen));
+    const std::vector<tasks::SpanLogits> host = tasks::SequenceSpanLogits(spans, batch->batch);
+    EXPECT_EQ(host.size(), batch->features.size());
     for (size_t i = 0; i < batch->features.size(); ++i) {
       const int64_t f = batch->features[i];
       const int64_t n = features[f].sequence.length();
       run.logits[f] = at::stack({spans.start[i].narrow(0, 0, n), spans.end[i].narrow(0, 0, n)});
+      // What evaluation reads: the same numbers, sequence by sequence.
+      EXPECT_TRUE(at::equal(at::tensor(host[i].start), spans.start[i].narrow(0, 0, n)) &&
+                  at::equal(at::tensor(host[i].end), spans.end[i].narrow(0, 0, n)))
+          << "the host's logits of sequence " << i;
       // Padding slots of the span are out of every softmax.
       EXPECT_TRUE(spans.start[i].narrow(0, n, spans.start.size(1) - n).isinf().all().item<bool>());
     }
