@@ -95,7 +95,7 @@ int ExitCodeFor(const absl::Status& status) {
 
 std::string CommandLine::Help() const {
   std::string text =
-      "packed-bert: BERT pretraining on packed sequences\n\n"
+      "packed-bert: BERT pretraining and fine-tuning on packed sequences\n\n"
       "usage: packed-bert <command> [flags]\n\ncommands:\n";
   for (const Command& c : commands_) {
     absl::StrAppend(&text, absl::StrFormat("  %-14s %s\n", c.name, c.summary));

@@ -9,6 +9,7 @@
 #include "app/hf_export.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
+#include "train/device.h"
 #include "train/finetuner.h"
 
 namespace pbert::app {
@@ -25,6 +26,12 @@ absl::Status RunFinetune(const Args& args) {
                                      {"eval", "finetune.eval_file"},
                                      {"init", "finetune.init_checkpoint"}}));
   RETURN_IF_ERROR(CheckOutputDir(config));
+  ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
+  ASSIGN_OR_RETURN(const c10::Device device,
+                   train::ResolveDevice(config.run.device, environment.local_rank));
+  RETURN_IF_ERROR(train::UseDevice(device));
+  ASSIGN_OR_RETURN(auto communicator,
+                   JoinProcessGroup(config, environment, device, "finetune"));
   WarnIfSlowKernels();
   // The first SIGINT or SIGTERM finishes the step and saves; a second ends
   // the process.
@@ -35,7 +42,8 @@ absl::Status RunFinetune(const Args& args) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  train::FinetuneSetup setup{config, false, {}, {}, {}, ""};
+  train::FinetuneSetup setup{config, communicator.get(), environment.local_rank,
+                             false, {}, {}, {}, ""};
   setup.resume = args.Has("resume");
   setup.evaluate_only = args.Get("evaluate");
   setup.stop_requested = [] { return finetune_stop.load(); };
@@ -69,7 +77,7 @@ absl::Status RunFinetune(const Args& args) {
   }
   if (!result.predictions.empty()) out["predictions"] = result.predictions;
   if (!result.model_dir.empty()) out["model"] = result.model_dir;
-  std::cout << out.dump() << std::endl;
+  if (communicator->rank() == 0) std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }
 
@@ -89,7 +97,9 @@ Command FinetuneCommand() {
       "evaluates after each epoch as the official scripts score (SQuAD: exact match and F1,\n"
       "RUN_DIR/predictions.json; GLUE: the task's metrics) and exports RUN_DIR/model, a Hugging\n"
       "Face folder. Writes RUN_DIR/eval.jsonl, TensorBoard events and checkpoints/step-N;\n"
-      "SIGINT or SIGTERM saves and exits 0, --resume continues exactly. Prints one JSON line.";
+      "SIGINT or SIGTERM saves and exits 0, --resume continues exactly. Prints one JSON line.\n"
+      "Under `packed-bert launch`, torchrun, Slurm or mpirun the ranks share each step's rows\n"
+      "and the evaluation; rank 0 writes the run's files and prints.";
   command.flags = {
       {"task", "T", "squad, cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (finetune.task)"},
       {"train", "FILE", "the training file (finetune.train_file)"},

@@ -130,22 +130,6 @@ struct Setup {
   train::RunFolder* folder;  // rank 0's; null on the other ranks
 };
 
-// Joins the run's process group (a group of one without a launcher).
-absl::StatusOr<std::unique_ptr<distributed::Communicator>> Join(
-    const ExperimentConfig& config, const distributed::Environment& environment,
-    const c10::Device& device) {
-  const distributed::Backend backend =
-      distributed::ResolveBackend(config.dist.backend, device.is_cuda());
-  if (environment.distributed()) {
-    logging::Get("train")->info(
-        "rank {} of {} ({}; local rank {} of {}, node {}), {} process group at {}:{}",
-        environment.rank, environment.world_size, environment.source, environment.local_rank,
-        environment.local_world_size, environment.node_rank, NameOf(backend),
-        environment.master_addr, environment.master_port);
-  }
-  return distributed::Communicator::Create(environment, backend, config.dist.timeout(), device);
-}
-
 // Checks everything the run needs and builds its trainer; writes nothing
 // but a new run's packed rows and the effective config, once all is checked.
 absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args, const Setup& s,
@@ -191,7 +175,7 @@ absl::Status RunTrain(const Args& args) {
   ASSIGN_OR_RETURN(const c10::Device device,
                    train::ResolveDevice(config.run.device, environment.local_rank));
   RETURN_IF_ERROR(train::UseDevice(device));
-  ASSIGN_OR_RETURN(auto communicator, Join(config, environment, device));
+  ASSIGN_OR_RETURN(auto communicator, JoinProcessGroup(config, environment, device, "train"));
   // Rank 0 writes the run folder, and holds it until the process ends.
   std::optional<train::RunFolder> folder;
   std::vector<std::string> release_paths;

@@ -106,4 +106,19 @@ absl::Status WriteEffectiveConfig(const ExperimentConfig& config, const std::str
   return WriteFileAtomically(config.run.output_dir + "/config.yaml", text);
 }
 
+absl::StatusOr<std::unique_ptr<distributed::Communicator>> JoinProcessGroup(
+    const ExperimentConfig& config, const distributed::Environment& environment,
+    const c10::Device& device, const std::string& component) {
+  const distributed::Backend backend =
+      distributed::ResolveBackend(config.dist.backend, device.is_cuda());
+  if (environment.distributed()) {
+    logging::Get(component)->info(
+        "rank {} of {} ({}; local rank {} of {}, node {}), {} process group at {}:{}",
+        environment.rank, environment.world_size, environment.source, environment.local_rank,
+        environment.local_world_size, environment.node_rank, NameOf(backend),
+        environment.master_addr, environment.master_port);
+  }
+  return distributed::Communicator::Create(environment, backend, config.dist.timeout(), device);
+}
+
 }  // namespace pbert::app

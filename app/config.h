@@ -3,12 +3,14 @@
 // a command's own flags; then the process is set up from the run section.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "app/cli.h"
+#include "distributed/communicator.h"
 #include "train/experiment.h"
 
 namespace pbert::app {
@@ -40,6 +42,13 @@ absl::Status TakeStoreLimits(const std::set<std::string>& given, ExperimentConfi
 // One warning line when the environment holds OpenBLAS to slower kernels
 // than the CPU runs (common/platform.h); for the commands that compute.
 void WarnIfSlowKernels();
+
+// Joins the run's process group (a group of one without a launcher):
+// torchrun's, launch's, Slurm's or Open MPI's environment; `component`
+// names the log line that says where the process stands.
+absl::StatusOr<std::unique_ptr<distributed::Communicator>> JoinProcessGroup(
+    const ExperimentConfig& config, const distributed::Environment& environment,
+    const c10::Device& device, const std::string& component);
 
 // Creates run.output_dir (and its parents) if missing.
 absl::Status CreateOutputDir(const ExperimentConfig& config);

@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
 
   const pbert::model::BertOptions base = size->Options().max_position_embeddings(512);
   pbert::model::Randomness randomness(*device);
+  auto communicator = pbert::distributed::Communicator::Single();
   pbert::model::Randomness::Seed(1);
   std::vector<std::vector<Feature>> features;
   std::vector<Case> cases;
@@ -255,8 +256,11 @@ int main(int argc, char** argv) {
         auto batch = pbert::train::Prepare(targets->batch, plan);
         if (!batch.ok()) return Fail(std::string(batch.status().message()));
         const auto start = std::chrono::steady_clock::now();
-        auto stepped = pbert::train::FinetuneStep(task, *optimizer, *targets, *batch, plan,
-                                                  *precision, 3e-5, 1.0, randomness);
+        pbert::train::StepShare share;
+        share.parts.push_back({&*targets, &*batch, 0});
+        share.step_sequences = static_cast<double>(targets->features.size());
+        auto stepped = pbert::train::FinetuneStep(task, *optimizer, share, plan, *precision, 3e-5,
+                                                  1.0, randomness, *communicator);
         if (!stepped.ok()) return Fail(std::string(stepped.status().message()));
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

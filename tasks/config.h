@@ -35,6 +35,7 @@ struct FinetuneConfig {
   int max_seq_length = 0;       // 0: the task's (384 for SQuAD, 128 for GLUE)
   double epochs = 2;
   int64_t batch_size = 32;       // sequences per optimizer step (rows: this over the packing factor)
+  int64_t micro_batch_rows = 0;  // rows per forward pass; 0: the step's rows, shared by the ranks
   int64_t eval_batch_rows = 64;  // rows per forward pass in evaluation
   double warmup_proportion = 0.1;
   FinetuneOptimizer optimizer = FinetuneOptimizer::kAdamW;
@@ -56,6 +57,10 @@ struct FinetuneConfig {
     v.Field("epochs", &epochs, "passes over the training features", config::InRange(1e-6, 1e4));
     v.Field("batch_size", &batch_size, "sequences per optimizer step",
             config::InRange<int64_t>(1, 1 << 20));
+    v.Field("micro_batch_rows", &micro_batch_rows,
+            "rows per forward and backward pass, the step's micro-batches taken by the ranks in "
+            "turn; 0 = the step's rows shared evenly by the ranks, one pass each",
+            config::InRange<int64_t>(0, 1 << 20));
     v.Field("eval_batch_rows", &eval_batch_rows, "rows per forward pass in evaluation",
             config::InRange<int64_t>(1, 1 << 20));
     v.Field("warmup_proportion", &warmup_proportion,

@@ -66,34 +66,60 @@ std::unique_ptr<optim::Lamb> MakeFinetuneOptimizer(TaskModel& task,
 }
 
 absl::StatusOr<FinetuneStepResult> FinetuneStep(TaskModel& task, optim::Lamb& optimizer,
-                                                const tasks::TaskBatch& targets,
-                                                const MicroBatch& batch,
+                                                const StepShare& share,
                                                 const model::InputPlan& plan,
                                                 model::Precision precision, double lr,
                                                 double max_grad_norm,
-                                                const model::Randomness& randomness) {
+                                                const model::Randomness& randomness,
+                                                distributed::Communicator& communicator) {
   FinetuneStepResult result;
   try {
     task.module().train();
     model::Randomness::Step random(randomness);
-    random.MicroBatch(0);
     std::vector<at::Tensor> parameters;
     for (const auto& p : task.trained()) {
       parameters.push_back(p.value());
       parameters.back().mutable_grad() = at::Tensor();
     }
-    TaskModel::Output out;
-    {
-      model::AutocastGuard autocast(precision, plan.device.type());
-      out = task.Run(batch, targets, plan);
+    const auto options = at::TensorOptions().dtype(at::kDouble).device(plan.device);
+    // This rank's loss sum, sequences right and real tokens.
+    at::Tensor stats = at::zeros({3}, options);
+    for (const StepShare::Part& part : share.parts) {
+      random.MicroBatch(part.index);
+      TaskModel::Output out;
+      {
+        model::AutocastGuard autocast(precision, plan.device.type());
+        out = task.Run(*part.batch, *part.targets, plan);
+      }
+      // Each sequence's loss, averaged over the step's sequences.
+      (out.sums.loss / share.step_sequences).backward();
+      stats = stats + at::stack({out.sums.loss.detach(), out.sums.correct,
+                                 at::scalar_tensor(static_cast<double>(part.targets->batch.tokens),
+                                                   options)});
     }
-    // Each sequence's loss, averaged over the step's sequences.
-    const at::Tensor loss = out.sums.loss / static_cast<double>(targets.features.size());
-    loss.backward();
-    // The step's one read: the loss and the count, before the update.
-    const at::Tensor read = at::stack({loss.detach(), out.sums.correct}).cpu();
-    result.loss = read[0].item<double>();
+    if (communicator.world_size() > 1) {
+      // The gradients of every rank, summed in one flat buffer.
+      std::vector<at::Tensor> flat;
+      for (auto& p : parameters) {
+        if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+        flat.push_back(p.grad().reshape({-1}));
+      }
+      at::Tensor sum = at::cat(flat);
+      communicator.SumInPlace(sum);
+      int64_t at = 0;
+      for (auto& p : parameters) {
+        const int64_t n = p.numel();
+        p.mutable_grad().copy_(sum.narrow(0, at, n).view_as(p));
+        at += n;
+      }
+      communicator.SumInPlace(stats);
+    }
+    // The step's one read: the loss, the count and the tokens, before the
+    // update.
+    const at::Tensor read = stats.cpu();
+    result.loss = read[0].item<double>() / share.step_sequences;
     result.correct = read[1].item<double>();
+    result.tokens = read[2].item<double>();
     if (!std::isfinite(result.loss)) return result;
     optim::ClipGradNorm(parameters, max_grad_norm);
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);

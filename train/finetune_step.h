@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "distributed/communicator.h"
 #include "model/precision.h"
 #include "model/random_state.h"
 #include "model/task_heads.h"
@@ -61,17 +62,36 @@ std::unique_ptr<optim::Lamb> MakeFinetuneOptimizer(TaskModel& task,
 
 struct FinetuneStepResult {
   double loss = 0;     // averaged over the step's sequences (not finite: nothing was applied)
-  double correct = 0;  // sequences predicted right (spans: start and end both)
+  double correct = 0;  // sequences predicted right (spans: start and end both), all ranks
+  double tokens = 0;   // real tokens, all ranks
 };
 
-// One step at rate `lr`; errors of LibTorch or the device come back as a
-// status.
+// What one rank computes of a step: its micro-batches (each its targets and
+// its inputs, prepared for the plan, and its number among the step's
+// micro-batches over all ranks, which its dropout is drawn from; none when
+// the rank has no rows this step), and the sequences of the whole step over
+// all ranks, which each sequence's loss is divided by.
+struct StepShare {
+  struct Part {
+    const tasks::TaskBatch* targets = nullptr;
+    const MicroBatch* batch = nullptr;
+    uint64_t index = 0;
+  };
+  std::vector<Part> parts;
+  double step_sequences = 0;
+};
+
+// One step at rate `lr`: forward and backward of this rank's micro-batches
+// (their gradients accumulated), the gradients summed
+// over the ranks (one flat sum), clipping and the update, the same on every
+// rank. Every rank must call it the same number of times. Errors of
+// LibTorch, the device or a collective come back as a status.
 absl::StatusOr<FinetuneStepResult> FinetuneStep(TaskModel& task, optim::Lamb& optimizer,
-                                                const tasks::TaskBatch& targets,
-                                                const MicroBatch& batch,
+                                                const StepShare& share,
                                                 const model::InputPlan& plan,
                                                 model::Precision precision, double lr,
                                                 double max_grad_norm,
-                                                const model::Randomness& randomness);
+                                                const model::Randomness& randomness,
+                                                distributed::Communicator& communicator);
 
 }  // namespace pbert::train

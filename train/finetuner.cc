@@ -160,17 +160,27 @@ struct Evaluated {
   std::string predictions;
 };
 
+// The dev file's outputs: rank r runs the rows r, r + world, ...; each
+// feature's outputs are gathered on every rank by one sum (zeros elsewhere).
 absl::StatusOr<Evaluated> Evaluate(TaskModel& task, const TaskData& data,
                                    const data::PackIndex& index, int max_len, int depth,
                                    const model::InputPlan& plan, model::Precision precision,
                                    const ExperimentConfig& config,
-                                   const data::Tokenizer& tokenizer) {
+                                   const data::Tokenizer& tokenizer,
+                                   distributed::Communicator& communicator) {
   task.module().eval();
   at::NoGradGuard no_grad;
-  std::vector<tasks::SpanLogits> spans(data.eval.size());
-  std::vector<float> predicted(data.eval.size());
-  std::vector<uint64_t> order(index.rows());
-  std::iota(order.begin(), order.end(), 0);
+  const int64_t features = static_cast<int64_t>(data.eval.size());
+  const bool span = task.head() == HeadKind::kSpan;
+  // Spans: each feature's start and end logits over its positions; else
+  // each feature's predicted class or score.
+  at::Tensor gathered = span ? at::zeros({features, 2, max_len}, at::kFloat)
+                             : at::zeros({features}, at::kFloat);
+  std::vector<uint64_t> order;
+  for (uint64_t r = static_cast<uint64_t>(communicator.rank()); r < index.rows();
+       r += static_cast<uint64_t>(communicator.world_size())) {
+    order.push_back(r);
+  }
   const size_t step = static_cast<size_t>(config.finetune.eval_batch_rows);
   for (size_t begin = 0; begin < order.size(); begin += step) {
     const auto rows = RowsOf(index, order, begin, std::min(order.size(), begin + step));
@@ -184,23 +194,49 @@ absl::StatusOr<Evaluated> Evaluate(TaskModel& task, const TaskData& data,
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("evaluating: ", FirstLine(e)));
     }
-    if (task.head() == HeadKind::kSpan) {
-      std::vector<tasks::SpanLogits> logits = tasks::SequenceSpanLogits(out.spans, targets.batch);
+    if (span) {
+      const std::vector<tasks::SpanLogits> logits =
+          tasks::SequenceSpanLogits(out.spans, targets.batch);
       for (size_t i = 0; i < targets.features.size(); ++i) {
-        spans[targets.features[i]] = std::move(logits[i]);
+        const int64_t n = static_cast<int64_t>(logits[i].start.size());
+        at::Tensor slot = gathered[targets.features[i]];
+        slot[0].narrow(0, 0, n).copy_(at::tensor(logits[i].start));
+        slot[1].narrow(0, 0, n).copy_(at::tensor(logits[i].end));
       }
     } else {
-      const at::Tensor logits = out.classes.cpu();
+      const at::Tensor logits = out.classes.to(at::kCPU, at::kFloat);
       size_t i = 0;
       for (size_t r = 0; r < rows.size(); ++r) {
         for (size_t k = 0; k < rows[r].size(); ++k, ++i) {
           const at::Tensor slot = logits[static_cast<int64_t>(r)][static_cast<int64_t>(k)];
-          predicted[targets.features[i]] = task.head() == HeadKind::kScore
-                                               ? slot[0].item<float>()
-                                               : static_cast<float>(slot.argmax().item<int64_t>());
+          gathered[targets.features[i]] = task.head() == HeadKind::kScore
+                                              ? slot[0].item<float>()
+                                              : static_cast<float>(slot.argmax().item<int64_t>());
         }
       }
     }
+  }
+  if (communicator.world_size() > 1) {
+    try {
+      at::Tensor on_device = gathered.to(plan.device);
+      communicator.SumInPlace(on_device);
+      gathered = on_device.cpu();
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("gathering the evaluation: ", FirstLine(e)));
+    }
+  }
+  std::vector<tasks::SpanLogits> spans;
+  std::vector<float> predicted;
+  if (span) {
+    for (int64_t f = 0; f < features; ++f) {
+      const int64_t n = data.eval[f].sequence.length();
+      const at::Tensor start = gathered[f][0].narrow(0, 0, n).contiguous();
+      const at::Tensor end = gathered[f][1].narrow(0, 0, n).contiguous();
+      spans.push_back({std::vector<float>(start.data_ptr<float>(), start.data_ptr<float>() + n),
+                       std::vector<float>(end.data_ptr<float>(), end.data_ptr<float>() + n)});
+    }
+  } else {
+    predicted.assign(gathered.data_ptr<float>(), gathered.data_ptr<float>() + features);
   }
   Evaluated result;
   if (task.head() == HeadKind::kSpan) {
@@ -210,7 +246,9 @@ absl::StatusOr<Evaluated> Evaluate(TaskModel& task, const TaskData& data,
                      tasks::PredictAnswers(data.squad_eval, data.squad_eval_features, spans,
                                            tokenizer, options));
     result.predictions = (fs::path(config.run.output_dir) / "predictions.json").string();
-    RETURN_IF_ERROR(tasks::WritePredictions(answers, result.predictions));
+    if (communicator.rank() == 0) {
+      RETURN_IF_ERROR(tasks::WritePredictions(answers, result.predictions));
+    }
     const tasks::SquadScore score = tasks::ScoreSquad(data.squad_eval, answers);
     result.metrics = {{"exact_match", score.exact_match}, {"f1", score.f1}};
   } else {
@@ -326,8 +364,12 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   const ExperimentConfig& config = setup.config;
   const tasks::FinetuneConfig& fc = config.finetune;
   auto log = logging::Get("finetune");
-  ASSIGN_OR_RETURN(const c10::Device device, ResolveDevice(config.run.device, 0));
+  ASSIGN_OR_RETURN(const c10::Device device, ResolveDevice(config.run.device, setup.local_rank));
   RETURN_IF_ERROR(UseDevice(device));
+  std::unique_ptr<distributed::Communicator> single;
+  if (setup.communicator == nullptr) single = distributed::Communicator::Single();
+  distributed::Communicator& comm = setup.communicator ? *setup.communicator : *single;
+  const bool writer = comm.rank() == 0;  // rank 0 writes the run's files
   ASSIGN_OR_RETURN(model::Precision precision,
                    model::ResolvePrecision(config.model.precision == model::Precision::kFp8
                                                ? model::Precision::kBf16
@@ -378,6 +420,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   FinetuneResult result;
   // Everything is checked: the run's files are written from here on.
   auto start_writing = [&]() -> absl::Status {
+    if (!writer) return absl::OkStatus();
     if (setup.on_start) RETURN_IF_ERROR(setup.on_start());
     std::error_code error;
     fs::create_directories(config.run.output_dir, error);
@@ -390,7 +433,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   if (!training) {
     RETURN_IF_ERROR(start_writing());
     ASSIGN_OR_RETURN(Evaluated evaluated, Evaluate(task, data, eval_packed.index, max_len, depth,
-                                                   plan, precision, config, tokenizer));
+                                                   plan, precision, config, tokenizer, comm));
     result.status = "done";
     result.metrics = evaluated.metrics;
     result.predictions = evaluated.predictions;
@@ -446,17 +489,23 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
     }
   }
   RETURN_IF_ERROR(start_writing());
-  ASSIGN_OR_RETURN(auto tensorboard,
-                   TensorBoardLog::Open((fs::path(config.run.output_dir) / kTensorBoardFile).string(),
-                                        state.tensorboard_bytes));
-  ASSIGN_OR_RETURN(auto eval_log,
-                   AppendLog::Open((fs::path(config.run.output_dir) / "eval.jsonl").string(),
-                                   state.eval_bytes, WholeLines));
+  std::unique_ptr<TensorBoardLog> tensorboard;  // rank 0's
+  std::unique_ptr<AppendLog> eval_log;          // rank 0's
+  if (writer) {
+    ASSIGN_OR_RETURN(
+        tensorboard,
+        TensorBoardLog::Open((fs::path(config.run.output_dir) / kTensorBoardFile).string(),
+                             state.tensorboard_bytes));
+    ASSIGN_OR_RETURN(eval_log,
+                     AppendLog::Open((fs::path(config.run.output_dir) / "eval.jsonl").string(),
+                                     state.eval_bytes, WholeLines));
+  }
   auto wall = [] {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   };
   auto save = [&](int64_t step) -> absl::Status {
+    if (!writer) return absl::OkStatus();
     state.step = step;
     state.random = randomness.Save();
     RETURN_IF_ERROR(tensorboard->Sync());
@@ -467,7 +516,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   };
   auto evaluate = [&](int64_t step) -> absl::Status {
     ASSIGN_OR_RETURN(Evaluated evaluated, Evaluate(task, data, eval_packed.index, max_len, depth,
-                                                   plan, precision, config, tokenizer));
+                                                   plan, precision, config, tokenizer, comm));
     result.metrics = evaluated.metrics;
     result.predictions = evaluated.predictions;
     nlohmann::ordered_json line;
@@ -478,6 +527,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
       line[name] = value;
       scalars.emplace_back("eval/" + name, value);
     }
+    if (!writer) return absl::OkStatus();
     RETURN_IF_ERROR(eval_log->Append(line.dump()));
     RETURN_IF_ERROR(tensorboard->Write(step, scalars, wall()));
     log->info("evaluation at step {}:{}", step, MetricsText(evaluated.metrics));
@@ -490,7 +540,11 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   int64_t order_epoch = -1;
   result.status = "done";
   while (step < total_steps) {
-    if (setup.stop_requested && setup.stop_requested()) {
+    // A signal reaches the ranks at different moments: they agree on it,
+    // so that all stop after the same step.
+    bool stop = setup.stop_requested && setup.stop_requested();
+    if (comm.world_size() > 1) stop = comm.Sum({stop ? 1.0 : 0.0})[0] > 0;
+    if (stop) {
       RETURN_IF_ERROR(save(step));
       log->info("stopped at step {}; `--resume` continues", step);
       result.status = "interrupted";
@@ -505,13 +559,37 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
     const auto rows = RowsOf(index, order, begin,
                              std::min(order.size(), begin + static_cast<size_t>(rows_per_step)));
     const auto started = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(tasks::TaskBatch targets,
-                     tasks::MakeTaskBatch(data.train, rows, max_len, depth, task.head()));
-    ASSIGN_OR_RETURN(MicroBatch batch, Prepare(targets.batch, plan));
+    // The step's micro-batches (finetune.micro_batch_rows rows each, or
+    // one per rank) over the ranks: rank r takes micro-batches r, r + world,
+    // ...
+    StepShare share;
+    for (const auto& row : rows) share.step_sequences += static_cast<double>(row.size());
+    const size_t world = static_cast<size_t>(comm.world_size());
+    const size_t per_micro = fc.micro_batch_rows > 0
+                                 ? static_cast<size_t>(fc.micro_batch_rows)
+                                 : (rows.size() + world - 1) / world;
+    std::vector<tasks::TaskBatch> targets;
+    std::vector<MicroBatch> batches;
+    std::vector<uint64_t> indices;
+    for (size_t m = 0, first = 0; first < rows.size(); ++m, first += per_micro) {
+      if (m % world != static_cast<size_t>(comm.rank())) continue;
+      const std::vector<std::vector<int64_t>> part(
+          rows.begin() + static_cast<std::ptrdiff_t>(first),
+          rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), first + per_micro)));
+      ASSIGN_OR_RETURN(tasks::TaskBatch made,
+                       tasks::MakeTaskBatch(data.train, part, max_len, depth, task.head()));
+      ASSIGN_OR_RETURN(MicroBatch prepared, Prepare(made.batch, plan));
+      targets.push_back(std::move(made));
+      batches.push_back(std::move(prepared));
+      indices.push_back(m);
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+      share.parts.push_back({&targets[i], &batches[i], indices[i]});
+    }
     const double lr = optim::LearningRate(schedule, step);
     ASSIGN_OR_RETURN(const FinetuneStepResult stepped,
-                     FinetuneStep(task, optimizer, targets, batch, plan, precision, lr,
-                                  config.optim.max_grad_norm, randomness));
+                     FinetuneStep(task, optimizer, share, plan, precision, lr,
+                                  config.optim.max_grad_norm, randomness, comm));
     if (!std::isfinite(stepped.loss)) {
       return absl::InternalError(absl::StrCat(
           "fine-tuning step ", step, ": the loss is ", stepped.loss,
@@ -522,21 +600,23 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
     correct += stepped.correct;
     session_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    session_tokens += static_cast<double>(targets.batch.tokens);
-    loss_sum += loss_value * static_cast<double>(targets.features.size());
-    sequences += static_cast<double>(targets.features.size());
+    session_tokens += stepped.tokens;
+    loss_sum += loss_value * share.step_sequences;
+    sequences += share.step_sequences;
     ++step;
     ++result.steps;
-    FaultPoint("after-step", step);
+    FaultPoint("after-step", step, comm.rank());
     if (step % fc.log_every_steps == 0 || step == total_steps) {
       const double accuracy = sequences > 0 ? correct / sequences : 0;
       log->info("step {}/{} loss {:.4f} {} {:.4f} lr {:.3g} {:.0f} tokens/s", step, total_steps,
                 loss_sum / sequences, task.head() == HeadKind::kSpan ? "span_accuracy" : "accuracy",
                 accuracy, lr, session_seconds > 0 ? session_tokens / session_seconds : 0);
-      RETURN_IF_ERROR(tensorboard->Write(
-          step, {{"train/loss", loss_sum / sequences}, {"train/lr", lr},
-                 {"train/accuracy", accuracy}},
-          wall()));
+      if (writer) {
+        RETURN_IF_ERROR(tensorboard->Write(
+            step, {{"train/loss", loss_sum / sequences}, {"train/lr", lr},
+                   {"train/accuracy", accuracy}},
+            wall()));
+      }
       loss_sum = correct = sequences = 0;
     }
     const bool epoch_end = step % steps_per_epoch == 0 || step == total_steps;
@@ -548,7 +628,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   result.train_seconds = session_seconds;
   result.tokens_per_second = session_seconds > 0 ? session_tokens / session_seconds : 0;
   if (result.status == "done" && result.metrics.empty()) RETURN_IF_ERROR(evaluate(step));
-  if (result.status == "done" && setup.export_model) {
+  if (result.status == "done" && setup.export_model && writer) {
     result.model_dir = (fs::path(config.run.output_dir) / "model").string();
     RETURN_IF_ERROR(setup.export_model(task.module(), Described(data), result.model_dir));
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distributed/communicator.h"
 #include "train/experiment.h"
 
 namespace torch::nn {
@@ -32,6 +33,10 @@ struct FinetunedModel {
 
 struct FinetuneSetup {
   const ExperimentConfig& config;
+  // The run's process group (null: this process alone) and this process's
+  // local rank (its GPU). Rank 0 writes the run's files.
+  distributed::Communicator* communicator = nullptr;
+  int local_rank = 0;
   bool resume = false;                   // from the newest checkpoint in run.output_dir
   std::function<bool()> stop_requested;  // polled before each step (SIGINT, SIGTERM)
   // Writes the fine-tuned weights as a Hugging Face folder at `dir`.

@@ -55,7 +55,7 @@ TEST(CliTest, HelpListsCommands) {
   Result r = RunBinary("--help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out,
-            "packed-bert: BERT pretraining on packed sequences\n\n"
+            "packed-bert: BERT pretraining and fine-tuning on packed sequences\n\n"
             "usage: packed-bert <command> [flags]\n\n"
             "commands:\n"
             "  prepare        turn raw text or MLPerf/NVIDIA HDF5 into an instance store\n"
@@ -64,6 +64,7 @@ TEST(CliTest, HelpListsCommands) {
             "  export         write an instance store as MLPerf HDF5\n"
             "  pack           decide which sequences share a row, and report how well\n"
             "  train          pretrain BERT on packed data with the MLPerf evaluation loop\n"
+            "  finetune       fine-tune a pretrained BERT on SQuAD 1.1 or a GLUE task, packed\n"
             "  score          evaluate weights on MLPerf HDF5 data or a store, packed or not\n"
             "  model          create or convert model weights\n"
             "  launch         start the workers of a data-parallel run on this node\n"

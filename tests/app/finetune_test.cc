@@ -3,10 +3,15 @@
 // predictions, the Hugging Face export checked by an independent listing,
 // exact resume after a stop or a crash, and bad input refused in one line
 // with nothing left behind.
+#include <ATen/ATen.h>
+
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/app/binary.h"
@@ -229,6 +234,66 @@ TEST_F(FinetuneTest, ResumesExactly) {
   EXPECT_TRUE(weights("crashed") == weights("straight"));
   EXPECT_EQ(ReadText((dir_ / "crashed" / "eval.jsonl").string()),
             ReadText((dir_ / "straight" / "eval.jsonl").string()));
+}
+
+// Two ranks under `packed-bert launch` (Gloo over loopback) share each
+// step's micro-batches and the evaluation, and train as one process
+// accumulating the same micro-batches (dropout on: micro-batch g of a step
+// draws the same masks wherever it runs; one intra-op thread everywhere).
+// The two sum each gradient in another order, so they agree to rounding:
+// with optim.eps 1 (Adam's step then nearly linear in the gradient, which
+// a tiny eps makes arbitrarily sensitive where a gradient is near 0) each
+// tensor's change from the start differs by at most the micro-batch's
+// tokens (the depth of the gradient's sums) times fp32's epsilon, per step,
+// relative to that change, plus 1e-6 of the largest change (the attention
+// key biases, whose exact gradient is 0, change by rounding alone).
+TEST_F(FinetuneTest, TwoRanksEqualOneProcessAccumulating) {
+  // 32 sequences per step at a packing factor of about 1.7: 19 rows, in
+  // micro-batches of 10 and 9.
+  const std::string common =
+      " --set finetune.epochs=1 --set finetune.micro_batch_rows=10 --threads 1"
+      " --set optim.eps=1 --set optim.lr=1";
+  const Result one = RunBinary(Mrpc("one") + common);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const Result two = RunBinary(
+      "launch --nproc-per-node 2 --master-port 29741 --grace-s 20 -- packed-bert " + Mrpc("two") +
+      common);
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  // Rank 0 alone prints (launch prefixes its lines).
+  const size_t at = two.out.find("[rank 0] {");
+  ASSERT_NE(at, std::string::npos) << two.out;
+  EXPECT_EQ(two.out.find("[rank 1]"), std::string::npos) << two.out;
+  const json a = json::parse(one.out), b = json::parse(two.out.substr(at + 9));
+  ASSERT_EQ(a["steps"], b["steps"]);
+  EXPECT_EQ(a["accuracy"], b["accuracy"]);
+  EXPECT_EQ(a["f1"], b["f1"]);
+  const auto read = [&](const std::string& path) {
+    auto w = formats::ReadSafetensors((dir_ / path).string());
+    EXPECT_TRUE(w.ok()) << w.status();
+    return w.ok() ? std::map<std::string, at::Tensor>(w->begin(), w->end())
+                  : std::map<std::string, at::Tensor>{};
+  };
+  const auto start = read("init.safetensors");
+  const auto x = read("one/model/model.safetensors"), y = read("two/model/model.safetensors");
+  ASSERT_EQ(x.size(), y.size());
+  double largest = 0;
+  for (const auto& [name, w] : x) {
+    if (start.count(name)) largest = std::max(largest, (w - start.at(name)).abs().max().item<double>());
+  }
+  ASSERT_GT(largest, 0);
+  // At most 10 rows of at most 64 tokens per micro-batch.
+  const double relative =
+      a["steps"].get<double>() * 640 * std::numeric_limits<float>::epsilon();
+  int compared = 0;
+  for (const auto& [name, w] : x) {
+    if (!start.count(name)) continue;  // the classifier: drawn, not loaded
+    const double change = (w - start.at(name)).abs().max().item<double>();
+    EXPECT_LE((w - y.at(name)).abs().max().item<double>(), relative * change + 1e-6 * largest)
+        << name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 30);
+  EXPECT_FALSE(fs::exists(dir_ / "two" / "rank1"));
 }
 
 TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {
