@@ -9,9 +9,14 @@ random sequences of an MLPerf HDF5 file with packed-bert (score, fp32, on
 the CPU) and with transformers' BertForPreTraining.from_pretrained(EXPORT)
 on the same file, and compares the MLM loss per masked token (to 1e-5
 relative), the MLM and NSP accuracies; BertTokenizerFast.from_pretrained
-must give the ids of the exported vocabulary. Needs transformers, torch
-and h5py (a GPU machine's Python has them). Prints one line per check;
-exits 1 if one fails.
+must give the ids of the exported vocabulary. Then the fine-tuned exports
+(finetune, one epoch on the CPU, fp32): BertForSequenceClassification and
+BertForQuestionAnswering.from_pretrained must load them with no missing
+and no unexpected weight, and the classifier's predictions on the dev
+pairs (tokenized by the exported BertTokenizerFast) must score the accuracy
+that packed-bert reported. Needs transformers, torch and h5py (a GPU
+machine's Python has them). Prints one line per check; exits 1 if one
+fails.
 """
 import json
 import os
@@ -21,7 +26,8 @@ import sys
 import h5py
 import numpy as np
 import torch
-from transformers import BertForPreTraining, BertTokenizerFast
+from transformers import (BertForPreTraining, BertForQuestionAnswering,
+                          BertForSequenceClassification, BertTokenizerFast)
 
 VOCAB = 500
 MAX_LEN = 128
@@ -62,6 +68,65 @@ def write_eval(path, count=64, seed=5):
                            ("next_sentence_labels", nsp)):
             f.create_dataset(name, data=data)
     return ids, mask, segments, positions, labels, nsp
+
+
+def finetuned_checks(binary, work, config, vocab, weights):
+    """The fine-tuned exports, loaded by transformers: a list of checks."""
+    rng = np.random.default_rng(7)
+
+    def sentence(n):
+        return " ".join("w%d" % w for w in rng.integers(104, VOCAB, n))
+
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    pairs = {}
+    for part, count in (("train", 96), ("dev", 32)):
+        rows = []
+        for i in range(count):
+            a, b = sentence(int(rng.integers(3, 20))), sentence(int(rng.integers(3, 20)))
+            label = int(rng.integers(0, 2))
+            if label:
+                b = a.split()[0] + " " + b
+            rows.append((label, a, b))
+        pairs[part] = rows
+        with open(os.path.join(work, part + ".tsv"), "w") as f:
+            f.write(header + "".join("%d\t%d\t%d\t%s\t%s\n" % (l, i, i + 1, a, b)
+                                     for i, (l, a, b) in enumerate(rows)))
+    contexts = [sentence(40) for _ in range(8)]
+    squad = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": c, "qas": [{"id": "q%d" % i, "question": " ".join(c.split()[5:9]),
+                                "answers": [{"text": c.split()[9], "answer_start": len(" ".join(c.split()[:9])) + 1}]}]}
+        for i, c in enumerate(contexts)]}]}
+    with open(os.path.join(work, "squad.json"), "w") as f:
+        json.dump(squad, f)
+    common = [binary, "finetune", *config, "--init", weights, "--set", "prepare.vocab=" + vocab,
+              "--set", "finetune.max_seq_length=64", "--set", "finetune.epochs=1"]
+    checks = []
+    for task, train, dev, cls in (("mrpc", "train.tsv", "dev.tsv", BertForSequenceClassification),
+                                  ("squad", "squad.json", "squad.json", BertForQuestionAnswering)):
+        run = os.path.join(work, "finetune-" + task)
+        subprocess.run(["rm", "-rf", run], check=True)
+        extra = ["--set", "finetune.max_query_length=16"] if task == "squad" else []
+        out = json.loads(subprocess.run(
+            common + ["--task", task, "--train", os.path.join(work, train), "--eval", os.path.join(work, dev),
+                      "--set", "run.output_dir=" + run] + extra,
+            check=True, capture_output=True, text=True).stdout)
+        model, info = cls.from_pretrained(os.path.join(run, "model"), output_loading_info=True)
+        missing, unexpected = info["missing_keys"], info["unexpected_keys"]
+        checks.append(("%s loads %s" % (cls.__name__, task), not missing and not unexpected,
+                       "missing %s, unexpected %s" % (missing, unexpected)))
+        if task != "mrpc":
+            continue
+        tokenizer = BertTokenizerFast.from_pretrained(os.path.join(run, "model"))
+        model.eval()
+        right = 0
+        with torch.no_grad():
+            for label, a, b in pairs["dev"]:
+                encoded = tokenizer(a, b, truncation="longest_first", max_length=64, return_tensors="pt")
+                right += int(model(**encoded).logits.argmax(-1).item() == label)
+        theirs = right / len(pairs["dev"])
+        checks.append(("BertForSequenceClassification dev accuracy", abs(theirs - out["accuracy"]) < 1e-9,
+                       "%.4f (packed-bert %.4f)" % (theirs, out["accuracy"])))
+    return checks
 
 
 def main(binary, work):
@@ -109,7 +174,7 @@ def main(binary, work):
         ("NSP accuracy", abs(theirs_nsp - ours["nsp_accuracy"]) <= 1.0 / len(ids),
          "%.4f (packed-bert %.4f)" % (theirs_nsp, ours["nsp_accuracy"])),
         ("BertTokenizerFast ids", tokenized == [101, 105, 200, 102], str(tokenized)),
-    ]
+    ] + finetuned_checks(binary, work, config, vocab, weights)
     failed = 0
     for name, ok, detail in checks:
         print("- from_pretrained %s: %s %s" % (name, detail, "ok" if ok else "DIFFERS"))
