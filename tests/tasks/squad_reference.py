@@ -18,6 +18,7 @@ import json
 import os
 import sys
 
+sys.dont_write_bytecode = True  # nothing written beside the checkout's sources
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
 import bert_tokenizer_reference as ref  # noqa: E402
 
