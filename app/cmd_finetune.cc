@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
@@ -11,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "train/device.h"
 #include "train/finetuner.h"
+#include "train/run_folder.h"
 
 namespace pbert::app {
 namespace {
@@ -32,6 +34,26 @@ absl::Status RunFinetune(const Args& args) {
   RETURN_IF_ERROR(train::UseDevice(device));
   ASSIGN_OR_RETURN(auto communicator,
                    JoinProcessGroup(config, environment, device, "finetune"));
+  // Rank 0 holds the run folder (run.lock) while it runs, so that two runs
+  // never write into one; a run refused before it writes leaves the folder
+  // as it found it.
+  std::optional<train::RunFolder> folder;
+  if (communicator->rank() == 0) {
+    ASSIGN_OR_RETURN(train::RunFolder claimed, train::RunFolder::Claim(config.run.output_dir));
+    folder.emplace(std::move(claimed));
+  }
+  struct Leave {
+    std::optional<train::RunFolder>& folder;
+    bool started = false;
+    ~Leave() {
+      if (!folder) return;
+      if (started) {
+        folder->ReleaseIfUnused();
+      } else {
+        folder->Release();
+      }
+    }
+  } leave{folder};
   WarnIfSlowKernels();
   // The first SIGINT or SIGTERM finishes the step and saves; a second ends
   // the process.
@@ -59,6 +81,7 @@ absl::Status RunFinetune(const Args& args) {
     return ExportHuggingFace(module, config.model.bert, options, dir);
   };
   setup.on_start = [&] {
+    leave.started = true;
     return setup.evaluate_only.empty() ? WriteEffectiveConfig(config) : absl::OkStatus();
   };
   ASSIGN_OR_RETURN(train::FinetuneResult result, train::Finetune(setup));

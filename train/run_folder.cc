@@ -71,7 +71,7 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
     close(fd);  // the lock file, and so the folder, are the other run's
     created.Keep();
     return absl::AlreadyExistsError(absl::StrCat(
-        "run.output_dir '", dir, "' is in use by another packed-bert train",
+        "run.output_dir '", dir, "' is in use by another packed-bert run",
         pid.empty() ? "" : absl::StrCat(" (pid ", pid, ")"),
         "; wait for it to end, or choose another run.output_dir"));
   }

@@ -5,10 +5,14 @@
 // with nothing left behind.
 #include <ATen/ATen.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "formats/safetensors.h"
@@ -294,6 +298,34 @@ TEST_F(FinetuneTest, TwoRanksEqualOneProcessAccumulating) {
   }
   EXPECT_GT(compared, 30);
   EXPECT_FALSE(fs::exists(dir_ / "two" / "rank1"));
+}
+
+// A run holds its folder: a second one into it, while the first runs (here
+// stopped by SIGSTOP after its first step), is refused in one line.
+TEST_F(FinetuneTest, ASecondRunIntoAFolderInUseIsRefused) {
+  const Result started = RunShell(absl::StrCat("PBERT_FAULT=after-step:1:0:STOP ",
+                                               pbert::testing::BinaryPath(), " ", Mrpc("run"),
+                                               " >/dev/null 2>/dev/null & echo $!"));
+  const int pid = std::stoi(started.out);
+  auto stopped = [&] {
+    const std::string stat = ReadText(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && stat.substr(paren + 2, 1) == "T";
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!stopped() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(stopped());
+  const Result second = RunBinary(Mrpc("run"));
+  ::kill(pid, SIGKILL);
+  RunShell(absl::StrCat("while kill -0 ", pid, " 2>/dev/null; do sleep 0.05; done"));
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_NE(second.err.find(absl::StrCat("packed-bert finetune: error: run.output_dir '",
+                                         (dir_ / "run").string(),
+                                         "' is in use by another packed-bert run (pid ", pid, ")")),
+            std::string::npos)
+      << second.err;
 }
 
 TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {

@@ -1097,7 +1097,7 @@ TEST_F(TrainTest, ARunFolderHoldsOneRunAtATime) {
   Result second = RunBinary(Args("run"));
   EXPECT_EQ(second.exit_code, 2);
   EXPECT_EQ(second.err, absl::StrCat("packed-bert train: error: run.output_dir '", run,
-                                     "' is in use by another packed-bert train (pid ", pid,
+                                     "' is in use by another packed-bert run (pid ", pid,
                                      "); wait for it to end, or choose another run.output_dir\n"));
   EXPECT_EQ(Contents(run), before) << "the refused run wrote into the folder";
   ::kill(pid, SIGKILL);
