@@ -42,18 +42,7 @@ absl::Status RunFinetune(const Args& args) {
     ASSIGN_OR_RETURN(train::RunFolder claimed, train::RunFolder::Claim(config.run.output_dir));
     folder.emplace(std::move(claimed));
   }
-  struct Leave {
-    std::optional<train::RunFolder>& folder;
-    bool started = false;
-    ~Leave() {
-      if (!folder) return;
-      if (started) {
-        folder->ReleaseIfUnused();
-      } else {
-        folder->Release();
-      }
-    }
-  } leave{folder};
+  train::RunFolderRelease leave(folder);
   WarnIfSlowKernels();
   // The first SIGINT or SIGTERM finishes the step and saves; a second ends
   // the process.
@@ -81,7 +70,7 @@ absl::Status RunFinetune(const Args& args) {
     return ExportHuggingFace(module, config.model.bert, options, dir);
   };
   setup.on_start = [&] {
-    leave.started = true;
+    leave.Started();
     return setup.evaluate_only.empty() ? WriteEffectiveConfig(config) : absl::OkStatus();
   };
   ASSIGN_OR_RETURN(train::FinetuneResult result, train::Finetune(setup));

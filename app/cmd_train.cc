@@ -189,22 +189,11 @@ absl::Status RunTrain(const Args& args) {
   // CommandLine), a refused run leaves the folder as it was, and a run that
   // wrote nothing (refused as it began to train, or resumed from a run that
   // had finished) as it found it.
-  struct Leave {
-    std::optional<train::RunFolder>& folder;
-    bool started = false;
-    ~Leave() {
-      if (!folder) return;
-      if (started) {
-        folder->ReleaseIfUnused();
-      } else {
-        folder->Release();
-      }
-    }
-  } leave{folder};
+  train::RunFolderRelease leave(folder);
   ASSIGN_OR_RETURN(auto trainer, Prepare(args, {environment, device, *communicator,
                                                 folder ? &*folder : nullptr},
                                          parts));
-  leave.started = true;
+  leave.Started();
   InstallStopHandlers();
   WarnIfSlowKernels();
   absl::StatusOr<train::TrainResult> result = trainer->Train();

@@ -62,6 +62,16 @@ double Pearson(const std::vector<double>& x, const std::vector<double>& y) {
   return std::clamp(sxy / std::sqrt(sxx * syy), -1.0, 1.0);
 }
 
+// A header's columns for a message: the first eight, each cut at 40
+// characters (another file's first line may be anything).
+std::string HeaderNames(const std::vector<std::string>& header) {
+  std::vector<std::string> names;
+  for (const std::string& name : header) {
+    names.push_back(absl::StrCat("\"", name.size() > 40 ? name.substr(0, 40) + "..." : name, "\""));
+  }
+  return NameList(names);
+}
+
 }  // namespace
 
 absl::Span<const GlueTask> GlueTasks() { return AllTasks(); }
@@ -103,8 +113,8 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     if (!missing.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           where(), ": the header has no column \"", absl::StrJoin(missing, "\", \""),
-          "\" of task ", task.name, " (it has \"", absl::StrJoin(header, "\", \""),
-          "\"): is it another task's file, or a test file without labels?"));
+          "\" of task ", task.name, " (it has ", HeaderNames(header),
+          "): is it another task's file, or a test file without labels?"));
     }
   }
   std::vector<GlueExample> examples;

@@ -189,8 +189,9 @@ absl::StatusOr<SquadSet> ReadSquad(const std::string& path) {
   try {
     root = json::parse(text);
   } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a SQuAD JSON file (", FirstLine(e), ")"));
+    std::string why = FirstLine(e);
+    if (why.size() > 160) why = why.substr(0, 160) + "...";  // the parser quotes what it read
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a SQuAD JSON file (", why, ")"));
   }
   SquadSet set;
   set.path = path;

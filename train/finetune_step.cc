@@ -42,13 +42,16 @@ TaskModel::Output TaskModel::Run(const MicroBatch& batch, const tasks::TaskBatch
   if (qa_) {
     const model::SequenceTokens host =
         tasks::TokensOf(targets.batch, plan.attention == model::AttentionKind::kVarlen);
-    const model::SequenceTokens tokens{host.token.to(device), host.valid.to(device)};
+    // Host numbers to the device without a wait (model::HostToDevice).
+    const model::SequenceTokens tokens{model::HostToDevice(host.token, device),
+                                       model::HostToDevice(host.valid, device)};
     out.spans = qa_->forward(batch.inputs, tokens);
-    out.sums = tasks::SpanSums(out.spans, targets.start.to(device), targets.end.to(device));
+    out.sums = tasks::SpanSums(out.spans, model::HostToDevice(targets.start, device),
+                               model::HostToDevice(targets.end, device));
   } else {
     out.classes = classifier_->forward(batch.inputs);
-    out.sums = tasks::ClassSums(out.classes, targets.labels.to(device), batch.inputs.nsp_valid,
-                                head_);
+    out.sums = tasks::ClassSums(out.classes, model::HostToDevice(targets.labels, device),
+                                batch.inputs.nsp_valid, head_);
   }
   return out;
 }

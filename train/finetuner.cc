@@ -125,6 +125,17 @@ absl::Status LoadStart(TaskModel& task, const model::BertOptions& options,
     return absl::OkStatus();
   }
   if (LoadVerifiedWeights(path, task.module()).ok()) return absl::OkStatus();
+  // A fine-tuned model of another task (or of this one with other labels)
+  // says so; anything else gets the pretraining reader's message.
+  if (auto weights = model::ReadWeights(path); weights.ok()) {
+    for (const char* head : {"qa_outputs.weight", "classifier.weight"}) {
+      auto it = weights->tensors.find(head);
+      if (it == weights->tensors.end()) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is a fine-tuned model (", head, " of ", it->second.size(0),
+          " outputs), not of this task's head: start from pretrained weights"));
+    }
+  }
   return as_pretrained;
 }
 

@@ -5,6 +5,7 @@
 // folder as it found it (`Release` on the error path).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -61,6 +62,30 @@ class RunFolder {
   int fd_ = -1;
   CreatedFolders created_;  // the folders this claim made
   bool created_lock_ = false;
+};
+
+// However a command ends (a status, or an exception on its way to the
+// command line), leaves the folder it claimed (none on ranks other than 0)
+// as a refused run must, Release, or, once the run began to write
+// (Started), ReleaseIfUnused.
+class RunFolderRelease {
+ public:
+  explicit RunFolderRelease(std::optional<RunFolder>& folder) : folder_(folder) {}
+  RunFolderRelease(const RunFolderRelease&) = delete;
+  RunFolderRelease& operator=(const RunFolderRelease&) = delete;
+  ~RunFolderRelease() {
+    if (!folder_) return;
+    if (started_) {
+      folder_->ReleaseIfUnused();
+    } else {
+      folder_->Release();
+    }
+  }
+  void Started() { started_ = true; }
+
+ private:
+  std::optional<RunFolder>& folder_;
+  bool started_ = false;
 };
 
 }  // namespace pbert::train

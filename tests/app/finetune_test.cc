@@ -202,6 +202,17 @@ TEST_F(FinetuneTest, GlueClassifiesAndExports) {
   const json config = json::parse(ReadText((dir_ / "run" / "model" / "config.json").string()));
   EXPECT_EQ(config["architectures"][0], "BertForSequenceClassification");
   EXPECT_EQ(config["id2label"]["1"], "1");
+  // A fine-tuned model is no start for another task: one line, nothing left.
+  std::string checkpoint;
+  for (const auto& e : fs::directory_iterator(dir_ / "run" / "checkpoints")) {
+    checkpoint = e.path().string();
+  }
+  const Result other = RunBinary(Squad("other", "", checkpoint));
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.err.find(checkpoint + " is a fine-tuned model (classifier.weight of 2 outputs)"),
+            std::string::npos)
+      << other.err;
+  EXPECT_FALSE(fs::exists(dir_ / "other"));
 }
 
 // A stop (SIGTERM after step 3) and a crash (SIGKILL after step 5, with a

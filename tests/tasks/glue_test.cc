@@ -107,6 +107,12 @@ TEST_F(GlueTest, AnotherTasksFileOrABadLineIsNamed) {
                                                  "task rte"),
             std::string::npos)
       << wrong.status();
+  // Any other file's first line is quoted only in part.
+  auto json = ReadGlue(rte, Write("squad.json", "{\"data\": [" + std::string(100000, ' ') +
+                                                    "\"long\"\t" + std::string(500, 'x') +
+                                                    "]}\n"));
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(json.status().message().size(), 600u) << json.status();
   auto unknown = ReadGlue(rte, Write("rte.tsv", "index\tsentence1\tsentence2\tlabel\n"
                                                 "0\ta\tb\tentailment\n1\ta\tb\tcontradiction\n"));
   EXPECT_NE(unknown.status().message().find(
