@@ -9,8 +9,9 @@
 // one before (autocast over fp32 weights with the _foreach LAMB; the fused
 // LAMB; the vocabulary padded to 64; the one QKV product; the fused layers;
 // bf16 weights with fp32 masters; static shapes; the captured step,
-// run.cuda_graphs; with --fp8 1, the default, the encoder's products in
-// fp8, model.precision fp8), then the fused-layers lever at each rows per
+// run.cuda_graphs; cuDNN's fused attention for the varlen layout in place
+// of FlashAttention's, model.varlen_kernel cudnn; with --fp8 1, the
+// default, the encoder's products in fp8, model.precision fp8), then the fused-layers lever at each rows per
 // step of --sweep. Every case's turn runs in a process of its own (this
 // binary again, with --case): a lever that fails (a capture that leaves
 // CUDA's state behind, an out-of-memory error, a crash, a hang past
@@ -32,13 +33,14 @@
 //   build-gpu/bench/gpu [--models base,large] [--rows 32] [--steps 20] [--warmup 5]
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
 //       [--turns 4] [--sweep 16,32,48,64] [--profile N] [--fp8 1] [--case-timeout 240]
-//       [--levers 0,4,8]
+//       [--levers 0,4,9]
 //   build-gpu/bench/gpu --quick [--histogram FILE]
 //
 // --quick: BERT-large and BERT-base, every lever, 32 rows, 12 timed steps
 // in one turn after 3 warm-up steps, one profile (BERT-large's last lever);
 // about 3 minutes on an H100 or H200, within 80 GB.
-// --levers: only these levers (0 the first, 8 fp8), and with --profile
+// --levers: only these levers (0 the first, 8 cuDNN's attention, 9 fp8),
+// and with --profile
 // each profiled.
 // --profile N: after the timed steps, N more steps of the first lever,
 // the fused layers' and the last lever under LibTorch's profiler, and for
@@ -51,7 +53,8 @@
 // running out of memory (KIND crash, exit, hang, oom), as the dry run checks.
 //
 // On a machine without a GPU it says so in one line (exit 2). It exits 1
-// when a case other than the captured step's and fp8's failed.
+// when a case other than the captured step's, cuDNN attention's and fp8's
+// failed.
 #include "gpu/gpu.h"
 
 #include <fcntl.h>
@@ -87,6 +90,7 @@
 #include "data/histogram.h"
 #include "data/packing/pack.h"
 #include "distributed/communicator.h"
+#include "model/attention.h"
 #include "model/bert.h"
 #include "model/flops.h"
 #include "nlohmann/json.hpp"
@@ -131,6 +135,7 @@ struct Lever {
   bool fused_qkv, fused_layers, master_weights;
   bool static_shapes = false, cuda_graphs = false;
   bool fp8 = false;
+  bool cudnn_attention = false;
 };
 constexpr Lever kLevers[] = {
     {"autocast over fp32 weights, _foreach LAMB", false, 1, false, false, false},
@@ -141,17 +146,28 @@ constexpr Lever kLevers[] = {
     {"+ bf16 weights, fp32 masters", true, 64, true, true, true},
     {"+ static shapes", true, 64, true, true, true, true},
     {"+ captured step (CUDA graphs)", true, 64, true, true, true, true, true},
+    {"+ cuDNN's fused attention (model.varlen_kernel cudnn)", true, 64, true, true, true, true,
+     true, false, true},
     {"+ fp8 encoder products (e4m3 forward, e5m2 backward, delayed scaling)", true, 64, true,
-     true, true, true, true, true},
+     true, true, true, true, true, true},
 };
 constexpr int kLeverCount = static_cast<int>(std::size(kLevers));
 // The lever the rows sweep runs: every lever but the master weights.
 constexpr int kSweepLever = 4;
 
 // The newest paths, whose failure is expected to be possible on a new GPU
-// or LibTorch: the captured step and fp8 (the run's exit status ignores
-// them). Where the captured step failed, the fp8 lever runs without it.
-bool Droppable(const Lever& lever) { return lever.cuda_graphs || lever.fp8; }
+// or LibTorch: the captured step, cuDNN's attention and fp8 (the run's exit
+// status ignores them). Where the captured step failed, or cuDNN's
+// attention failed or was refused, the levers after it run without it.
+bool Droppable(const Lever& lever) {
+  return lever.cuda_graphs || lever.fp8 || lever.cudnn_attention;
+}
+
+// Whether lever `k` is the one that adds `feature` (a failure is its
+// addition's).
+bool Adds(int k, bool Lever::*feature) {
+  return kLevers[k].*feature && (k == 0 || !(kLevers[k - 1].*feature));
+}
 
 struct Options {
   std::vector<std::string> models = {"base", "large"};
@@ -172,7 +188,8 @@ struct Request {
   std::string model;
   int lever = 0, rows = 32, turn = 0, profile = 0;
   size_t draw = 0;
-  bool no_graphs = false;  // the captured step failed: the fp8 lever runs without it
+  bool no_graphs = false;  // the captured step failed: the levers after it run without it
+  bool no_cudnn = false;   // so did cuDNN's attention (or it was refused)
 };
 
 // The arguments that make this binary run `r` (with the options that shape
@@ -185,7 +202,8 @@ std::vector<std::string> CaseArguments(const Options& o, const Request& r) {
       "--turns",    std::to_string(o.turns),
       "--profile",  std::to_string(r.profile),
       "--device",   o.device,
-      "--no-graphs", r.no_graphs ? "1" : "0"};
+      "--no-graphs", r.no_graphs ? "1" : "0",
+      "--no-cudnn", r.no_cudnn ? "1" : "0"};
   if (!o.histogram_path.empty()) args.insert(args.end(), {"--histogram", o.histogram_path});
   for (const auto& [lever, kind] : o.fail) {
     args.insert(args.end(), {"--fail", absl::StrCat(lever, ":", kind)});
@@ -326,11 +344,20 @@ int RunCase(const Options& o, const Request& r) {
   const Shape& s = *shape;
   Lever lever = kLevers[r.lever];
   if (r.no_graphs) lever.cuda_graphs = false;
+  if (r.no_cudnn) lever.cudnn_attention = false;
   const bool cuda = o.device == "cuda";
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   auto communicator = pbert::distributed::Communicator::Single();
   if (lever.fp8) {
     const absl::Status runs = pbert::model::CheckFp8({}, pbert::model::BertOptions(), device);
+    if (!runs.ok()) {
+      std::printf("\n%s\n", json{{"refused", std::string(runs.message())}}.dump().c_str());
+      return 0;
+    }
+  }
+  if (lever.cudnn_attention) {
+    const absl::Status runs = pbert::model::CheckVarlenKernel(
+        s.Options().varlen_kernel(pbert::model::VarlenKernel::kCudnn), device);
     if (!runs.ok()) {
       std::printf("\n%s\n", json{{"refused", std::string(runs.message())}}.dump().c_str());
       return 0;
@@ -402,7 +429,9 @@ int RunCase(const Options& o, const Request& r) {
                      .vocab_padding(lever.vocab_padding)
                      .fused_qkv(lever.fused_qkv)
                      .fused_layers(lever.fused_layers)
-                     .static_shapes(lever.static_shapes);
+                     .static_shapes(lever.static_shapes)
+                     .varlen_kernel(lever.cudnn_attention ? pbert::model::VarlenKernel::kCudnn
+                                                          : pbert::model::VarlenKernel::kFlash);
   options.cuda_graphs = lever.cuda_graphs;
   options.lamb = pbert::optim::LambOptions(1e-4);
   options.precision = lever.fp8 ? pbert::model::Precision::kFp8
@@ -557,18 +586,20 @@ int Main(int argc, char** argv) {
       std::vector<std::string> parts = absl::StrSplit(value, ':');
       if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &n) || n < 0 || n >= kLeverCount ||
           (parts[1] != "crash" && parts[1] != "exit" && parts[1] != "hang" && parts[1] != "oom")) {
-        return Usage("bad --fail " + value + " (LEVER:crash|exit|hang|oom, LEVER 0-8)");
+        return Usage("bad --fail " + value + " (LEVER:crash|exit|hang|oom, LEVER 0-9)");
       }
       o.fail[n] = parts[1];
     } else if (flag == "--levers") {
       for (absl::string_view l : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         if (!absl::SimpleAtoi(l, &n) || n < 0 || n >= kLeverCount) {
-          return Usage("bad --levers " + value + " (indices 0-8)");
+          return Usage("bad --levers " + value + " (indices 0-9)");
         }
         o.levers.push_back(n);
       }
     } else if (flag == "--no-graphs") {
       request.no_graphs = value == "1";
+    } else if (flag == "--no-cudnn") {
+      request.no_cudnn = value == "1";
     } else if (flag == "--case") {
       std::vector<std::string> parts = absl::StrSplit(value, ':');
       if (parts.size() != 5 || !absl::SimpleAtoi(parts[1], &request.lever) ||
@@ -668,7 +699,7 @@ int Main(int argc, char** argv) {
       if (!o.levers.empty()) profiled = o.levers;
     }
     const int profile_steps = o.quick && !profile_given ? 3 : o.profile;
-    bool graphs_failed = false;
+    bool graphs_failed = false, cudnn_dropped = false;
     for (int turn = 0; turn < o.turns; ++turn) {
       for (size_t k = 0; k < cases.size(); ++k) {
         Case& c = cases[k];
@@ -681,6 +712,8 @@ int Main(int argc, char** argv) {
         r.draw = draw;
         r.no_graphs = graphs_failed && kLevers[c.lever].cuda_graphs;
         if (r.no_graphs && turn == 0) c.label += " (without the captured step, which failed)";
+        r.no_cudnn = cudnn_dropped && kLevers[c.lever].cudnn_attention;
+        if (r.no_cudnn && turn == 0) c.label += " (with FlashAttention: cuDNN's attention did not run)";
         const bool profile_here =
             turn == o.turns - 1 && c.rows == o.rows &&
             std::find(profiled.begin(), profiled.end(), c.lever) != profiled.end();
@@ -695,7 +728,10 @@ int Main(int argc, char** argv) {
           c.failed = !why.empty();
           const bool droppable = Droppable(kLevers[c.lever]);
           failed = failed || (c.failed && !droppable);
-          graphs_failed = graphs_failed || (c.failed && kLevers[c.lever].cuda_graphs);
+          graphs_failed = graphs_failed || (c.failed && Adds(c.lever, &Lever::cuda_graphs));
+          // cuDNN's attention failed or was refused (this LibTorch has none):
+          // the levers after it go on with FlashAttention.
+          cudnn_dropped = cudnn_dropped || Adds(c.lever, &Lever::cudnn_attention);
           notes.push_back(absl::StrCat("# ", name, ": \"", c.label, "\" at ", c.rows,
                                        " rows is left out, ", c.failed ? "it failed: " : "",
                                        c.left_out));

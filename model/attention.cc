@@ -1,13 +1,21 @@
 #include "model/attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
 #include <variant>
 
+#include "absl/strings/str_cat.h"
+#include "common/torch_compat.h"
 #include "common/torch_compat_ops.h"
 #include "model/dropout.h"
+#include "model/op_arguments.h"
 
 namespace pbert::model {
 namespace {
@@ -51,6 +59,56 @@ at::Tensor AttendInBuckets(const at::Tensor& q, const at::Tensor& k, const at::T
   return out.narrow(0, 0, rows);
 }
 
+// cuDNN's fused attention over sequence offsets, where this LibTorch
+// registered it with them (2.8 and later; a schema that 2.12 extends with
+// defaulted arguments, so the call is made by argument name).
+using OptionalOperator = decltype(std::declval<c10::Dispatcher&>().findSchema(
+    std::declval<const c10::OperatorName&>()));
+
+const OptionalOperator& CudnnVarlenOperator() {
+  static const OptionalOperator op = []() -> OptionalOperator {
+    auto& dispatcher = c10::Dispatcher::singleton();
+    auto forward = dispatcher.findSchema({"aten::_cudnn_attention_forward", ""});
+    if (!forward || !dispatcher.findSchema({"aten::_cudnn_attention_backward", ""})) return {};
+    const auto& arguments = forward->schema().arguments();
+    const bool offsets = std::any_of(arguments.begin(), arguments.end(),
+                                     [](const c10::Argument& a) { return a.name() == "cum_seq_q"; });
+    if (!offsets) return {};
+    return forward;
+  }();
+  return op;
+}
+
+// softmax(q k^T / sqrt(d)) v within each sequence of q, k, v [T, heads, d]
+// whose boundaries are `cu_seqlens`, through cuDNN (differentiable: the
+// operator's backward is _cudnn_attention_backward; dropout from the CUDA
+// generator).
+at::Tensor CudnnAttentionVarlen(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const at::Tensor& cu_seqlens, int64_t max_seqlen,
+                                double dropout_p) {
+  const auto& op = CudnnVarlenOperator();
+  TORCH_CHECK(op.has_value(),
+              "model.varlen_kernel cudnn: this LibTorch has no cuDNN attention over sequence "
+              "offsets (CheckVarlenKernel refuses such runs)");
+  const bool backward =
+      at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  auto stack = ArgumentsByName(op->schema(), {{"query", q},
+                                              {"key", k},
+                                              {"value", v},
+                                              {"attn_bias", c10::IValue()},
+                                              {"cum_seq_q", cu_seqlens},
+                                              {"cum_seq_k", cu_seqlens},
+                                              {"max_q", max_seqlen},
+                                              {"max_k", max_seqlen},
+                                              {"compute_log_sumexp", backward},
+                                              {"dropout_p", dropout_p},
+                                              {"is_causal", false},
+                                              {"return_debug_mask", false}});
+  TORCH_CHECK(stack.ok(), std::string(stack.status().message()));
+  op->callBoxed(&*stack);
+  return (*stack)[0].toTensor();
+}
+
 // Each layout's attention, by its type.
 struct AttendIn {
   const at::Tensor &q, &k, &v;
@@ -74,14 +132,18 @@ struct AttendIn {
     return AttendInBuckets(q, k, v, heads, varlen.buckets, dropout_p);
   }
   at::Tensor operator()(const VarlenBoundaries& varlen) const {
-#ifdef PBERT_HAS_FLASH_VARLEN
     const int64_t T = q.size(0), hidden = q.size(1), d = hidden / heads;
     auto split = [&](const at::Tensor& x) { return x.view({T, heads, d}); };
+    if (varlen.cudnn) {
+      return CudnnAttentionVarlen(split(q), split(k), split(v), varlen.cu_seqlens,
+                                  varlen.max_seqlen, dropout_p)
+          .reshape({T, hidden});
+    }
+#ifdef PBERT_HAS_FLASH_VARLEN
     return torch_compat::FlashAttentionVarlen(split(q), split(k), split(v), varlen.cu_seqlens,
                                               varlen.max_seqlen, dropout_p)
         .reshape({T, hidden});
 #else
-    (void)varlen;
     TORCH_CHECK(false, "FlashAttention needs LibTorch 2.6 or later");
 #endif
   }
@@ -91,6 +153,26 @@ struct AttendIn {
 
 AttentionKind ResolveAttention(AttentionKind kind) {
   return kind == AttentionKind::kAuto ? AttentionKind::kVarlen : kind;
+}
+
+bool CudnnVarlenAttentionAvailable() { return CudnnVarlenOperator().has_value(); }
+
+absl::Status CheckVarlenKernel(const BertOptions& options, const c10::Device& device) {
+  if (options.varlen_kernel() != VarlenKernel::kCudnn || !device.is_cuda()) {
+    return absl::OkStatus();
+  }
+  if (!CudnnVarlenAttentionAvailable()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.varlen_kernel: cudnn needs cuDNN's fused attention over sequence offsets "
+        "(aten::_cudnn_attention_forward with cum_seq_q, LibTorch 2.8 or later); this build has ",
+        torch_compat::Version(), ": use model.varlen_kernel: flash"));
+  }
+  if (options.hidden_size() / options.num_heads() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.varlen_kernel: cudnn takes heads of up to 128 values; this model's are ",
+        options.hidden_size() / options.num_heads(), " wide: use model.varlen_kernel: flash"));
+  }
+  return absl::OkStatus();
 }
 
 at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype) {

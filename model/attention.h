@@ -11,14 +11,18 @@
 //          of k sequences costs about 1/k of the dense scores;
 // varlen:  the model runs on the T real tokens only ([T,H]: no padding in
 //          any layer); attention per sequence from cu_seqlens, through
-//          FlashAttention's variable-length kernel on a GPU (fp16/bf16),
-//          elsewhere through the buckets of blocked over the T tokens.
+//          FlashAttention's variable-length kernel on a GPU (fp16/bf16) or
+//          cuDNN's fused attention (model.varlen_kernel), elsewhere through
+//          the buckets of blocked over the T tokens.
 //
 // Padding tokens get zero attention output in the blocked layout (they
 // attend only padding in the dense one); no real token ever sees them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "absl/status/status.h"
 
 #include "model/bert_options.h"
 #include "model/inputs.h"
@@ -30,6 +34,17 @@ namespace pbert::model {
 // than blocked on unpacked and dynamically padded batches of a medium BERT,
 // and 1.05x on packed rows (docs/model.md, Speed).
 AttentionKind ResolveAttention(AttentionKind kind);
+
+// Whether this LibTorch has cuDNN's fused attention over sequence offsets,
+// differentiable: aten::_cudnn_attention_forward with cum_seq_q (LibTorch
+// 2.8 and later) and its backward. Looked up by name in the dispatcher, so
+// every LibTorch builds the call; whether it runs is this.
+bool CudnnVarlenAttentionAvailable();
+
+// OK unless `options` ask for cuDNN's varlen kernel (model.varlen_kernel
+// cudnn) on a GPU `device` where it cannot run: a LibTorch without it, or
+// heads wider than 128.
+absl::Status CheckVarlenKernel(const BertOptions& options, const c10::Device& device);
 
 // The additive attention mask for `sequence_ids` [B,S]: 0 where token i may
 // attend token j (same sequence id), -inf elsewhere; shape [B,1,S,S].

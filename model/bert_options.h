@@ -28,6 +28,18 @@ inline constexpr Choice<AttentionKind> kAttentionKinds[] = {{"auto", AttentionKi
                                                             {"varlen", AttentionKind::kVarlen}};
 constexpr ChoiceList<AttentionKind> ChoicesOf(AttentionKind) { return kAttentionKinds; }
 
+// The kernel of the varlen layout's attention on a GPU where one runs
+// (InputPlan::flash, model/inputs.h: sm_80 or later, bf16 or fp16, a head
+// width that is a multiple of 8, up to 256 for FlashAttention and 128 for
+// cuDNN); elsewhere the varlen layout attends in buckets whatever this says.
+enum class VarlenKernel {
+  kFlash,  // FlashAttention-2's variable-length kernel (LibTorch 2.6 or later)
+  kCudnn,  // cuDNN's fused attention over sequence offsets (LibTorch 2.8 or later)
+};
+inline constexpr Choice<VarlenKernel> kVarlenKernels[] = {{"flash", VarlenKernel::kFlash},
+                                                          {"cudnn", VarlenKernel::kCudnn}};
+constexpr ChoiceList<VarlenKernel> ChoicesOf(VarlenKernel) { return kVarlenKernels; }
+
 // Packing's two model changes, each of which an ablation leaves out:
 // kNoBlockMask lets every token of a row attend to the row's other
 // sequences (only the padding is masked); kNoPositionReset numbers the
@@ -64,6 +76,8 @@ struct BertOptions {
   TORCH_ARG(double, initializer_range) = 0.02;
   /// How attention skips other sequences of a row.
   TORCH_ARG(AttentionKind, attention) = AttentionKind::kAuto;
+  /// On a GPU, the varlen layout's attention kernel; the same results.
+  TORCH_ARG(VarlenKernel, varlen_kernel) = VarlenKernel::kFlash;
   /// The paper's ablations (its Figure 4), for experiments only.
   TORCH_ARG(Ablation, ablation) = Ablation::kNone;
   /// Bias-GELU and bias-dropout-residual-LayerNorm as fused operations
@@ -116,6 +130,10 @@ struct BertOptions {
             "dense: scores over the row with the block-diagonal mask; blocked: each sequence "
             "within its own block; varlen: the model on the real tokens only, FlashAttention on "
             "a GPU; auto: the fastest on the device; the same results");
+    v.Field("varlen_kernel", &varlen_kernel_,
+            "on a GPU, the varlen layout's attention: flash (FlashAttention-2's variable-length "
+            "kernel) or cudnn (cuDNN's fused attention over sequence offsets, LibTorch 2.8 or "
+            "later); the same results; the CPU attends in buckets either way");
     v.Field("fused_layers", &fused_layers_,
             "bias-GELU and bias-dropout-residual-LayerNorm as one operation each: CUDA kernels on "
             "a GPU, the same ATen operations on the CPU; false: the unfused modules (the "

@@ -68,6 +68,7 @@ InputPlan InputPlan::For(const BertOptions& options, const c10::Device& device, 
       head_dim <= 256 && (Bf16Autocast(precision) || precision == Precision::kFp16)) {
     auto facts = gpu::Describe(device.index());
     plan.flash = facts.ok() && facts->major >= 8;
+    plan.cudnn = plan.flash && options.varlen_kernel() == VarlenKernel::kCudnn;
   }
 #else
   (void)precision;

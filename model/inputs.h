@@ -15,7 +15,8 @@
 // VarlenBuckets     the T real tokens; the same buckets over the T (no
 //                   FlashAttention: the CPU, fp32 and fp64, heads it cannot take)
 // VarlenBoundaries  the T real tokens; FlashAttention's variable-length
-//                   kernel over the sequences' boundaries
+//                   kernel (or cuDNN's fused attention) over the sequences'
+//                   boundaries
 //
 // Which one a run uses, FlashAttention included, is decided once, when the
 // run's InputPlan is made.
@@ -52,6 +53,7 @@ struct VarlenBuckets {
 struct VarlenBoundaries {
   at::Tensor cu_seqlens;   // [N+1] int32: where each of the N sequences starts among the T, then T
   int64_t max_seqlen = 0;  // the longest of them
+  bool cudnn = false;      // through cuDNN's fused attention, not FlashAttention's
 };
 using AttentionLayout = std::variant<DenseMask, BlockedBuckets, VarlenBuckets, VarlenBoundaries>;
 
@@ -94,7 +96,8 @@ at::Tensor HostToDevice(const at::Tensor& host, const c10::Device& device);
 // model's options, the device and the precision.
 struct InputPlan {
   AttentionKind attention = AttentionKind::kVarlen;  // dense, blocked or varlen (never auto)
-  bool flash = false;                                // varlen through FlashAttention
+  bool flash = false;  // varlen over sequence boundaries (FlashAttention's or cuDNN's kernel)
+  bool cudnn = false;  // ... through cuDNN's kernel (model.varlen_kernel cudnn)
   bool whole_rows = false;      // the no_block_mask ablation: a row's tokens are one sequence
   bool reset_positions = true;  // false: the no_position_reset ablation
   at::ScalarType mask_dtype = at::kFloat;  // the weights' dtype: the masks' additive -inf and 0
@@ -113,7 +116,9 @@ struct InputPlan {
 
   // FlashAttention runs where its variable-length kernel applies: a GPU of
   // sm_80 or later, fp16 or bf16 autocast, a head width that is a multiple
-  // of 8 up to 256, and a LibTorch with the kernel's 2.6 interface.
+  // of 8 up to 256, and a LibTorch with the kernel's 2.6 interface; cuDNN's
+  // in its place where model.varlen_kernel says so (CheckVarlenKernel,
+  // model/attention.h, refuses it where it cannot run).
   // `precision` resolved (not kAuto); `dtype` the weights'.
   static InputPlan For(const BertOptions& options, const c10::Device& device, Precision precision,
                        at::ScalarType dtype);

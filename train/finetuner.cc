@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "data/packing/pack.h"
 #include "data/tokenizer.h"
+#include "model/attention.h"
 #include "model/random_state.h"
 #include "model/task_heads.h"
 #include "model/weights.h"
@@ -411,6 +412,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneSetup& setup) {
   const uint64_t seed = static_cast<uint64_t>(config.run.seed);
   model::Randomness::Seed(seed);
   model::BertOptions options = config.model.bert;
+  RETURN_IF_ERROR(model::CheckVarlenKernel(options, device));
   TaskModel task(options, data.glue == nullptr ? HeadKind::kSpan
                           : data.glue->regression() ? HeadKind::kScore
                                                     : HeadKind::kClasses,

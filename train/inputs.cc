@@ -127,7 +127,9 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
     in.mlm_token = Padded(batch.mlm_token, unused_slots, 0);
     in.cls_token = batch.cls_token;
     if (plan.flash) {
-      in.attention = Boundaries(batch, plan.whole_rows, plan.static_shapes);
+      model::VarlenBoundaries boundaries = Boundaries(batch, plan.whole_rows, plan.static_shapes);
+      boundaries.cudnn = plan.cudnn;
+      in.attention = std::move(boundaries);
     } else {
       // The padding tokens are in no bucket: their attention is zero.
       in.attention = model::VarlenBuckets{Buckets(Spans(batch, /*rows=*/false, plan.whole_rows),

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "model/attention.h"
 #include "model/bert.h"
 
 namespace pbert::train {
@@ -20,6 +21,7 @@ Trainee::~Trainee() = default;
 
 absl::StatusOr<std::unique_ptr<Trainee>> Trainee::Make(const TraineeOptions& options,
                                                        distributed::Communicator& communicator) {
+  RETURN_IF_ERROR(model::CheckVarlenKernel(options.bert, options.device));
   std::unique_ptr<Trainee> t(new Trainee(options));
   try {
     t->input_plan_ =

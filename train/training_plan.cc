@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/platform.h"
 #include "common/status.h"
+#include "model/attention.h"
 #include "train/captured_step.h"
 #include "train/device.h"
 
@@ -112,6 +113,7 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   if (plan.precision == model::Precision::kFp8) {
     RETURN_IF_ERROR(model::CheckFp8(config.model.fp8, config.model.bert, device));
   }
+  RETURN_IF_ERROR(model::CheckVarlenKernel(config.model.bert, device));
   PlanTrainee(config, device, &plan);
   if (config.run.cuda_graphs) {
     const model::InputPlan inputs =

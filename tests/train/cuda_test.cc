@@ -13,6 +13,7 @@
 #include "common/torch_compat.h"
 #include "gpu/gpu.h"
 #include "gtest/gtest.h"
+#include "model/attention.h"
 #include "model/bert.h"
 #include "model/dropout.h"
 #include "model/fp8.h"
@@ -79,18 +80,29 @@ double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // Packed rows at depths 1-8, BERT with 64-wide heads (FlashAttention's
-// kind), bf16 autocast on the GPU through FlashAttention's varlen kernel,
-// against the dense layout in fp32 on the same GPU. bf16 keeps 8
+// kind), bf16 autocast on the GPU through each varlen kernel
+// (model.varlen_kernel: FlashAttention's, cuDNN's where this LibTorch has
+// it), against the dense layout in fp32 on the same GPU. bf16 keeps 8
 // significant bits (a relative rounding of 2^-9 per operation): the
 // tolerances are bf16's, as the CPU's bf16 equivalence test derives them
 // (tests/model/bert_test.cc): logits within 8 bf16 ulps of the largest
 // logit (1/32 of it), the loss within 1%, each gradient within 5% of its
 // largest entry.
-TEST(CudaTest, VarlenThroughFlashAttentionEqualsDenseFp32) {
+class VarlenKernelTest : public ::testing::TestWithParam<model::VarlenKernel> {};
+
+TEST_P(VarlenKernelTest, VarlenEqualsDenseFp32) {
   SKIP_WITHOUT_GPU();
+  const model::VarlenKernel kernel = GetParam();
+  if (kernel == model::VarlenKernel::kCudnn && !model::CudnnVarlenAttentionAvailable()) {
+    GTEST_SKIP() << "this LibTorch (" << TORCH_VERSION
+                 << ") has no cuDNN attention over sequence offsets";
+  }
   for (int depth : {1, 2, 4, 8}) {
     torch::manual_seed(depth);
-    auto options = model::testing::TinyOptions().hidden_size(128).num_heads(2);  // head width 64
+    auto options = model::testing::TinyOptions()
+                       .hidden_size(128)  // head width 64
+                       .num_heads(2)
+                       .varlen_kernel(kernel);
     model::BertForPreTraining dense(options.attention(model::AttentionKind::kDense));
     model::BertForPreTraining varlen(options.attention(model::AttentionKind::kVarlen));
     {
@@ -108,8 +120,9 @@ TEST(CudaTest, VarlenThroughFlashAttentionEqualsDenseFp32) {
       const model::Inputs inputs = model::testing::InputsFor(m, batch, precision);
       if (m->options.attention() == model::AttentionKind::kVarlen &&
           precision == model::Precision::kBf16) {
-        EXPECT_TRUE(std::holds_alternative<model::VarlenBoundaries>(inputs.attention))
-            << "FlashAttention's varlen kernel is not in use";
+        const auto* boundaries = std::get_if<model::VarlenBoundaries>(&inputs.attention);
+        EXPECT_TRUE(boundaries != nullptr && boundaries->cudnn == (kernel == model::VarlenKernel::kCudnn))
+            << "the varlen kernel asked for is not in use";
       }
       model::PretrainingLogits logits;
       at::Tensor loss;
@@ -155,6 +168,13 @@ TEST(CudaTest, VarlenThroughFlashAttentionEqualsDenseFp32) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(CudaTest, VarlenKernelTest,
+                         ::testing::Values(model::VarlenKernel::kFlash, model::VarlenKernel::kCudnn),
+                         [](const ::testing::TestParamInfo<model::VarlenKernel>& info) {
+                           return std::string(info.param == model::VarlenKernel::kFlash ? "Flash"
+                                                                                        : "Cudnn");
+                         });
 
 // Three steps in double precision (varlen in buckets: no FlashAttention in
 // fp64) on the GPU and on the CPU, from the same weights and batches: the
