@@ -124,9 +124,11 @@ void BertResidualOutputImpl::reset() {
 
 at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
   const Fp8Slot* slot = fp8 ? &*fp8 : nullptr;
-  if (options.fused_layers() &&
-      BiasDropoutAddNormRuns(x, dense->bias, LayerNorm->weight)) {
-    const bool apart = !x.is_cpu();  // the kernels add the bias; on the CPU the product (addmm)
+  const FusedPath path = options.fused_layers()
+                             ? BiasDropoutAddNormPath(x, dense->bias, LayerNorm->weight)
+                             : FusedPath::kUnfused;
+  if (path != FusedPath::kUnfused) {
+    const bool apart = path == FusedPath::kKernels;  // they add the bias; else the product (addmm)
     return BiasDropoutAddNorm(
         Product(x, dense->weight, apart ? at::Tensor() : dense->bias, slot, is_training()),
         apart ? dense->bias : at::Tensor(), residual, LayerNorm->weight, LayerNorm->bias,
@@ -149,8 +151,10 @@ void BertDenseActivationImpl::reset() {
 
 at::Tensor BertDenseActivationImpl::forward(const at::Tensor& x) {
   const Fp8Slot* slot = fp8 ? &*fp8 : nullptr;
-  if (fused && activation == Activation::kGelu && BiasGeluRuns(x, dense->bias)) {
-    const bool apart = !x.is_cpu();  // the kernels add the bias; on the CPU the product (addmm)
+  const FusedPath path = fused && activation == Activation::kGelu ? BiasGeluPath(x, dense->bias)
+                                                                  : FusedPath::kUnfused;
+  if (path != FusedPath::kUnfused) {
+    const bool apart = path == FusedPath::kKernels;  // they add the bias; else the product (addmm)
     return BiasGelu(Product(x, dense->weight, apart ? at::Tensor() : dense->bias, slot,
                             is_training()),
                     apart ? dense->bias : at::Tensor());

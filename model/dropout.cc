@@ -91,6 +91,12 @@ const uint64_t* DropoutSeedSlots::Take() {
   return reinterpret_cast<const uint64_t*>(slots_.data_ptr<int64_t>()) + used_++;
 }
 
+const uint64_t* DropoutSeedSlots::Take(uint64_t seed) {
+  const uint64_t* slot = Take();
+  if (slots_.is_cpu()) *const_cast<uint64_t*>(slot) = seed;
+  return slot;
+}
+
 void DropoutSeedSlots::Refill() {
   if (used_ == 0) return;
   std::vector<int64_t> seeds(static_cast<size_t>(used_));
@@ -109,7 +115,7 @@ kernels::DropoutBits DrawDropout(double p) {
     bits.seed = *bits.seed_slot;
   } else {
     bits.seed = DrawSeed();
-    if (recording != nullptr) bits.seed_slot = recording->Take();
+    if (recording != nullptr) bits.seed_slot = recording->Take(bits.seed);
   }
   const double p32 = std::round(p * 4294967296.0);
   bits.threshold = static_cast<uint32_t>(std::min(p32, 4294967295.0));

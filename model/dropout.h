@@ -80,6 +80,10 @@ class DropoutSeedSlots {
  private:
   friend kernels::DropoutBits DrawDropout(double p);
   const uint64_t* Take();  // the next slot; throws past the capacity
+  // The next slot, which on the CPU holds `seed` at once: a stand-in's
+  // first run of the recorded work reads it there, as a replay's kernels
+  // read what Refill wrote (a GPU's capture runs no kernel).
+  const uint64_t* Take(uint64_t seed);
 
   at::Tensor slots_;
   int64_t used_ = 0;

@@ -41,9 +41,10 @@ kernels::DropoutBits BitsOf(AutogradContext* ctx) {
   return bits;
 }
 
-// Whether the kernels take y: its last dimension the bias'.
+// Whether the kernels (or their CPU twins) take y: its last dimension the
+// bias', on the bias' device.
 bool KernelsTake(const at::Tensor& y, const at::Tensor& bias, bool taken) {
-  return taken && y.dim() >= 1 && y.is_cuda() && y.size(-1) == bias.numel();
+  return taken && y.dim() >= 1 && y.device() == bias.device() && y.size(-1) == bias.numel();
 }
 
 // x * scale where the mask keeps, 0 elsewhere; nothing without dropout.
@@ -221,12 +222,19 @@ void PackRows(const std::vector<at::Tensor>& tensors) {
 
 bool FusedLayerKernelsBuilt() { return fused_kernels::Built(); }
 
-bool BiasGeluRuns(const at::Tensor& x, const at::Tensor& bias) {
-  return x.is_cpu() || fused_kernels::TakesGelu(torch_compat::ProductDtype(x), bias);
+void UseFusedLayerTwins(bool on) { fused_kernels::SetTwinsOnCpu(on); }
+
+FusedPath BiasGeluPath(const at::Tensor& x, const at::Tensor& bias) {
+  if (fused_kernels::TakesGelu(torch_compat::ProductDtype(x), bias)) return FusedPath::kKernels;
+  return x.is_cpu() ? FusedPath::kReference : FusedPath::kUnfused;
 }
 
-bool BiasDropoutAddNormRuns(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& gamma) {
-  return x.is_cpu() || fused_kernels::TakesNorm(torch_compat::ProductDtype(x), bias, gamma);
+FusedPath BiasDropoutAddNormPath(const at::Tensor& x, const at::Tensor& bias,
+                                 const at::Tensor& gamma) {
+  if (fused_kernels::TakesNorm(torch_compat::ProductDtype(x), bias, gamma)) {
+    return FusedPath::kKernels;
+  }
+  return x.is_cpu() ? FusedPath::kReference : FusedPath::kUnfused;
 }
 
 at::Tensor BiasGelu(const at::Tensor& y, const at::Tensor& bias) {

@@ -3,13 +3,14 @@
 //   BiasGelu:           gelu(y + bias)                                (intermediate)
 //   BiasDropoutAddNorm: LayerNorm(dropout(y + bias) + residual)       (attention.output, output)
 //
-// where y is a product, without its bias where the CUDA kernels add it;
-// on the CPU the product keeps its bias (addmm, as the unfused modules
-// compute it) and `bias` is undefined. Each is one autograd function with
-// two implementations of one arithmetic: CUDA kernels (kernels/layer_cuda.h),
-// one pass over the rows forward and one backward, and a reference of ATen
-// operations (at::gelu, at::native_layer_norm and their backward functions)
-// that the CPU runs and the tests compare with. The dropout mask is
+// where y is a product, without its bias where the kernels add it; on the
+// CPU the product keeps its bias (addmm, as the unfused modules compute it)
+// and `bias` is undefined (FusedPath). Each is one autograd function with
+// two implementations of one arithmetic: the kernels' side
+// (model/fused_layers_kernels.h: CUDA kernels, kernels/layer_cuda.h, one
+// pass over the rows forward and one backward, or their CPU twins), and a
+// reference of ATen operations (at::gelu, at::native_layer_norm and their
+// backward functions) that the CPU runs and the tests compare with. The dropout mask is
 // kernels::DropoutKeeps of a seed drawn from LibTorch's default CPU
 // generator (model/dropout.h), on either side: the same mask for the same
 // seed, reproduced on resume, and nothing drawn on (or read from) the device.
@@ -31,14 +32,27 @@ namespace pbert::model {
 // Whether this build has the CUDA kernels.
 bool FusedLayerKernelsBuilt();
 
-// Whether each operation runs after the product of `x` by a layer with
-// these parameters: on the CPU always (the reference); on CUDA where the
-// kernels take the product's dtype (autocast's, or x's) and the
-// parameters; elsewhere, and for what the kernels do not take (fp16, say),
-// the unfused modules run. Where it runs off the CPU, the kernels add the
-// bias.
-bool BiasGeluRuns(const at::Tensor& x, const at::Tensor& bias);
-bool BiasDropoutAddNormRuns(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& gamma);
+// The CPU runs the operations through the kernels' CPU twins
+// (kernels/layer_cpu.h: fp32 and bf16; the bias added by them, as the
+// kernels add it), by the very code that launches the kernels on a GPU
+// (model/fused_layers_kernels.h); off (the default), through the
+// reference, bit for bit the unfused modules and faster. For tests and the
+// workbench: what the GPU path does is then run on the CPU.
+void UseFusedLayerTwins(bool on);
+
+// Where an operation runs after the product of `x` by a layer with these
+// parameters, decided here once for the model (which leaves the bias out of
+// the product where the kernels add it) and the autograd function:
+enum class FusedPath {
+  kUnfused,    // the unfused modules: off the CPU where the kernels do not take
+               // the product's dtype (autocast's, or x's) or the parameters
+  kReference,  // the CPU's ATen operations; the product keeps its bias (addmm)
+  kKernels,    // the CUDA kernels, or on the CPU their twins (UseFusedLayerTwins);
+               // they add the bias
+};
+FusedPath BiasGeluPath(const at::Tensor& x, const at::Tensor& bias);
+FusedPath BiasDropoutAddNormPath(const at::Tensor& x, const at::Tensor& bias,
+                                 const at::Tensor& gamma);
 
 // gelu(y + bias) over the last dimension of y (bias undefined: gelu(y));
 // differentiable in both.

@@ -1,8 +1,10 @@
 // model/fused_layers.h on the CPU: its reference, whose backward is written
 // by hand, against the unfused operations that autograd differentiates
 // (bit for bit: the same ATen kernels in the same order), and a model with
-// fused layers against one without. The CUDA kernels against this
-// reference: tests/train/cuda_test.cc.
+// fused layers against one without. The kernels' side through the CPU
+// twins (model::UseFusedLayerTwins): the code that launches the CUDA kernels
+// and the autograd functions' kernel branch, run here. The CUDA kernels
+// against this reference: tests/train/cuda_test.cc.
 #include "model/fused_layers.h"
 
 #include <torch/torch.h>
@@ -13,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "model/dropout.h"
 #include "tests/model/fixtures.h"
+#include "tests/model/fused_kernels_check.h"
 
 namespace pbert::model {
 namespace {
@@ -218,6 +221,93 @@ TEST(FusedLayersTest, OneQkvProductEqualsThree) {
           << "gradient " << i;
     }
   }
+}
+
+// The CPU through the kernels' twins while a test runs.
+struct TwinsOn {
+  TwinsOn() { UseFusedLayerTwins(true); }
+  ~TwinsOn() { UseFusedLayerTwins(false); }
+};
+
+// With the twins on, the kernels' side runs on the CPU: the path is decided
+// once (the model leaves the bias to the operation), the launching code and
+// the autograd functions' kernel branch run, within the rounding of the
+// kernels' arithmetic against double precision (the bounds the CUDA test
+// holds the kernels to), and the twins read the dropout seed from its slot
+// as the kernels do in a captured step (the reference draws with `seed`).
+TEST(FusedLayersTest, TheKernelsPathThroughTheTwinsIsWithinRounding) {
+  const at::Tensor x = torch::zeros({2, 64}), bias = torch::zeros({64});
+  EXPECT_EQ(BiasGeluPath(x, bias), FusedPath::kReference);
+  {
+    TwinsOn twins;
+    EXPECT_EQ(BiasGeluPath(x, bias), FusedPath::kKernels);
+    EXPECT_EQ(BiasDropoutAddNormPath(x, bias, bias), FusedPath::kKernels);
+    EXPECT_EQ(BiasGeluPath(x.to(at::kDouble), bias.to(at::kDouble)), FusedPath::kReference);
+    EXPECT_EQ(BiasGeluPath(x, torch::zeros({kernels::kMaxGeluCols + 1})), FusedPath::kReference);
+    testing::ExpectFusedKernelsWithinRounding(c10::kCPU, 301);
+
+    const Leaves l = MakeLeaves(at::kFloat);
+    const uint64_t slot = 0x5107;
+    kernels::DropoutBits from_slot{0x1234, static_cast<uint32_t>(0.2 * 4294967296.0), &slot};
+    const at::Tensor twin =
+        BiasDropoutAddNorm(l.y, l.bias, l.residual, l.gamma, l.beta, from_slot, 1e-12);
+    UseFusedLayerTwins(false);
+    kernels::DropoutBits slot_seed{slot, from_slot.threshold};
+    const at::Tensor reference =
+        BiasDropoutAddNorm(l.y, l.bias, l.residual, l.gamma, l.beta, slot_seed, 1e-12);
+    kernels::DropoutBits field_seed{from_slot.seed, from_slot.threshold};
+    const at::Tensor other =
+        BiasDropoutAddNorm(l.y, l.bias, l.residual, l.gamma, l.beta, field_seed, 1e-12);
+    // The same mask as the slot's seed (within fp32 rounding of 48-wide
+    // rows), another than the field's.
+    EXPECT_LE((twin - reference).abs().max().item<double>(), 1e-5);
+    EXPECT_GT((twin - other).abs().max().item<double>(), 0.1);
+  }
+}
+
+// A tiny BERT with fused layers whose operations run through the twins (the
+// products without their biases, which the operations add), against the
+// same model in double: within 4 times the reference's own distance from
+// double (bit for bit the unfused modules in fp32) plus 8 fp32 ulps of each
+// gradient's largest entry; the same dropout masks.
+TEST(FusedLayersTest, AModelThroughTheTwinsEqualsTheReferenceWithinRounding) {
+  auto options = testing::TinyOptions().hidden_dropout(0.1).attention_dropout(0.0).fused_layers(true);
+  auto instances = testing::RandomInstances(5, 6, 20, options.vocab_size(), 19);
+  const int max_len = static_cast<int>(options.max_position_embeddings());
+  const auto rows = testing::PackInOrder(instances, 3, max_len);
+  auto batch = *data::MakeBatch(rows, {max_len, 3, 0});
+  auto run = [&](at::ScalarType dtype, bool twins) {
+    UseFusedLayerTwins(twins);
+    torch::manual_seed(2);
+    BertForPreTraining model(options);
+    model->to(dtype);
+    model->train();
+    torch::manual_seed(3);  // the same dropout masks
+    auto sums = testing::SumsOf(testing::Forward(model, batch), batch);
+    at::Tensor loss = PretrainingLoss(sums, MlmLossMode::kPerToken, testing::TotalsOf(batch));
+    loss.backward();
+    UseFusedLayerTwins(false);
+    std::vector<at::Tensor> out = {loss.detach().to(at::kDouble)};
+    for (const auto& p : model->parameters()) out.push_back(p.grad().to(at::kDouble));
+    return out;
+  };
+  const auto exact = run(at::kDouble, false);
+  const auto reference = run(at::kFloat, false);
+  const auto twins = run(at::kFloat, true);
+  ASSERT_EQ(twins.size(), exact.size());
+  constexpr double kUlp = 1.0 / (1 << 23);
+  for (size_t i = 0; i < exact.size(); ++i) {
+    const double own = (reference[i] - exact[i]).abs().max().item<double>();
+    const double size = exact[i].abs().max().item<double>();
+    EXPECT_LE((twins[i] - exact[i]).abs().max().item<double>(), 4 * own + 8 * kUlp * size)
+        << (i == 0 ? "the loss" : "gradient " + std::to_string(i - 1));
+  }
+  // Not the reference itself: the twins add the biases in their own pass.
+  double apart = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    apart = std::max(apart, (twins[i] - reference[i]).abs().max().item<double>());
+  }
+  EXPECT_GT(apart, 0.0);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "data/packing/pack.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
+#include "model/fused_layers.h"
 #include "model/precision.h"
 #include "model/weights.h"
 #include "optim/lamb.h"
@@ -450,8 +451,18 @@ TEST(StepTest, StaticShapesGiveEveryMicroBatchOneGraph) {
 // taken from its slot in the replays), dense attention with static shapes,
 // two micro-batches a step, the first two eager and the rest replays of one
 // graph: the same arithmetic in the same order as eager steps, so the same
-// losses, metrics, gradients and weights, bit for bit.
-TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
+// losses, metrics, gradients and weights, bit for bit. Again in fp32 with
+// the fused layers through the kernels' CPU twins (model::UseFusedLayerTwins),
+// which read their dropout seeds from the slots as the CUDA kernels do in a
+// graph.
+class CapturedStepTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CapturedStepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
+  const bool twins = GetParam();
+  model::UseFusedLayerTwins(twins);
+  struct TwinsOff {
+    ~TwinsOff() { model::UseFusedLayerTwins(false); }
+  } twins_off;
   auto instances = model::testing::RandomInstances(160, 4, 28, 97, 9);
   const Rows rows = model::testing::PackInOrder(instances, 3, 64);
   ASSERT_GE(rows.size(), 40u);
@@ -463,6 +474,7 @@ TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
                                        .fused_layers(true)
                                        .static_shapes(true),
                                    23);
+    if (twins) o.dtype = torch::kFloat;
     o.cuda_graphs = graphs;
     o.graph_recorder = pbert::testing::HostGraphs(recorded, watch);
     return MakeAlone(o);
@@ -509,6 +521,12 @@ TEST(StepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
     EXPECT_TRUE(torch::equal(pa[k].value().grad(), pb[k].value().grad())) << pa[k].key();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(StepTest, CapturedStepTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "Fp32ThroughTheKernelTwins"
+                                                         : "DoubleThroughTheReference");
+                         });
 
 // The stand-in's watch (tests/train/host_graph.h) sees what a CUDA graph
 // cannot hold: a value read on the host, and a buffer read from outside
