@@ -28,7 +28,9 @@
 // memory the case needs (its weights, gradients and optimizer state, and
 // the most a step allocates above them), the ratios to the peer, each
 // lever's gain and the rows sweep; last a line "[key] ..." with each
-// model's best figure (scripts/gpu's summary reads it).
+// model's best figure (scripts/gpu's summary reads the last such line).
+// After each model's cases, its lever table and a key line so far are
+// printed at once: a run cut short by its time limit keeps them.
 //
 //   build-gpu/bench/gpu [--models base,large] [--rows 32] [--steps 20] [--warmup 5]
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
@@ -796,6 +798,14 @@ int Main(int argc, char** argv) {
     } else {
       keys.push_back(absl::StrCat(name, ": no case ran"));
     }
+    // This model's levers now, should the run be cut before its end (the
+    // whole tables follow there); a key line that the last one replaces.
+    std::printf("\n# %s: each lever's gain (real tokens/s, %d rows per step)\n", name.c_str(),
+                o.rows);
+    for (const std::string& line : levers) {
+      if (absl::StartsWith(line, absl::StrCat("| ", name, " |"))) std::printf("# %s\n", line.c_str());
+    }
+    std::printf("[key] %s (so far)\n", absl::StrJoin(keys, "; ").c_str());
     if (o.peer.empty() || in.empty() || cases.front().plan.is_null()) continue;
     // The peer: the first case's sequences (its warm-up and first turn), one
     // per row, from a file, in micro-batches of as many rows as packed-bert's.
