@@ -135,7 +135,11 @@ struct AttendIn {
     const int64_t T = q.size(0), hidden = q.size(1), d = hidden / heads;
     auto split = [&](const at::Tensor& x) { return x.view({T, heads, d}); };
     if (varlen.cudnn) {
-      return CudnnAttentionVarlen(split(q), split(k), split(v), varlen.cu_seqlens,
+      // Whole [T, heads, d] tensors: LibTorch's cuDNN path over sequence
+      // offsets may place each sequence at offset x heads x d, which the
+      // strided views of the one QKV product ([T, 3h] rows) are not.
+      auto whole = [&](const at::Tensor& x) { return split(x).contiguous(); };
+      return CudnnAttentionVarlen(whole(q), whole(k), whole(v), varlen.cu_seqlens,
                                   varlen.max_seqlen, dropout_p)
           .reshape({T, hidden});
     }
