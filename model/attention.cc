@@ -87,9 +87,9 @@ at::Tensor CudnnAttentionVarlen(const at::Tensor& q, const at::Tensor& k, const 
                                 const at::Tensor& cu_seqlens, int64_t max_seqlen,
                                 double dropout_p) {
   const auto& op = CudnnVarlenOperator();
-  TORCH_CHECK(op.has_value(),
+  TORCH_CHECK(CudnnVarlenAttentionAvailable(),
               "model.varlen_kernel cudnn: this LibTorch has no cuDNN attention over sequence "
-              "offsets (CheckVarlenKernel refuses such runs)");
+              "offsets that trains (CheckVarlenKernel refuses such runs)");
   const bool backward =
       at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   auto stack = ArgumentsByName(op->schema(), {{"query", q},
@@ -159,16 +159,35 @@ AttentionKind ResolveAttention(AttentionKind kind) {
   return kind == AttentionKind::kAuto ? AttentionKind::kVarlen : kind;
 }
 
-bool CudnnVarlenAttentionAvailable() { return CudnnVarlenOperator().has_value(); }
+// The first LibTorch whose cuDNN backward over sequence offsets sizes its
+// buffers by the longest sequence it is given: pytorch/pytorch#186142 and
+// the varlen fixes of #172108 came in June 2026, the latter after 2.13's
+// branch cut (8-10 June by PyTorch's release calendar). The operator is
+// there from 2.8; until 2.14 it is refused (CheckVarlenKernel).
+constexpr bool kCudnnVarlenTrains = PBERT_TORCH_AT_LEAST(2, 14);
+constexpr char kCudnnVarlenFirst[] = "2.14";
+
+bool CudnnVarlenAttentionAvailable() {
+  return kCudnnVarlenTrains && CudnnVarlenOperator().has_value();
+}
 
 absl::Status CheckVarlenKernel(const BertOptions& options, const c10::Device& device) {
   if (options.varlen_kernel() != VarlenKernel::kCudnn || !device.is_cuda()) {
     return absl::OkStatus();
   }
-  if (!CudnnVarlenAttentionAvailable()) {
+  if (!CudnnVarlenOperator().has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.varlen_kernel: cudnn needs cuDNN's fused attention over sequence offsets "
-        "(aten::_cudnn_attention_forward with cum_seq_q, LibTorch 2.8 or later); this build has ",
+        "(aten::_cudnn_attention_forward with cum_seq_q, LibTorch ", kCudnnVarlenFirst,
+        " or later); this build has ", torch_compat::Version(),
+        ": use model.varlen_kernel: flash"));
+  }
+  if (!CudnnVarlenAttentionAvailable()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.varlen_kernel: cudnn needs LibTorch ", kCudnnVarlenFirst,
+        " or later: before it, the backward of cuDNN's attention over sequence offsets sizes a "
+        "buffer by the head width instead of the longest sequence and writes past it "
+        "(pytorch/pytorch#186142); this build has ",
         torch_compat::Version(), ": use model.varlen_kernel: flash"));
   }
   if (options.hidden_size() / options.num_heads() > 128) {

@@ -35,10 +35,13 @@ namespace pbert::model {
 // and 1.05x on packed rows (docs/model.md, Speed).
 AttentionKind ResolveAttention(AttentionKind kind);
 
-// Whether this LibTorch has cuDNN's fused attention over sequence offsets,
-// differentiable: aten::_cudnn_attention_forward with cum_seq_q (LibTorch
-// 2.8 and later) and its backward. Looked up by name in the dispatcher, so
-// every LibTorch builds the call; whether it runs is this.
+// Whether this LibTorch has cuDNN's fused attention over sequence offsets
+// that trains: aten::_cudnn_attention_forward with cum_seq_q (2.8 and
+// later), differentiable through its backward, in a LibTorch whose
+// backward takes the longest sequence from its arguments (2.14 and later:
+// before, it reads the head width there, sizes a buffer by it and writes
+// past it, pytorch/pytorch#186142). Looked up by name in the dispatcher,
+// so every LibTorch builds the call; whether it runs is this.
 bool CudnnVarlenAttentionAvailable();
 
 // OK unless `options` ask for cuDNN's varlen kernel (model.varlen_kernel
