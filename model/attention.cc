@@ -175,19 +175,12 @@ absl::Status CheckVarlenKernel(const BertOptions& options, const c10::Device& de
   if (options.varlen_kernel() != VarlenKernel::kCudnn || !device.is_cuda()) {
     return absl::OkStatus();
   }
-  if (!CudnnVarlenOperator().has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.varlen_kernel: cudnn needs cuDNN's fused attention over sequence offsets "
-        "(aten::_cudnn_attention_forward with cum_seq_q, LibTorch ", kCudnnVarlenFirst,
-        " or later); this build has ", torch_compat::Version(),
-        ": use model.varlen_kernel: flash"));
-  }
   if (!CudnnVarlenAttentionAvailable()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.varlen_kernel: cudnn needs LibTorch ", kCudnnVarlenFirst,
-        " or later: before it, the backward of cuDNN's attention over sequence offsets sizes a "
-        "buffer by the head width instead of the longest sequence and writes past it "
-        "(pytorch/pytorch#186142); this build has ",
+        " or later: before it, cuDNN's attention over sequence offsets is missing (before 2.8) "
+        "or its backward sizes a buffer by the head width instead of the longest sequence and "
+        "writes past it (pytorch/pytorch#186142); this build has ",
         torch_compat::Version(), ": use model.varlen_kernel: flash"));
   }
   if (options.hidden_size() / options.num_heads() > 128) {
