@@ -26,6 +26,12 @@ struct DeviceFacts {
 };
 absl::StatusOr<DeviceFacts> Describe(int index);
 
+// The version of the cuDNN library this process has loaded, as cuDNN's
+// cudnnGetVersion says it (91800 for 9.18.0; what PyTorch's
+// torch.backends.cudnn.version() reads), looked up among the loaded
+// libraries; 0 where none is loaded (a CPU build, a LibTorch without cuDNN).
+int64_t CudnnVersion();
+
 // The caching allocator's bytes on device `index`: allocated now and at
 // most since the last ResetPeakMemory, and reserved from the driver.
 struct MemoryStats {

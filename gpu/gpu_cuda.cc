@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <dlfcn.h>
 
 #include <mutex>
 #include <string>
@@ -154,6 +155,14 @@ absl::StatusOr<DeviceFacts> Describe(int index) {
     facts.memory_bytes = static_cast<int64_t>(p->totalGlobalMem);
     return facts;
   });
+}
+
+int64_t CudnnVersion() {
+  // LibTorch's CUDA library links cuDNN where it has it, so the symbol is
+  // among the loaded ones; its C interface has been stable since cuDNN 1.
+  using GetVersion = size_t (*)();
+  const auto get = reinterpret_cast<GetVersion>(dlsym(RTLD_DEFAULT, "cudnnGetVersion"));
+  return get == nullptr ? 0 : static_cast<int64_t>(get());
 }
 
 absl::StatusOr<MemoryStats> Memory(int index) {

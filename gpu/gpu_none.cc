@@ -14,6 +14,7 @@ absl::Status NoCuda() {
 
 bool Built() { return false; }
 absl::StatusOr<DeviceFacts> Describe(int) { return NoCuda(); }
+int64_t CudnnVersion() { return 0; }
 absl::StatusOr<MemoryStats> Memory(int) { return NoCuda(); }
 absl::Status ResetPeakMemory(int) { return NoCuda(); }
 absl::Status ReleaseCachedMemory(int) { return NoCuda(); }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/torch_compat.h"
 #include "common/torch_compat_ops.h"
+#include "gpu/gpu.h"
 #include "model/dropout.h"
 #include "model/op_arguments.h"
 
@@ -159,16 +160,41 @@ AttentionKind ResolveAttention(AttentionKind kind) {
   return kind == AttentionKind::kAuto ? AttentionKind::kVarlen : kind;
 }
 
-// The first LibTorch whose cuDNN backward over sequence offsets sizes its
-// buffers by the longest sequence it is given: pytorch/pytorch#186142 and
-// the varlen fixes of #172108 came in June 2026, the latter after 2.13's
-// branch cut (8-10 June by PyTorch's release calendar). The operator is
-// there from 2.8; until 2.14 it is refused (CheckVarlenKernel).
-constexpr bool kCudnnVarlenTrains = PBERT_TORCH_AT_LEAST(2, 14);
-constexpr char kCudnnVarlenFirst[] = "2.14";
+// The first LibTorch that carries the fixes of cuDNN's attention over
+// sequence offsets known so far, by PyTorch's sources, tracker and release
+// calendar (not a run): the backward's buffer sized by the head width
+// (pytorch/pytorch#186142, June 2026, and the varlen fixes of #172108,
+// after 2.13's branch cut of 8-10 June), then six defects found by fuzzing
+// the path, among them silent wrong results (#194818, 25 August 2026,
+// after 2.14's branch cut in the week of 10 August, #193034). The
+// operator is there from 2.8; until 2.15 it is refused (CheckVarlenKernel).
+constexpr bool kCudnnVarlenTrains = PBERT_TORCH_AT_LEAST(2, 15);
+constexpr char kCudnnVarlenFirst[] = "2.15";
 
 bool CudnnVarlenAttentionAvailable() {
   return kCudnnVarlenTrains && CudnnVarlenOperator().has_value();
+}
+
+absl::Status CheckCudnnVarlenRuntime(int major, int minor, int64_t cudnn_version) {
+  // torch/nn/attention/varlen.py, _should_use_cudnn: cuDNN 9.18 or later on
+  // SM90 or SM100, where PyTorch's own varlen_attn prefers cuDNN.
+  constexpr int64_t kFirstCudnn = 91800;
+  if (major != 9 && major != 10) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.varlen_kernel: cudnn runs on GPUs of compute capability 9.x or 10.x (Hopper, "
+        "Blackwell), where PyTorch's varlen attention chooses cuDNN; this GPU's is ",
+        major, ".", minor, ": use model.varlen_kernel: flash"));
+  }
+  if (cudnn_version < kFirstCudnn) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.varlen_kernel: cudnn needs cuDNN 9.18 or later, as PyTorch's varlen attention "
+        "does; this process has ",
+        cudnn_version == 0 ? std::string("no cuDNN loaded")
+                           : absl::StrCat("cuDNN ", cudnn_version / 10000, ".",
+                                          cudnn_version / 100 % 100, ".", cudnn_version % 100),
+        ": use model.varlen_kernel: flash"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckVarlenKernel(const BertOptions& options, const c10::Device& device) {
@@ -178,17 +204,21 @@ absl::Status CheckVarlenKernel(const BertOptions& options, const c10::Device& de
   if (!CudnnVarlenAttentionAvailable()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.varlen_kernel: cudnn needs LibTorch ", kCudnnVarlenFirst,
-        " or later: before it, cuDNN's attention over sequence offsets is missing (before 2.8) "
-        "or its backward sizes a buffer by the head width instead of the longest sequence and "
-        "writes past it (pytorch/pytorch#186142); this build has ",
+        " or later: before it, cuDNN's attention over sequence offsets is missing (before 2.8), "
+        "its backward writes past a buffer it sizes by the head width (pytorch/pytorch#186142) "
+        "or its fixes of silent wrong results are missing (#194818); this build has ",
         torch_compat::Version(), ": use model.varlen_kernel: flash"));
   }
-  if (options.hidden_size() / options.num_heads() > 128) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.varlen_kernel: cudnn takes heads of up to 128 values; this model's are ",
-        options.hidden_size() / options.num_heads(), " wide: use model.varlen_kernel: flash"));
+  const int64_t head = options.hidden_size() / options.num_heads();
+  if (head > 128 || head % 8 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.varlen_kernel: cudnn takes heads of up to 128 values, a multiple of "
+                     "8; this model's are ",
+                     head, " wide: use model.varlen_kernel: flash"));
   }
-  return absl::OkStatus();
+  auto facts = gpu::Describe(device.index());
+  if (!facts.ok()) return facts.status();
+  return CheckCudnnVarlenRuntime(facts->major, facts->minor, gpu::CudnnVersion());
 }
 
 at::Tensor BlockDiagonalMask(const at::Tensor& sequence_ids, at::ScalarType dtype) {

@@ -37,16 +37,31 @@ AttentionKind ResolveAttention(AttentionKind kind);
 
 // Whether this LibTorch has cuDNN's fused attention over sequence offsets
 // that trains: aten::_cudnn_attention_forward with cum_seq_q (2.8 and
-// later), differentiable through its backward, in a LibTorch whose
-// backward takes the longest sequence from its arguments (2.14 and later:
-// before, it reads the head width there, sizes a buffer by it and writes
-// past it, pytorch/pytorch#186142). Looked up by name in the dispatcher,
-// so every LibTorch builds the call; whether it runs is this.
+// later), differentiable through its backward, in a LibTorch that carries
+// the fixes of that path known so far (2.15 and later: before 2.14 the
+// backward reads the head width where the longest sequence belongs, sizes
+// a buffer by it and writes past it, pytorch/pytorch#186142; 2.14 was cut
+// before the fixes of silent wrong results and crashes that fuzzing found
+// in it, #194818). Looked up by name in the dispatcher, so every LibTorch
+// builds the call; whether it runs is this.
 bool CudnnVarlenAttentionAvailable();
 
+// cuDNN attends a batch (model.varlen_kernel cudnn) only where its longest
+// sequence is longer than this; shorter ones go to FlashAttention. PyTorch's
+// own torch.nn.attention.varlen_attn draws the same line ("max_q must be
+// greater than 128") before it chooses cuDNN.
+inline constexpr int64_t kCudnnVarlenLongerThan = 128;
+
+// OK where cuDNN's varlen attention may run on a GPU of compute capability
+// `major`.`minor` with the cuDNN of version `cudnn_version` loaded (0:
+// none), as PyTorch's varlen_attn decides it (cuDNN 9.18 or later on
+// compute capability 9.x or 10.x); else why not, in one line.
+absl::Status CheckCudnnVarlenRuntime(int major, int minor, int64_t cudnn_version);
+
 // OK unless `options` ask for cuDNN's varlen kernel (model.varlen_kernel
-// cudnn) on a GPU `device` where it cannot run: a LibTorch without it, or
-// heads wider than 128.
+// cudnn) on a GPU `device` where it cannot run: a LibTorch without it
+// (CudnnVarlenAttentionAvailable), heads wider than 128 or not a multiple
+// of 8, or a GPU and cuDNN that CheckCudnnVarlenRuntime refuses.
 absl::Status CheckVarlenKernel(const BertOptions& options, const c10::Device& device);
 
 // The additive attention mask for `sequence_ids` [B,S]: 0 where token i may

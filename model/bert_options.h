@@ -34,7 +34,7 @@ constexpr ChoiceList<AttentionKind> ChoicesOf(AttentionKind) { return kAttention
 // cuDNN); elsewhere the varlen layout attends in buckets whatever this says.
 enum class VarlenKernel {
   kFlash,  // FlashAttention-2's variable-length kernel (LibTorch 2.6 or later)
-  kCudnn,  // cuDNN's fused attention over sequence offsets (LibTorch 2.14 or later)
+  kCudnn,  // cuDNN's fused attention over sequence offsets (LibTorch 2.15 or later)
 };
 inline constexpr Choice<VarlenKernel> kVarlenKernels[] = {{"flash", VarlenKernel::kFlash},
                                                           {"cudnn", VarlenKernel::kCudnn}};
@@ -132,8 +132,10 @@ struct BertOptions {
             "a GPU; auto: the fastest on the device; the same results");
     v.Field("varlen_kernel", &varlen_kernel_,
             "on a GPU, the varlen layout's attention: flash (FlashAttention-2's variable-length "
-            "kernel) or cudnn (cuDNN's fused attention over sequence offsets, LibTorch 2.14 or "
-            "later); the same results; the CPU attends in buckets either way");
+            "kernel) or cudnn (cuDNN's fused attention over sequence offsets, LibTorch 2.15 or "
+            "later, cuDNN 9.18 or later, compute capability 9.x or 10.x, for the batches whose "
+            "longest sequence is longer than 128); the same results; the CPU attends in buckets "
+            "either way");
     v.Field("fused_layers", &fused_layers_,
             "bias-GELU and bias-dropout-residual-LayerNorm as one operation each: CUDA kernels on "
             "a GPU, the same ATen operations on the CPU; false: the unfused modules (the "

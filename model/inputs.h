@@ -97,7 +97,7 @@ at::Tensor HostToDevice(const at::Tensor& host, const c10::Device& device);
 struct InputPlan {
   AttentionKind attention = AttentionKind::kVarlen;  // dense, blocked or varlen (never auto)
   bool flash = false;  // varlen over sequence boundaries (FlashAttention's or cuDNN's kernel)
-  bool cudnn = false;  // ... through cuDNN's kernel (model.varlen_kernel cudnn)
+  bool cudnn = false;  // ... through cuDNN's where a batch allows (model.varlen_kernel cudnn)
   bool whole_rows = false;      // the no_block_mask ablation: a row's tokens are one sequence
   bool reset_positions = true;  // false: the no_position_reset ablation
   at::ScalarType mask_dtype = at::kFloat;  // the weights' dtype: the masks' additive -inf and 0
@@ -118,7 +118,8 @@ struct InputPlan {
   // sm_80 or later, fp16 or bf16 autocast, a head width that is a multiple
   // of 8 up to 256, and a LibTorch with the kernel's 2.6 interface; cuDNN's
   // in its place where model.varlen_kernel says so (CheckVarlenKernel,
-  // model/attention.h, refuses it where it cannot run).
+  // model/attention.h, refuses it where it cannot run), for each batch
+  // whose longest sequence is longer than kCudnnVarlenLongerThan.
   // `precision` resolved (not kAuto); `dtype` the weights'.
   static InputPlan For(const BertOptions& options, const c10::Device& device, Precision precision,
                        at::ScalarType dtype);

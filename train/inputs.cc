@@ -128,7 +128,10 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
     in.cls_token = batch.cls_token;
     if (plan.flash) {
       model::VarlenBoundaries boundaries = Boundaries(batch, plan.whole_rows, plan.static_shapes);
-      boundaries.cudnn = plan.cudnn;
+      // cuDNN where the run asks for it and the batch's longest sequence is
+      // longer than 128 (FlashAttention below, as PyTorch's varlen_attn
+      // chooses); with static shapes the longest is S, one kernel a run.
+      boundaries.cudnn = plan.cudnn && boundaries.max_seqlen > model::kCudnnVarlenLongerThan;
       in.attention = std::move(boundaries);
     } else {
       // The padding tokens are in no bucket: their attention is zero.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/torch_compat.h"
+#include "gpu/gpu.h"
 #include "gtest/gtest.h"
 #include "model/attention.h"
 #include "model/inputs.h"
@@ -90,23 +91,54 @@ TEST(VarlenKernelChoiceTest, CudnnIsRefusedInOneLineWhereItCannotRun) {
   EXPECT_FALSE(plan.cudnn);
   // LibTorch before 2.8 has no cuDNN attention over sequence offsets;
   // before 2.14 its backward writes past a buffer it sizes by the head
-  // width (pytorch/pytorch#186142): refused either way.
-  if (!PBERT_TORCH_AT_LEAST(2, 14)) EXPECT_FALSE(CudnnVarlenAttentionAvailable());
+  // width (pytorch/pytorch#186142); 2.14 lacks the fixes of #194818:
+  // refused in each case.
+  if (!PBERT_TORCH_AT_LEAST(2, 15)) EXPECT_FALSE(CudnnVarlenAttentionAvailable());
   const absl::Status on_gpu = CheckVarlenKernel(cudnn, gpu);
   if (CudnnVarlenAttentionAvailable()) {
-    EXPECT_TRUE(on_gpu.ok()) << on_gpu;
     const absl::Status wide = CheckVarlenKernel(
         BertOptions(cudnn).hidden_size(512).num_heads(2), gpu);  // heads of 256
     EXPECT_NE(std::string(wide.message()).find("heads of up to 128"), std::string::npos) << wide;
   } else {
     const std::string message(on_gpu.message());
     EXPECT_NE(message.find("model.varlen_kernel: cudnn needs "), std::string::npos) << message;
-    EXPECT_NE(message.find("LibTorch 2.14 or later"), std::string::npos) << message;
+    EXPECT_NE(message.find("LibTorch 2.15 or later"), std::string::npos) << message;
     EXPECT_NE(message.find("pytorch/pytorch#186142"), std::string::npos) << message;
+    EXPECT_NE(message.find("#194818"), std::string::npos) << message;
     EXPECT_NE(message.find("use model.varlen_kernel: flash"), std::string::npos) << message;
     EXPECT_NE(message.find(torch_compat::Version()), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
+}
+
+// Where PyTorch's own varlen_attn chooses cuDNN (torch/nn/attention/
+// varlen.py: cuDNN 9.18 or later on compute capability 9.x or 10.x), the
+// GPU and cuDNN pass; elsewhere one line names what this GPU and process
+// have and the way out.
+TEST(VarlenKernelChoiceTest, CudnnRunsOnTheGpusAndCudnnPyTorchChoosesItOn) {
+  EXPECT_TRUE(CheckCudnnVarlenRuntime(9, 0, 91800).ok());   // H100, H200 with cuDNN 9.18.0
+  EXPECT_TRUE(CheckCudnnVarlenRuntime(10, 0, 92500).ok());  // B200 with cuDNN 9.25.0
+  EXPECT_TRUE(CheckCudnnVarlenRuntime(10, 3, 91901).ok());
+  struct Refused {
+    int major, minor;
+    int64_t cudnn;
+    const char* names;
+  };
+  for (const Refused& r :
+       {Refused{8, 0, 91900, "this GPU's is 8.0"}, Refused{8, 9, 91900, "this GPU's is 8.9"},
+        Refused{12, 0, 92500, "this GPU's is 12.0"},
+        Refused{9, 0, 91701, "this process has cuDNN 9.17.1"},
+        Refused{10, 0, 90100, "this process has cuDNN 9.1.0"},
+        Refused{9, 0, 0, "this process has no cuDNN loaded"}}) {
+    const absl::Status refused = CheckCudnnVarlenRuntime(r.major, r.minor, r.cudnn);
+    const std::string message(refused.message());
+    EXPECT_FALSE(refused.ok()) << r.major << "." << r.minor << " " << r.cudnn;
+    EXPECT_NE(message.find(r.names), std::string::npos) << message;
+    EXPECT_NE(message.find("use model.varlen_kernel: flash"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+  // Without CUDA no cuDNN is loaded.
+  if (!gpu::Built()) EXPECT_EQ(gpu::CudnnVersion(), 0);
 }
 
 }  // namespace

@@ -413,6 +413,34 @@ TEST(StepTest, StaticShapesPadFlashAttentionsBoundaries) {
             batch.mlm_positions.numel() - batch.mlm_used.numel());
 }
 
+// model.varlen_kernel cudnn attends through cuDNN only the batches whose
+// longest sequence is longer than 128 (the line PyTorch's varlen_attn
+// draws), the others through FlashAttention; with static shapes the longest
+// is S, so a run keeps one kernel (and one graph per shape).
+TEST(StepTest, CudnnAttendsTheBatchesWithASequenceLongerThan128) {
+  auto kernel = [](std::vector<int> lengths, int S, bool cudnn, bool static_shapes) {
+    std::vector<data::Instance> instances;
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      instances.push_back(model::testing::RandomInstances(1, lengths[k], lengths[k], 97,
+                                                          static_cast<uint32_t>(k + 1))[0]);
+    }
+    const Rows rows = model::testing::PackInOrder(instances, 2, S);
+    const auto batch = *data::MakeBatch(rows, {S, 2, 0});
+    model::InputPlan plan;
+    plan.flash = true;
+    plan.cudnn = cudnn;
+    plan.static_shapes = static_shapes;
+    const auto& boundaries = std::get<model::VarlenBoundaries>(MakeInputs(batch, plan).attention);
+    return boundaries.cudnn ? "cudnn" : "flash";
+  };
+  EXPECT_STREQ(kernel({100, 128, 40}, 256, true, false), "flash");
+  EXPECT_STREQ(kernel({100, 129, 40}, 256, true, false), "cudnn");
+  EXPECT_STREQ(kernel({250, 200}, 256, false, false), "flash");
+  EXPECT_STREQ(kernel({20, 30}, 128, true, true), "flash");  // S = 128
+  EXPECT_STREQ(kernel({20, 30}, 256, true, true), "cudnn");  // S = 256
+  EXPECT_STREQ(kernel({20, 30}, 256, false, true), "flash");
+}
+
 // The captured step (run.cuda_graphs) records one graph per ShapeKey and
 // replays it for every micro-batch with that key: with static shapes,
 // micro-batches of different depths and contents must share one key in the
