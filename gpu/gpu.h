@@ -29,7 +29,8 @@ absl::StatusOr<DeviceFacts> Describe(int index);
 // The version of the cuDNN library this process has loaded, as cuDNN's
 // cudnnGetVersion says it (91800 for 9.18.0; what PyTorch's
 // torch.backends.cudnn.version() reads), looked up among the loaded
-// libraries; 0 where none is loaded (a CPU build, a LibTorch without cuDNN).
+// libraries; 0 where none is loaded (a CPU build, a LibTorch without cuDNN
+// or with cuDNN linked in statically, which hides the symbol).
 int64_t CudnnVersion();
 
 // The caching allocator's bytes on device `index`: allocated now and at

@@ -186,12 +186,16 @@ absl::Status CheckCudnnVarlenRuntime(int major, int minor, int64_t cudnn_version
         major, ".", minor, ": use model.varlen_kernel: flash"));
   }
   if (cudnn_version < kFirstCudnn) {
+    // cuDNN 9 numbers its versions major x 10000 + minor x 100 + patch,
+    // cuDNN 8 and before major x 1000 + minor x 100 + patch.
+    const int64_t major_unit = cudnn_version >= 90000 ? 10000 : 1000;
     return absl::InvalidArgumentError(absl::StrCat(
         "model.varlen_kernel: cudnn needs cuDNN 9.18 or later, as PyTorch's varlen attention "
         "does; this process has ",
-        cudnn_version == 0 ? std::string("no cuDNN loaded")
-                           : absl::StrCat("cuDNN ", cudnn_version / 10000, ".",
-                                          cudnn_version / 100 % 100, ".", cudnn_version % 100),
+        cudnn_version == 0
+            ? std::string("no cuDNN loaded")
+            : absl::StrCat("cuDNN ", cudnn_version / major_unit, ".",
+                           cudnn_version % major_unit / 100, ".", cudnn_version % 100),
         ": use model.varlen_kernel: flash"));
   }
   return absl::OkStatus();

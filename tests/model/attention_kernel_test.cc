@@ -129,6 +129,7 @@ TEST(VarlenKernelChoiceTest, CudnnRunsOnTheGpusAndCudnnPyTorchChoosesItOn) {
         Refused{12, 0, 92500, "this GPU's is 12.0"},
         Refused{9, 0, 91701, "this process has cuDNN 9.17.1"},
         Refused{10, 0, 90100, "this process has cuDNN 9.1.0"},
+        Refused{9, 0, 8902, "this process has cuDNN 8.9.2"},
         Refused{9, 0, 0, "this process has no cuDNN loaded"}}) {
     const absl::Status refused = CheckCudnnVarlenRuntime(r.major, r.minor, r.cudnn);
     const std::string message(refused.message());

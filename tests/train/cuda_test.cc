@@ -85,12 +85,11 @@ double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
 // (model.varlen_kernel: FlashAttention's, cuDNN's where it runs, LibTorch
 // 2.15 or later; in rows of 256 with sequences of up to 250 tokens, as
 // cuDNN attends only batches with one longer than 128), against the dense
-// layout in fp32 on the same
-// GPU. bf16 keeps 8 significant bits (a relative rounding of 2^-9 per
-// operation): the tolerances are bf16's, as the CPU's bf16 equivalence
-// test derives them (tests/model/bert_test.cc): logits within 8 bf16 ulps
-// of the largest logit (1/32 of it), the loss within 1%, each gradient
-// within 5% of its largest entry.
+// layout in fp32 on the same GPU. bf16 keeps 8 significant bits (a
+// relative rounding of 2^-9 per operation): the tolerances are bf16's, as
+// the CPU's bf16 equivalence test derives them (tests/model/bert_test.cc):
+// logits within 8 bf16 ulps of the largest logit (1/32 of it), the loss
+// within 1%, each gradient within 5% of its largest entry.
 class VarlenKernelTest : public ::testing::TestWithParam<model::VarlenKernel> {};
 
 TEST_P(VarlenKernelTest, VarlenEqualsDenseFp32) {
