@@ -62,21 +62,20 @@ GradientReducer::GradientReducer(Communicator& communicator, std::vector<at::Ten
   if (!overlap_) return;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     if (bucket_of_[i] == kNoBucket) continue;
-    std::shared_ptr<torch::autograd::Node> accumulator =
-        torch::autograd::impl::grad_accumulator(parameters_[i]);
-    hook_keys_.push_back(accumulator->add_post_hook(
-        std::make_unique<torch::autograd::utils::LambdaPostHook>(
+    auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
+    const uintptr_t key =
+        accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
             [this, i](const torch::autograd::variable_list& outputs,
                       const torch::autograd::variable_list&) {
               OnGradientReady(i);
               return outputs;
-            })));
-    accumulators_.push_back(std::move(accumulator));
+            }));
+    unhooks_.push_back([accumulator, key] { accumulator->del_post_hook(key); });
   }
 }
 
 GradientReducer::~GradientReducer() {
-  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+  for (const std::function<void()>& unhook : unhooks_) unhook();
 }
 
 void GradientReducer::ZeroGrad() {

@@ -11,15 +11,12 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "distributed/communicator.h"
-
-namespace torch::autograd {
-struct Node;
-}
 
 namespace pbert::distributed {
 
@@ -64,9 +61,10 @@ class GradientReducer {
   std::vector<size_t> bucket_of_;  // per parameter
   const bool reduce_ = false;      // more than one rank
   const bool overlap_ = false;
-  // The hooked gradient accumulators (kept alive, so that the hooks stay).
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
+  // Each removes one hook from its gradient accumulator, which it keeps
+  // alive so that the hook stays (a std::shared_ptr up to LibTorch 2.11, a
+  // c10::intrusive_ptr after pytorch/pytorch#181782, as in 2.14).
+  std::vector<std::function<void()>> unhooks_;
 
   std::mutex mu_;
   bool reducing_ = false;  // this backward is a step's last

@@ -63,7 +63,18 @@ void LambParamState::serialize(torch::serialize::InputArchive& archive) {
 }
 
 Lamb::Lamb(std::vector<torch::optim::OptimizerParamGroup> param_groups, LambOptions defaults)
-    : Optimizer(std::move(param_groups), std::make_unique<LambOptions>(defaults)) {
+    : Optimizer(param_groups, std::make_unique<LambOptions>(defaults)) {
+  // Each group steps with exactly the options it came with. Since
+  // pytorch/pytorch#165182 (after 2.11, whose run on a GPU machine passed
+  // the golden tests; Debian's 2.14 has it) Optimizer's constructor merges
+  // a group's options with the defaults for LibTorch's own optimizers only
+  // and gives every group of any other optimizer the defaults' options:
+  // BERT's biases and LayerNorms would be decayed and trust-ratio scaled.
+  for (size_t i = 0; i < param_groups.size(); ++i) {
+    if (param_groups[i].has_options()) {
+      param_groups_[i].set_options(param_groups[i].options().clone());
+    }
+  }
   TORCH_CHECK(defaults.lr() >= 0, "Invalid learning rate: ", defaults.lr());
   TORCH_CHECK(defaults.eps() >= 0, "Invalid epsilon value: ", defaults.eps());
   auto [beta1, beta2] = defaults.betas();

@@ -97,6 +97,36 @@ TEST(LambTest, ZeroWeightsTakeAPlainAdamStep) {
   EXPECT_TRUE(torch::allclose(w, torch::tensor({-0.1, 0.1, -0.1}, torch::kDouble)));
 }
 
+// BERT's groups (optim::BertParamGroups): the biases and LayerNorms step
+// without weight decay and trust ratio, the rest with them, and a group
+// that names its own options keeps them. LibTorch after 2.11 gives every
+// group of an optimizer not its own the defaults' options, unless Lamb
+// puts the group's back (found with Debian's 2.14, where the biases and
+// LayerNorms were decayed).
+TEST(LambTest, EachGroupStepsWithTheOptionsItCameWith) {
+  torch::OrderedDict<std::string, torch::Tensor> named;
+  named.insert("layer.dense.weight", torch::ones({2, 2}).set_requires_grad(true));
+  named.insert("layer.dense.bias", torch::ones({2}).set_requires_grad(true));
+  named.insert("layer.LayerNorm.weight", torch::ones({2}).set_requires_grad(true));
+  const LambOptions defaults = LambOptions(1e-3).weight_decay(0.01).eps(1e-6);
+  std::vector<torch::optim::OptimizerParamGroup> groups = BertParamGroups(named, defaults, true);
+  const LambOptions own = LambOptions(5e-4).betas({0.8, 0.99}).weight_decay(0.1);
+  groups.emplace_back(std::vector<torch::Tensor>{torch::ones({3}).set_requires_grad(true)},
+                      std::make_unique<LambOptions>(own));
+  Lamb lamb(std::move(groups), defaults);
+  ASSERT_EQ(lamb.param_groups().size(), 3u);
+  auto options = [&](size_t i) {
+    return static_cast<const LambOptions&>(lamb.param_groups()[i].options());
+  };
+  EXPECT_EQ(options(0), defaults);
+  EXPECT_EQ(options(1).weight_decay(), 0.0);
+  EXPECT_FALSE(options(1).trust_ratio());
+  EXPECT_EQ(options(1).lr(), 1e-3);
+  EXPECT_EQ(options(1).eps(), 1e-6);
+  EXPECT_EQ(options(2), own);
+  EXPECT_EQ(lamb.param_groups()[1].params().size(), 2u);
+}
+
 TEST(LambTest, RejectsBadOptions) {
   auto w = torch::zeros({1}).set_requires_grad(true);
   EXPECT_THROW(Lamb({w}, LambOptions(-1.0)), c10::Error);
