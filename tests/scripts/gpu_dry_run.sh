@@ -4,7 +4,8 @@
 # error, crashes or hangs, or bench/gpu's own processes on the CPU with
 # levers that crash and run out of memory on purpose. Every stage's log and
 # the summary must come back in $OUT with each stage's outcome, and a
-# budget spent skips the stages left.
+# budget spent skips the stages left, and PBERT_GPU_STAGES runs only the
+# stages it names.
 #
 #   bash tests/scripts/gpu_dry_run.sh BUILD_DIR
 set -euo pipefail
@@ -73,6 +74,29 @@ grep -qE '^\| machine \| ok ' "$summary" || fail "machine did not run within the
 grep -qE '^\| build \| timed out \([0-9] s\)' "$summary" || fail "build was not cut to what was left"
 grep -qE '^\| sanitizer \| skipped \(no time left of the 8 s\)' "$summary" ||
   fail "sanitizer was not skipped when no time was left"
+
+# A rerun of some stages (PBERT_GPU_STAGES): those and the machine stage,
+# in the mode's order, and no others.
+status=0
+env PATH="$scratch/bin:$PATH" PBERT_GPU_RESULTS="$scratch/results4" PBERT_GPU_STAGES=sanitizer,kernels \
+  PBERT_GPU_STAGE_MACHINE='echo "[key] a stand-in H100"' PBERT_GPU_STAGE_KERNELS='echo "[key] 8 kernels"' \
+  PBERT_GPU_STAGE_SANITIZER='echo "[key] ERROR SUMMARY: 0 errors"' PBERT_GPU_STAGE_BUILD='exit 3' \
+  bash scripts/gpu quick "$scratch/deps" >"$scratch/rerun.log" 2>&1 || status=$?
+((status == 0)) || fail "the rerun of two stages exited with $status: $(cat "$scratch/rerun.log")"
+rows=$(sed -n 's/^| \([a-z-]*\) | .*/\1/p' "$scratch/results4/summary.md" | grep -vx stage | tr '\n' ' ')
+[ "$rows" = "machine kernels sanitizer " ] ||
+  fail "PBERT_GPU_STAGES=sanitizer,kernels ran '$rows', not 'machine kernels sanitizer'"
+grep -q '; stages asked: sanitizer,kernels$' "$scratch/results4/summary.md" ||
+  fail "the summary does not say which stages were asked for"
+# A name that is no stage of the mode: one line naming the mode's stages,
+# exit 2, nothing written.
+status=0
+env PATH="$scratch/bin:$PATH" PBERT_GPU_RESULTS="$scratch/results5" PBERT_GPU_STAGES=levers,tests \
+  bash scripts/gpu quick "$scratch/deps" >"$scratch/bad.log" 2>&1 || status=$?
+if ((status != 2)) || [ "$(wc -l <"$scratch/bad.log")" != 1 ] || [ -e "$scratch/results5" ] ||
+  ! grep -q "PBERT_GPU_STAGES names 'tests', which is no stage of scripts/gpu quick (machine,build,cuda-tests,kernels,levers,profiles,sanitizer)" "$scratch/bad.log"; then
+  fail "PBERT_GPU_STAGES=levers,tests: not refused in one line (exit $status): $(cat "$scratch/bad.log")"
+fi
 
 # A budget or a stage's limit that is no number of seconds: one line
 # naming the variable, exit 2, nothing written.
