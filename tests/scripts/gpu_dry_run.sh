@@ -97,6 +97,13 @@ if ((status != 2)) || [ "$(wc -l <"$scratch/bad.log")" != 1 ] || [ -e "$scratch/
   ! grep -q "PBERT_GPU_STAGES names 'tests', which is no stage of scripts/gpu quick (machine,build,cuda-tests,kernels,levers,profiles,sanitizer)" "$scratch/bad.log"; then
   fail "PBERT_GPU_STAGES=levers,tests: not refused in one line (exit $status): $(cat "$scratch/bad.log")"
 fi
+status=0
+env PATH="$scratch/bin:$PATH" PBERT_GPU_RESULTS="$scratch/results5" PBERT_GPU_STAGES=, \
+  bash scripts/gpu quick "$scratch/deps" >"$scratch/bad.log" 2>&1 || status=$?
+if ((status != 2)) || [ "$(wc -l <"$scratch/bad.log")" != 1 ] || [ -e "$scratch/results5" ] ||
+  ! grep -q "PBERT_GPU_STAGES=',' names no stage" "$scratch/bad.log"; then
+  fail "PBERT_GPU_STAGES=,: not refused in one line (exit $status): $(cat "$scratch/bad.log")"
+fi
 
 # A budget or a stage's limit that is no number of seconds: one line
 # naming the variable, exit 2, nothing written.
