@@ -14,6 +14,8 @@
 #include "train/checkpointer.h"
 #include "nlohmann/json.hpp"
 #include "train/device.h"
+#include "tasks/pretraining.h"
+#include "train/evaluation.h"
 #include "train/evaluator.h"
 
 namespace pbert::app {
@@ -28,13 +30,8 @@ absl::Status RunScore(const Args& args) {
   const int max_depth = config.packing.options.max_depth;
   ASSIGN_OR_RETURN(const c10::Device device, train::ResolveDevice(config.run.device, 0));
   RETURN_IF_ERROR(train::UseDevice(device));
-  // An fp8 run's weights are scored in bf16: its products' scales belong
-  // to its training checkpoints, not to the weights (docs/model.md, FP8).
-  ASSIGN_OR_RETURN(model::Precision precision,
-                   model::ResolvePrecision(config.model.precision == model::Precision::kFp8
-                                               ? model::Precision::kBf16
-                                               : config.model.precision,
-                                           device));
+  ASSIGN_OR_RETURN(const model::Precision precision,
+                   train::EvaluationPrecision(config.model.precision, device));
   auto start = std::chrono::steady_clock::now();
 
   // The weights first: a wrong file is found before the data is read.
@@ -43,43 +40,51 @@ absl::Status RunScore(const Args& args) {
   bert->to(device);
 
   const std::string path = args.Get("data");
-  ASSIGN_OR_RETURN(std::shared_ptr<data::SequenceSource> source,
+  tasks::PackedSet set;
+  set.name = "eval";
+  set.key = "--data";
+  set.path = path;
+  ASSIGN_OR_RETURN(set.sequences,
                    data::OpenSequences(path, static_cast<uint32_t>(config.model.bert.vocab_size()),
                                        limit));
-  RETURN_IF_ERROR(model::CheckDataFits(config.model.bert, source->limits().vocab_size,
-                                       source->limits().max_len, path));
-  const int max_len = static_cast<int>(source->limits().max_len);
+  RETURN_IF_ERROR(model::CheckDataFits(config.model.bert, set.sequences->limits().vocab_size,
+                                       set.sequences->limits().max_len, path));
+  const int max_len = static_cast<int>(set.sequences->limits().max_len);
   const std::string algorithm = args.Get("pack", "none");
   const int depth = algorithm == "none" ? 1 : max_depth;
   ASSIGN_OR_RETURN(data::PackedSequences packed,
-                   data::PackLengths(algorithm, source->Lengths(),
+                   data::PackLengths(algorithm, set.sequences->Lengths(),
                                      {max_len, depth, static_cast<uint64_t>(config.run.seed)}));
   logging::Get("score")->info("{}: {} sequences in {} rows, packing factor {:.4f}", algorithm,
                               packed.run.report.sequences, packed.run.report.rows,
                               packed.run.report.packing_factor);
-  auto index = std::make_shared<data::PackIndex>(std::move(packed.index));
+  set.rows = std::make_shared<data::PackIndex>(std::move(packed.index));
+  set.shape = {max_len, depth, 0};
+  const std::unique_ptr<tasks::Task> task = tasks::PretrainingOn({}, config.model.mlm_loss);
 
   auto communicator = distributed::Communicator::Single();
   data::LoaderOptions options;
   options.rows_per_batch = batch_rows;
-  options.shape = {max_len, depth, 0};
   // Once everything is checked: a refused command's error is its only line.
   WarnIfSlowKernels();
-  train::Evaluator evaluator(source, index, options, precision, device);
-  Progress progress("score", index->rows(), "rows");
-  ASSIGN_OR_RETURN(train::PretrainingMetrics m,
-                   evaluator.Run(bert, *communicator, [&](uint64_t rows) { progress.Add(rows); }));
+  train::Evaluator evaluator(*task, set, options, config.model.bert, precision, device);
+  Progress progress("score", set.rows->rows(), "rows");
+  ASSIGN_OR_RETURN(tasks::Scored scored,
+                   evaluator.Run(*bert, *communicator, [&](uint64_t rows) { progress.Add(rows); }));
   progress.Finish();
+  auto metric = [&](const char* name) { return tasks::MetricOf(scored.metrics, name); };
+  auto count = [&](const char* name) { return tasks::MetricOf(scored.counts, name); };
   nlohmann::ordered_json out;
-  out["sequences"] = static_cast<int64_t>(m.nsp_sequences);
-  out["rows"] = index->rows();
+  out["sequences"] = static_cast<int64_t>(count("sequences"));
+  out["rows"] = set.rows->rows();
   out["packing"] = algorithm;
-  out["masked_tokens"] = static_cast<int64_t>(m.mlm_tokens);
-  out["mlm_accuracy"] = m.MlmAccuracy();
-  out["mlm_loss_per_token"] = m.MlmLossPerToken();
-  out["mlm_loss"] = config.model.mlm_loss == model::MlmLossMode::kPerToken ? m.MlmLossPerToken()
-                                                                          : m.MlmLossPerSequence();
-  out["nsp_accuracy"] = m.NspAccuracy();
+  out["masked_tokens"] = static_cast<int64_t>(count("masked_tokens"));
+  out["mlm_accuracy"] = metric("mlm_accuracy");
+  out["mlm_loss_per_token"] = metric("mlm_loss");
+  out["mlm_loss"] = config.model.mlm_loss == model::MlmLossMode::kPerToken
+                        ? metric("mlm_loss")
+                        : count("mlm_loss_per_sequence");
+  out["nsp_accuracy"] = metric("nsp_accuracy");
   out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();

@@ -107,7 +107,7 @@ int Worker(int rounds) {
       sides.push_back(std::move(*made));
     }
     int64_t count = 0;
-    for (const auto& p : sides[0]->model()->parameters()) count += p.numel();
+    for (const auto& p : sides[0]->model().parameters()) count += p.numel();
     std::vector<double> reduce, plain, overlapped;
     for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
       // The all-reduce alone: every bucket after a (skipped) backward.

@@ -4,18 +4,20 @@
 // run_squad pad them), at SQuAD-384's length distribution (the published
 // histogram, ../shared/data/histogram_squad_384.txt) and at GLUE-128's
 // (sentence pairs of Wikipedia, tokenized, as MRPC and RTE pair sentences;
-// uniform lengths where ../shared/data is absent). Both run the fine-tuning
-// step of `packed-bert finetune` (train/finetune_step.h): the span head for
-// SQuAD, the classifier for GLUE; a step takes --sequences sequences on
-// average (packed: the rows that hold as many). Cases: "padded" attends over
-// the padded rows (dense, as those scripts do); "packed dense" over the
-// packed rows with the block-diagonal mask (the packing factor at work);
-// "packed" in the run's default layout (varlen: the model on the real
-// tokens only, attention per sequence). The cases take turns over
-// rounds (round 0 warms up and is not counted). Prints per case the rows per
-// step, the median step time, sequences and real tokens per second, and
-// packed over padded against the packing factor (the speed-up if a step's
-// time were its rows').
+// uniform lengths where ../shared/data is absent). Every case runs what
+// `packed-bert finetune` runs: the task (tasks/fine_tuning.h: the span head
+// for SQuAD, the classifier for GLUE), its trainee, the loader with its
+// threads making each micro-batch's inputs and task tensors ahead, and the
+// one training step; a step's time is what the command pays for it, the
+// wait for the loader included. A step takes --sequences sequences on
+// average (packed: the rows that hold as many). Cases: "padded" attends
+// over the padded rows (dense, as those scripts do); "packed dense" over
+// the packed rows with the block-diagonal mask (the packing factor at
+// work); "packed" in the run's default layout (auto). The cases take turns
+// over rounds (round 0 warms up and is not counted). Prints per case the
+// rows per step, the median step time, sequences and real tokens per
+// second, and packed over padded against the packing factor (the speed-up
+// if a step's time were its rows').
 //
 //   build/bench/finetune [--model tiny] [--rounds 3] [--steps 4] [--threads 2]
 //                        [--sequences 32] [--device cpu|cuda] [--precision auto|fp32|bf16]
@@ -28,7 +30,6 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,14 @@
 #include "common/platform.h"
 #include "data/packing/pack.h"
 #include "data/tokenizer.h"
-#include "model/random_state.h"
+#include "data/random.h"
 #include "tests/source_paths.h"
 #include "train/device.h"
-#include "train/finetune_step.h"
+#include "data/loader.h"
+#include "tasks/fine_tuning.h"
+#include "train/inputs.h"
+#include "train/step.h"
+#include "train/trainee.h"
 
 namespace {
 
@@ -80,7 +85,7 @@ std::vector<int> PairLengths(const std::string& corpus, const std::string& vocab
 }
 
 std::vector<Feature> FeaturesOf(const std::vector<int>& lengths, uint32_t seed) {
-  std::mt19937 random(seed);
+  pbert::data::Rng random(seed, 0);
   std::vector<Feature> out;
   for (pbert::data::Instance& sequence : pbert::bench::MakeSequences(lengths, seed)) {
     Feature f;
@@ -88,9 +93,9 @@ std::vector<Feature> FeaturesOf(const std::vector<int>& lengths, uint32_t seed) 
     sequence.masked_ids.clear();
     f.sequence = std::move(sequence);
     const int n = f.sequence.length();
-    f.start = static_cast<int32_t>(random() % n);
-    f.end = std::min(n - 1, f.start + static_cast<int32_t>(random() % 5));
-    f.label = static_cast<float>(random() % 2);
+    f.start = static_cast<int32_t>(random.Int(0, n - 1));
+    f.end = std::min(n - 1, f.start + static_cast<int32_t>(random.Int(0, 4)));
+    f.label = static_cast<float>(random.Int(0, 1));
     out.push_back(std::move(f));
   }
   return out;
@@ -98,15 +103,42 @@ std::vector<Feature> FeaturesOf(const std::vector<int>& lengths, uint32_t seed) 
 
 struct Case {
   std::string name;
-  const Distribution* distribution;
   int depth;
   pbert::model::AttentionKind attention;
-  std::vector<std::vector<int64_t>> rows;  // every row of the features, in order
+  std::shared_ptr<const pbert::tasks::Task> task;  // its features, packed
   int64_t rows_per_step = 0;
   double packing_factor = 1;
   std::vector<double> step_seconds;  // counted rounds
   double sequences = 0, tokens = 0;
 };
+
+// The fine-tuning task of `d`'s features, packed with `algorithm` into rows
+// of at most `depth`.
+absl::StatusOr<std::shared_ptr<const pbert::tasks::Task>> TaskOf(
+    const Distribution& d, const std::vector<Feature>& features, const std::string& algorithm,
+    int depth, const pbert::model::BertOptions& options) {
+  pbert::data::DataConfig data;
+  pbert::data::PrepareOptions prepare;
+  pbert::data::PackingConfig packing;
+  packing.algorithm = algorithm;
+  packing.options.max_depth = depth;
+  pbert::model::ModelConfig model;
+  model.bert = options;
+  pbert::tasks::FinetuneConfig finetune;
+  finetune.max_seq_length = d.max_len;
+  const pbert::tasks::TaskSetup setup{data, prepare, packing, model, finetune, 1, true, {}, true};
+  auto set = pbert::tasks::PackFeatures("train", "bench", d.name, features, setup);
+  if (!set.ok()) return set.status();
+  pbert::tasks::FineTuning parts;
+  parts.name = d.name;
+  parts.head = d.head;
+  parts.train = std::make_unique<pbert::tasks::PackedSet>(std::move(*set));
+  parts.evaluate = [](const pbert::tasks::PackedSet&, const c10::Device&) {
+    return std::unique_ptr<pbert::tasks::SetEvaluation>();
+  };
+  return std::shared_ptr<const pbert::tasks::Task>(
+      pbert::tasks::MakeFineTuningTask(std::move(parts)));
+}
 
 int Fail(const std::string& message) {
   std::cerr << "bench/finetune: " << message << "\n";
@@ -186,34 +218,23 @@ int main(int argc, char** argv) {
               steps, static_cast<long long>(sequences));
 
   const pbert::model::BertOptions base = size->Options().max_position_embeddings(512);
-  pbert::model::Randomness randomness(*device);
   auto communicator = pbert::distributed::Communicator::Single();
-  pbert::model::Randomness::Seed(1);
-  std::vector<std::vector<Feature>> features;
   std::vector<Case> cases;
   for (const Distribution& d : distributions) {
-    features.push_back(FeaturesOf(d.lengths, 3));
-    std::vector<uint16_t> lengths(d.lengths.begin(), d.lengths.end());
+    const std::vector<Feature> features = FeaturesOf(d.lengths, 3);
     using pbert::model::AttentionKind;
     for (const auto& [depth, attention, what] :
          {std::tuple{1, AttentionKind::kDense, " padded"},
           std::tuple{8, AttentionKind::kDense, " packed dense"},
           std::tuple{8, AttentionKind::kAuto, " packed"}}) {
-      auto packed = pbert::data::PackLengths(depth == 1 ? "none" : "lp", lengths,
-                                             {d.max_len, depth, 1});
-      if (!packed.ok()) return Fail(std::string(packed.status().message()));
       Case c;
       c.name = d.name + what;
-      c.distribution = &d;
       c.depth = depth;
       c.attention = attention;
-      for (uint64_t r = 0; r < packed->index.rows(); ++r) {
-        auto members = packed->index.Row(r);
-        c.rows.emplace_back(members.begin(), members.end());
-      }
-      // Rows in a seeded random order: a plan lists them by shape.
-      std::shuffle(c.rows.begin(), c.rows.end(), std::mt19937(4));
-      c.packing_factor = packed->run.report.packing_factor;
+      auto task = TaskOf(d, features, depth == 1 ? "none" : "lp", depth, base);
+      if (!task.ok()) return Fail(std::string(task.status().message()));
+      c.task = *task;
+      c.packing_factor = c.task->train()->packing_factor();
       c.rows_per_step = std::max<int64_t>(
           1, std::llround(static_cast<double>(sequences) / c.packing_factor));
       cases.push_back(std::move(c));
@@ -231,43 +252,42 @@ int main(int argc, char** argv) {
     if (round % 2 == 1) std::reverse(order.begin(), order.end());
     for (size_t k : order) {
       Case& c = cases[k];
-      const Distribution& d = *c.distribution;
-      const std::vector<Feature>& f = features[&d - distributions.data()];
-      // A fresh model and optimizer per case and round: the same work each
-      // time.
-      pbert::model::BertOptions options = base;
-      options.attention(c.attention);
-      pbert::train::TaskModel task(options, d.head, 2);
-      task.module().to(*device);
-      auto optimizer = pbert::train::MakeFinetuneOptimizer(
-          task, pbert::optim::LambOptions(3e-5), pbert::tasks::FinetuneOptimizer::kAdamW,
-          device->is_cuda());
-      const auto plan = pbert::model::InputPlan::For(options, *device, *precision, at::kFloat);
+      const pbert::tasks::PackedSet& set = *c.task->train();
+      // A fresh model, optimizer and loader per case and round, at the
+      // round's place in the rows: the same work each time.
+      pbert::train::TraineeOptions options;
+      options.task = c.task;
+      options.bert = base;
+      options.bert.attention(c.attention);
+      options.lamb = pbert::optim::LambOptions(3e-5).trust_ratio(false);  // AdamW
+      options.precision = *precision;
+      options.device = *device;
+      options.seed = 1;
+      auto trainee = pbert::train::Trainee::Make(options, *communicator);
+      if (!trainee.ok()) return Fail(std::string(trainee.status().message()));
+      pbert::data::LoaderOptions loader;
+      loader.rows_per_batch = c.rows_per_step;
+      loader.shape = set.shape;
+      loader.seed = 4;
+      loader.threads = 1;
+      loader.prepare = pbert::train::Preparer((*trainee)->input_plan(), {c.task.get(), &set});
+      auto made = pbert::data::Loader::Create(
+          set.sequences, set.rows, loader,
+          {static_cast<uint64_t>(round * steps * c.rows_per_step)});
+      if (!made.ok()) return Fail(std::string(made.status().message()));
       for (int s = 0; s < steps; ++s) {
-        const size_t begin = static_cast<size_t>((round * steps + s) * c.rows_per_step) %
-                             c.rows.size();
-        std::vector<std::vector<int64_t>> rows;
-        for (int64_t r = 0; r < c.rows_per_step; ++r) {
-          rows.push_back(c.rows[(begin + static_cast<size_t>(r)) % c.rows.size()]);
-        }
-        auto targets = pbert::tasks::MakeTaskBatch(f, rows, d.max_len, c.depth, d.head);
-        if (!targets.ok()) return Fail(std::string(targets.status().message()));
-        // The loader's threads make the inputs ahead of a run's step.
-        auto batch = pbert::train::Prepare(targets->batch, plan);
-        if (!batch.ok()) return Fail(std::string(batch.status().message()));
         const auto start = std::chrono::steady_clock::now();
-        pbert::train::StepShare share;
-        share.parts.push_back({&*targets, &*batch, 0});
-        share.step_sequences = static_cast<double>(targets->features.size());
-        auto stepped = pbert::train::FinetuneStep(task, *optimizer, share, plan, *precision, 3e-5,
-                                                  1.0, randomness, *communicator);
+        auto batches = (*made)->Next();
+        if (!batches.ok()) return Fail(std::string(batches.status().message()));
+        auto stepped = pbert::train::TrainStep(**trainee, *communicator,
+                                               pbert::train::Prepared(*batches), 3e-5, {});
         if (!stepped.ok()) return Fail(std::string(stepped.status().message()));
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (round == 0) continue;
         c.step_seconds.push_back(seconds);
-        c.sequences += static_cast<double>(targets->features.size());
-        c.tokens += static_cast<double>(targets->batch.tokens);
+        c.sequences += stepped->metrics.sequences;
+        c.tokens += stepped->metrics.tokens;
       }
     }
   }

@@ -481,7 +481,7 @@ int RunCase(const Options& o, const Request& r) {
       if (absl::Status done = step(k); !done.ok()) return report_error(std::string(done.message()));
       side.tokens += static_cast<double>(batches[k].tokens);
       side.sequences += static_cast<double>(batches[k].sequences.size());
-      side.flops += pbert::model::TrainingFlops((*trainee)->model()->options, (*steps)[k].work);
+      side.flops += (*trainee)->task().TrainingFlops((*trainee)->bert_options(), (*steps)[k].work);
     }
     if (cuda) (void)pbert::gpu::Synchronize(0);
     side.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -47,6 +47,9 @@ struct PackedBatch {
   int64_t max_seqlen = 0;
   int64_t masked_sequences = 0;
   std::vector<SequenceSpan> sequences;
+  // Each sequence's record in the loader's source, in `sequences`' order:
+  // what a fine-tuning task finds its targets by (the loader sets it).
+  std::vector<int64_t> records;
 
   int64_t rows() const { return input_ids.size(0); }
 };

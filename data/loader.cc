@@ -13,13 +13,15 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Seq
                                                        std::shared_ptr<const PackIndex> index,
                                                        const LoaderOptions& options,
                                                        LoaderPosition start) {
+  const int64_t full = options.world_size * options.batches_per_step * options.rows_per_batch;
   if (options.rows_per_batch < 1 || options.batches_per_step < 1 || options.world_size < 1 ||
       options.rank < 0 || options.rank >= options.world_size || options.threads < 1 ||
-      options.prefetch < 1) {
+      options.prefetch < 1 || options.rows_per_step < 0 || options.rows_per_step > full) {
     return absl::InvalidArgumentError(absl::StrCat(
         "loader options out of range: rows_per_batch ", options.rows_per_batch,
-        ", batches_per_step ", options.batches_per_step, ", rank ", options.rank, " of ",
-        options.world_size, ", threads ", options.threads, ", prefetch ", options.prefetch));
+        ", batches_per_step ", options.batches_per_step, ", rows_per_step ", options.rows_per_step,
+        ", rank ", options.rank, " of ", options.world_size, ", threads ", options.threads,
+        ", prefetch ", options.prefetch));
   }
   RETURN_IF_ERROR(Annotate(index->Verify(source->Lengths()),
                            absl::StrCat("the pack index does not fit ", source->name(),
@@ -55,6 +57,7 @@ Loader::~Loader() {
 }
 
 uint64_t Loader::RowsPerStep() const {
+  if (options_.rows_per_step > 0) return static_cast<uint64_t>(options_.rows_per_step);
   return static_cast<uint64_t>(options_.world_size * options_.batches_per_step *
                                options_.rows_per_batch);
 }
@@ -116,6 +119,7 @@ absl::StatusOr<StepBatches> Loader::Build(uint64_t step) {
   uint64_t end = begin + RowsPerStep();
   if (options_.single_pass) end = std::min<uint64_t>(end, index_->rows());
   StepBatches out;
+  out.first_micro_batch = static_cast<uint64_t>(options_.rank * options_.batches_per_step);
   std::vector<Instance> storage;
   for (int64_t k = 0; k < options_.batches_per_step; ++k) {
     const uint64_t chunk = static_cast<uint64_t>(options_.rank * options_.batches_per_step + k);
@@ -130,6 +134,7 @@ absl::StatusOr<StepBatches> Loader::Build(uint64_t step) {
     }
     storage.assign(sequences, Instance());
     std::vector<std::vector<const Instance*>> layout;
+    std::vector<int64_t> records;
     size_t next = 0;
     for (uint64_t row : rows) {
       layout.emplace_back();
@@ -137,9 +142,11 @@ absl::StatusOr<StepBatches> Loader::Build(uint64_t step) {
         RETURN_IF_ERROR(source_->Read(id, &storage[next]));
         out.tokens += storage[next].length();
         layout.back().push_back(&storage[next++]);
+        records.push_back(id);
       }
     }
     ASSIGN_OR_RETURN(PackedBatch batch, MakeBatch(layout, options_.shape));
+    batch.records = std::move(records);
     if (options_.prepare) {
       ASSIGN_OR_RETURN(std::any prepared, options_.prepare(batch));
       out.prepared.push_back(std::move(prepared));

@@ -6,8 +6,8 @@
 // The rows form one stream: epoch 0's order, then epoch 1's, ... (each a
 // seeded shuffle of all rows, or the index order when shuffle is off). An
 // optimizer step takes the next world_size x batches_per_step x
-// rows_per_batch rows of the stream; rank r's micro-batch k is the chunk
-// r x batches_per_step + k of them. The position is one number, the rows of
+// rows_per_batch rows of the stream (or rows_per_step); rank r's
+// micro-batch k is the chunk r x batches_per_step + k of them. The position is one number, the rows of
 // the stream consumed by all ranks, so a resume (with any world size)
 // continues at the exact next row.
 #pragma once
@@ -34,6 +34,11 @@ namespace pbert::data {
 struct LoaderOptions {
   int64_t rows_per_batch = 32;   // B: rows of one micro-batch
   int64_t batches_per_step = 1;  // micro-batches of one rank per optimizer step
+  // Rows of a step over all ranks, when fewer than world_size x
+  // batches_per_step x rows_per_batch: the step's last micro-batches are
+  // then shorter, or none (fine-tuning's batch of so many sequences,
+  // whatever the ranks). 0: every micro-batch full.
+  int64_t rows_per_step = 0;
   BatchShape shape;              // S, D, M of every micro-batch
   int rank = 0;
   int world_size = 1;
@@ -77,6 +82,9 @@ struct LoaderPosition {
 struct StepBatches {
   std::vector<PackedBatch> batches;  // without options.prepare
   std::vector<std::any> prepared;    // with it, what it made of each
+  // The number of the first of them among the step's micro-batches over
+  // all ranks (rank x batches_per_step; the rest follow it).
+  uint64_t first_micro_batch = 0;
   uint64_t sequences = 0;  // in this rank's batches
   uint64_t tokens = 0;     // real tokens in this rank's batches
   uint64_t rows = 0;       // rows in this rank's batches

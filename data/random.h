@@ -50,8 +50,13 @@ class Rng {
   // Fisher-Yates from the back, as Python's random.shuffle.
   template <class T>
   void Shuffle(std::vector<T>& items) {
-    for (size_t i = items.size(); i > 1; --i) {
-      std::swap(items[i - 1], items[static_cast<size_t>(Int(0, static_cast<int64_t>(i) - 1))]);
+    Shuffle(items.begin(), items.end());
+  }
+  // The same on [first, last) of random-access iterators.
+  template <class It>
+  void Shuffle(It first, It last) {
+    for (auto i = last - first; i > 1; --i) {
+      std::swap(first[i - 1], first[Int(0, static_cast<int64_t>(i) - 1)]);
     }
   }
 

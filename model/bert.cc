@@ -89,6 +89,21 @@ void BertSelfAttentionImpl::PackQkv() {
   PackRows({query->bias, key->bias, value->bias});
 }
 
+void BertSelfAttentionImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(device, dtype, non_blocking);
+  PackQkv();
+}
+
+void BertSelfAttentionImpl::to(torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(dtype, non_blocking);
+  PackQkv();
+}
+
+void BertSelfAttentionImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  PackQkv();
+}
+
 at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& hidden,
                                           const AttentionLayout& layout) {
   const double dropout = is_training() ? options.attention_dropout() : 0.0;
@@ -217,6 +232,26 @@ at::Tensor BertModelImpl::forward(const Inputs& inputs) {
                  inputs.attention);
 }
 
+int64_t BertModelImpl::Fp8Products(const BertOptions& options) {
+  // QKV (or Q, K, V), attention output, intermediate, output.
+  return options.num_layers() * (options.fused_qkv() ? 4 : 6);
+}
+
+void BertModelImpl::UseFp8(const Fp8Scaling& scaling) {
+  TORCH_CHECK(scaling.products() == Fp8Products(options), "UseFp8: a scaling of ",
+              scaling.products(), " products for a model of ", Fp8Products(options));
+  int64_t next = 0;
+  for (const auto& module : *encoder->layer) {
+    auto& layer = *module->as<BertLayer>();
+    auto& self = *layer.attention->self;
+    self.fp8.clear();
+    for (int i = 0; i < (options.fused_qkv() ? 1 : 3); ++i) self.fp8.push_back(scaling.Slot(next++));
+    layer.attention->output->fp8 = scaling.Slot(next++);
+    layer.intermediate->fp8 = scaling.Slot(next++);
+    layer.output->fp8 = scaling.Slot(next++);
+  }
+}
+
 BertPredictionTransformImpl::BertPredictionTransformImpl(const BertOptions& options)
     : options(options) {
   reset();
@@ -297,47 +332,6 @@ void BertForPreTrainingImpl::InitWeights() {
   // LAMB moves them by 0 (zero moments, zero weight decay).
   at::Tensor& words = bert->embeddings->word_embeddings->weight;
   words.narrow(0, V, words.size(0) - V).zero_();
-}
-
-void BertForPreTrainingImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
-  torch::nn::Module::to(device, dtype, non_blocking);
-  PackQkv();
-}
-
-void BertForPreTrainingImpl::to(torch::Dtype dtype, bool non_blocking) {
-  torch::nn::Module::to(dtype, non_blocking);
-  PackQkv();
-}
-
-void BertForPreTrainingImpl::to(torch::Device device, bool non_blocking) {
-  torch::nn::Module::to(device, non_blocking);
-  PackQkv();
-}
-
-void BertForPreTrainingImpl::PackQkv() {
-  for (const auto& module : *bert->encoder->layer) {
-    module->as<BertLayer>()->attention->self->PackQkv();
-  }
-}
-
-int64_t BertForPreTrainingImpl::Fp8Products(const BertOptions& options) {
-  // QKV (or Q, K, V), attention output, intermediate, output.
-  return options.num_layers() * (options.fused_qkv() ? 4 : 6);
-}
-
-void BertForPreTrainingImpl::UseFp8(const Fp8Scaling& scaling) {
-  TORCH_CHECK(scaling.products() == Fp8Products(options), "UseFp8: a scaling of ",
-              scaling.products(), " products for a model of ", Fp8Products(options));
-  int64_t next = 0;
-  for (const auto& module : *bert->encoder->layer) {
-    auto& layer = *module->as<BertLayer>();
-    auto& self = *layer.attention->self;
-    self.fp8.clear();
-    for (int i = 0; i < (options.fused_qkv() ? 1 : 3); ++i) self.fp8.push_back(scaling.Slot(next++));
-    layer.attention->output->fp8 = scaling.Slot(next++);
-    layer.intermediate->fp8 = scaling.Slot(next++);
-    layer.output->fp8 = scaling.Slot(next++);
-  }
 }
 
 std::map<std::string, int64_t> BertForPreTrainingImpl::FileRows() const {

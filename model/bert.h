@@ -52,12 +52,18 @@ class BertSelfAttentionImpl : public torch::nn::Cloneable<BertSelfAttentionImpl>
   // With options.fused_qkv: lays the Q, K, V weights (and biases) end to
   // end in one buffer (model/fused_layers.h, PackRows), for one product.
   void PackQkv();
+  // Moves as Module::to, then lays Q, K and V end to end again in the new
+  // storage (PackQkv): whichever model holds the encoder, its one QKV
+  // buffer outlives a move.
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
 
   BertOptions options;
   // Dropout on the attention probabilities (options.attention_dropout)
   // happens inside Attend.
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
-  // In fp8 (BertForPreTraining::UseFp8): the QKV product's scaling, or
+  // In fp8 (BertModel::UseFp8): the QKV product's scaling, or
   // Q's, K's and V's without fused_qkv; empty otherwise.
   std::vector<Fp8Slot> fp8;
 };
@@ -76,7 +82,7 @@ class BertResidualOutputImpl : public torch::nn::Cloneable<BertResidualOutputImp
   int64_t in_features;
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
-  std::optional<Fp8Slot> fp8;  // dense in fp8 (BertForPreTraining::UseFp8)
+  std::optional<Fp8Slot> fp8;  // dense in fp8 (BertModel::UseFp8)
 };
 TORCH_MODULE(BertResidualOutput);
 
@@ -94,7 +100,7 @@ class BertDenseActivationImpl : public torch::nn::Cloneable<BertDenseActivationI
   Activation activation;
   bool fused;
   torch::nn::Linear dense{nullptr};
-  std::optional<Fp8Slot> fp8;  // dense in fp8 (BertForPreTraining::UseFp8)
+  std::optional<Fp8Slot> fp8;  // dense in fp8 (BertModel::UseFp8)
 };
 TORCH_MODULE(BertDenseActivation);
 
@@ -142,6 +148,13 @@ class BertModelImpl : public torch::nn::Cloneable<BertModelImpl> {
   // The final hidden states: [B,S,H] over the padded rows, or [T,H] over
   // the real tokens in the varlen layouts.
   at::Tensor forward(const Inputs& inputs);
+
+  // The encoder's linear layers in fp8 (model/fp8.h), each with its rows of
+  // `scaling`, which has Fp8Products(options) products (on the model's
+  // device; the model keeps views of it). Amaxes are recorded in training.
+  // Every head over this encoder computes its products so.
+  void UseFp8(const Fp8Scaling& scaling);
+  static int64_t Fp8Products(const BertOptions& options);
 
   BertOptions options;
   BertEmbeddings embeddings{nullptr};
@@ -200,20 +213,6 @@ class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImp
   // The parameters whose files hold fewer rows than the model: the padded
   // word embeddings, by name, with the rows their files hold.
   std::map<std::string, int64_t> FileRows() const;
-
-  // Moves as Module::to, then lays each layer's Q, K and V end to end again
-  // in the new storage (PackQkv).
-  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
-  void to(torch::Dtype dtype, bool non_blocking = false) override;
-  void to(torch::Device device, bool non_blocking = false) override;
-  // Every layer's BertSelfAttention::PackQkv.
-  void PackQkv();
-
-  // The encoder's linear layers in fp8 (model/fp8.h), each with its rows of
-  // `scaling`, which has Fp8Products(options) products (on the model's
-  // device; the model keeps views of it). Amaxes are recorded in training.
-  void UseFp8(const Fp8Scaling& scaling);
-  static int64_t Fp8Products(const BertOptions& options);
 
   // The heads' logits for `inputs` (model/inputs.h), on the model's
   // device, in the layout they were made for: device work only.

@@ -18,8 +18,16 @@ struct BatchWork {
   double masked_tokens = 0;
 };
 
-// Forward and backward: 3 times the forward's multiply-adds, 2 FLOPs each
-// (the backward computes the gradients of both inputs of every product).
+// Multiply-adds of the encoder's forward pass (no head).
+double EncoderMacs(const BertOptions& options, const BatchWork& work);
+
+// Forward and backward of `macs` multiply-adds of a forward pass: 3 times
+// them, 2 FLOPs each (the backward computes the gradients of both inputs
+// of every product).
+inline double TrainingFlopsOf(double macs) { return 3 * 2 * macs; }
+
+// Pretraining's: the encoder, the pooler and NSP head over the sequences,
+// the MLM head over the masked tokens.
 double TrainingFlops(const BertOptions& options, const BatchWork& work);
 
 }  // namespace pbert::model

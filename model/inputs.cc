@@ -2,48 +2,44 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "common/torch_compat_ops.h"
 #include "gpu/gpu.h"
 #include "model/attention.h"
 
 namespace pbert::model {
-namespace {
 
-// Every tensor of `inputs`, for moving them all alike.
-template <class F>
-void ForEachTensor(Inputs& inputs, F f) {
-  for (at::Tensor* t : {&inputs.input_ids, &inputs.position_ids, &inputs.token_type_ids,
-                        &inputs.mlm_token, &inputs.cls_token, &inputs.mlm_labels, &inputs.mlm_owner,
-                        &inputs.nsp_labels, &inputs.nsp_valid}) {
-    f(*t);
-  }
+std::vector<at::Tensor*> Inputs::Tensors() {
+  std::vector<at::Tensor*> out = {&input_ids,  &position_ids, &token_type_ids,
+                                  &mlm_token,  &cls_token,    &mlm_labels,
+                                  &mlm_owner,  &nsp_labels,   &nsp_valid,
+                                  &sequence_token, &sequence_valid};
+  for (at::Tensor& t : task) out.push_back(&t);
   auto buckets = [&](std::vector<AttentionBucket>& all) {
     for (AttentionBucket& b : all) {
-      f(b.tokens);
-      f(b.key_mask);
+      out.push_back(&b.tokens);
+      out.push_back(&b.key_mask);
     }
   };
-  if (auto* dense = std::get_if<DenseMask>(&inputs.attention)) f(dense->mask);
-  if (auto* blocked = std::get_if<BlockedBuckets>(&inputs.attention)) buckets(blocked->buckets);
-  if (auto* varlen = std::get_if<VarlenBuckets>(&inputs.attention)) buckets(varlen->buckets);
-  if (auto* flash = std::get_if<VarlenBoundaries>(&inputs.attention)) f(flash->cu_seqlens);
+  if (auto* dense = std::get_if<DenseMask>(&attention)) out.push_back(&dense->mask);
+  if (auto* blocked = std::get_if<BlockedBuckets>(&attention)) buckets(blocked->buckets);
+  if (auto* varlen = std::get_if<VarlenBuckets>(&attention)) buckets(varlen->buckets);
+  if (auto* flash = std::get_if<VarlenBoundaries>(&attention)) out.push_back(&flash->cu_seqlens);
+  out.erase(std::remove_if(out.begin(), out.end(), [](at::Tensor* t) { return !t->defined(); }),
+            out.end());
+  return out;
 }
-
-}  // namespace
 
 Inputs Inputs::To(const c10::Device& device, bool non_blocking) const {
   Inputs moved = *this;
-  ForEachTensor(moved, [&](at::Tensor& t) {
-    if (t.defined()) t = t.to(device, t.scalar_type(), non_blocking);
-  });
+  for (at::Tensor* t : moved.Tensors()) *t = t->to(device, t->scalar_type(), non_blocking);
   return moved;
 }
 
 void Inputs::PinMemory() {
   if (!gpu::Built()) return;
-  ForEachTensor(*this, [](at::Tensor& t) {
-    if (t.defined()) t = t.pin_memory();
-  });
+  for (at::Tensor* t : Tensors()) *t = t->pin_memory();
 }
 
 at::Tensor HostToDevice(const at::Tensor& host, const c10::Device& device) {

@@ -75,8 +75,21 @@ struct Inputs {
   at::Tensor mlm_owner;   // [K] int64: the sequence slot (row * D + slot) of each masked token
   at::Tensor nsp_labels;  // [B,D] int64
   at::Tensor nsp_valid;   // [B,D] int64: 1 where the slot holds a sequence
+  // Where a head over every token of a sequence (the span head) looks: each
+  // of the N sequences' tokens in the flattened hidden states, padded to
+  // the longest, L (with static shapes N = B*D and L = S); undefined where
+  // no head reads them (pretraining).
+  at::Tensor sequence_token;  // [N,L] int64; a padding slot holds a valid index
+  at::Tensor sequence_valid;  // [N,L] bool: the slot holds one of the sequence's tokens
+  // A task's own tensors (tasks/task.h): its targets and what its
+  // evaluation gathers by, in the task's order; model/ reads none of them.
+  std::vector<at::Tensor> task;
 
   int64_t rows() const { return nsp_labels.size(0); }
+  // Every defined tensor, in one fixed order (the same for every
+  // micro-batch of a run): what a move, pinning and a captured step's
+  // buffers go through.
+  std::vector<at::Tensor*> Tensors();
   // Every tensor on `device`; from page-locked memory a GPU copies them
   // without blocking the host.
   Inputs To(const c10::Device& device, bool non_blocking = false) const;

@@ -61,16 +61,15 @@ std::map<std::string, int64_t> BertForQuestionAnsweringImpl::FileRows() const {
   return WordRows(options);
 }
 
-SpanLogitsTensor BertForQuestionAnsweringImpl::forward(const Inputs& inputs,
-                                                       const SequenceTokens& tokens) {
+SpanLogitsTensor BertForQuestionAnsweringImpl::forward(const Inputs& inputs) {
   const at::Tensor hidden = bert(inputs).reshape({-1, options.hidden_size()});
   // The head on each sequence's own tokens only: [N,L,2].
-  const at::Tensor logits =
-      qa_outputs(hidden.index_select(0, tokens.token.reshape({-1})))
-          .view({tokens.token.size(0), tokens.token.size(1), 2})
-          .to(at::kFloat);
+  const at::Tensor& tokens = inputs.sequence_token;
+  const at::Tensor logits = qa_outputs(hidden.index_select(0, tokens.reshape({-1})))
+                                .view({tokens.size(0), tokens.size(1), 2})
+                                .to(at::kFloat);
   const at::Tensor masked =
-      logits.masked_fill(tokens.valid.logical_not().unsqueeze(-1),
+      logits.masked_fill(inputs.sequence_valid.logical_not().unsqueeze(-1),
                          -std::numeric_limits<float>::infinity());
   return {masked.select(-1, 0), masked.select(-1, 1)};
 }

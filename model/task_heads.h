@@ -17,13 +17,6 @@
 
 namespace pbert::model {
 
-// Where each of a micro-batch's N sequences lies in the flattened hidden
-// states ([B*S] or [T], as Inputs::cls_token), padded to its longest, L.
-struct SequenceTokens {
-  at::Tensor token;  // [N,L] int64; a padding slot holds any valid index
-  at::Tensor valid;  // [N,L] bool: the slot holds one of the sequence's tokens
-};
-
 // Start and end logits of each sequence's tokens, -inf at padding slots.
 struct SpanLogitsTensor {
   at::Tensor start, end;  // [N,L]
@@ -38,7 +31,8 @@ class BertForQuestionAnsweringImpl : public torch::nn::Cloneable<BertForQuestion
  public:
   explicit BertForQuestionAnsweringImpl(const BertOptions& options);
   void reset() override;
-  SpanLogitsTensor forward(const Inputs& inputs, const SequenceTokens& tokens);
+  // Over each sequence's own tokens (Inputs::sequence_token).
+  SpanLogitsTensor forward(const Inputs& inputs);
   std::map<std::string, int64_t> FileRows() const;
 
   BertOptions options;
@@ -64,8 +58,8 @@ class BertForSequenceClassificationImpl
 };
 TORCH_MODULE(BertForSequenceClassification);
 
-// Copies the encoder of a pretraining model into a fine-tuning model's
-// `bert` (same options): every parameter under the same name.
+// Copies the encoder of one model into another's `bert` (same options):
+// every parameter under the same name.
 void CopyEncoder(const BertModel& from, BertModel& to);
 
 }  // namespace pbert::model

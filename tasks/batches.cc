@@ -2,99 +2,124 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
 
 namespace pbert::tasks {
+namespace {
 
-absl::StatusOr<TaskBatch> MakeTaskBatch(const std::vector<Feature>& features,
-                                        const std::vector<std::vector<int64_t>>& rows,
-                                        int max_len, int max_depth, HeadKind head) {
-  std::vector<std::vector<const data::Instance*>> instances(rows.size());
-  TaskBatch out;
-  const int64_t b = static_cast<int64_t>(rows.size());
-  out.labels = head == HeadKind::kScore ? at::zeros({b, max_depth}, at::kFloat)
-                                        : at::zeros({b, max_depth}, at::kLong);
-  std::vector<int64_t> start, end;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    for (size_t k = 0; k < rows[r].size(); ++k) {
-      const int64_t f = rows[r][k];
-      if (f < 0 || f >= static_cast<int64_t>(features.size())) {
-        return absl::InternalError(absl::StrCat("MakeTaskBatch: no feature ", f));
-      }
-      const Feature& feature = features[f];
-      instances[r].push_back(&feature.sequence);
-      out.features.push_back(f);
-      start.push_back(feature.start);
-      end.push_back(feature.end);
-      if (head == HeadKind::kScore) {
-        out.labels[r][k] = feature.label;
-      } else {
-        out.labels[r][k] = static_cast<int64_t>(feature.label);
-      }
+// Each sequence's feature, checked against `features`.
+absl::StatusOr<std::vector<int64_t>> FeaturesOf(const std::vector<Feature>& features,
+                                                const data::PackedBatch& batch) {
+  if (batch.records.size() != batch.sequences.size()) {
+    return absl::InternalError(absl::StrCat("a batch of ", batch.sequences.size(),
+                                            " sequences names ", batch.records.size(),
+                                            " records"));
+  }
+  for (const int64_t f : batch.records) {
+    if (f < 0 || f >= static_cast<int64_t>(features.size())) {
+      return absl::InternalError(absl::StrCat("a batch holds feature ", f, " of ",
+                                              features.size()));
     }
   }
-  ASSIGN_OR_RETURN(out.batch, data::MakeBatch(instances, {max_len, max_depth, 0}));
-  out.start = at::tensor(start, at::kLong);
-  out.end = at::tensor(end, at::kLong);
-  return out;
+  return batch.records;
 }
 
-model::SequenceTokens TokensOf(const data::PackedBatch& batch, bool varlen) {
-  const int64_t n = static_cast<int64_t>(batch.sequences.size());
+}  // namespace
+
+absl::Status AddSpanInputs(const std::vector<Feature>& features, const data::PackedBatch& batch,
+                           const model::InputPlan& plan, model::Inputs* inputs) {
+  auto owned = FeaturesOf(features, batch);
+  if (!owned.ok()) return owned.status();
+  const int64_t real = static_cast<int64_t>(batch.sequences.size());
+  const int64_t B = batch.rows(), S = batch.input_ids.size(1), D = batch.cls_positions.size(1);
   int64_t longest = 1;
   for (const auto& s : batch.sequences) longest = std::max(longest, s.length);
-  at::Tensor token = at::zeros({n, longest}, at::kLong);
-  at::Tensor valid = at::zeros({n, longest}, at::kBool);
+  const int64_t n = plan.static_shapes ? B * D : real;
+  const int64_t L = plan.static_shapes ? S : longest;
+  at::Tensor token = at::zeros({n, L}, at::kLong);
+  at::Tensor valid = at::zeros({n, L}, at::kBool);
+  at::Tensor start = at::zeros({n}, at::kLong), end = at::zeros({n}, at::kLong);
+  at::Tensor weight = at::zeros({n}, at::kDouble);
+  at::Tensor feature = at::full({n}, static_cast<int64_t>(features.size()), at::kLong);
   auto t = token.accessor<int64_t, 2>();
   auto v = valid.accessor<bool, 2>();
-  for (int64_t i = 0; i < n; ++i) {
+  auto starts = start.accessor<int64_t, 1>(), ends = end.accessor<int64_t, 1>();
+  auto weights = weight.accessor<double, 1>();
+  auto owners = feature.accessor<int64_t, 1>();
+  const bool varlen = plan.attention == model::AttentionKind::kVarlen;
+  for (int64_t i = 0; i < real; ++i) {
     const data::SequenceSpan& s = batch.sequences[i];
     const int64_t first = varlen ? s.token_start : s.row_start;
     for (int64_t j = 0; j < s.length; ++j) {
       t[i][j] = first + j;
       v[i][j] = true;
     }
+    const Feature& f = features[(*owned)[i]];
+    starts[i] = f.start;
+    ends[i] = f.end;
+    weights[i] = 1.0;
+    owners[i] = (*owned)[i];
   }
-  return {token, valid};
+  // A padding sequence reads token 0, so that its softmax is finite, and
+  // weighs nothing.
+  for (int64_t i = real; i < n; ++i) v[i][0] = true;
+  inputs->sequence_token = token;
+  inputs->sequence_valid = valid;
+  inputs->task = {start, end, weight, feature};
+  return absl::OkStatus();
 }
 
-std::vector<SpanLogits> SequenceSpanLogits(const model::SpanLogitsTensor& logits,
-                                           const data::PackedBatch& batch) {
-  // Contiguous float copies: start and end are views of every other element
-  // of the head's [N,L,2] output.
-  const at::Tensor start = logits.start.to(at::kCPU, at::kFloat).contiguous();
-  const at::Tensor end = logits.end.to(at::kCPU, at::kFloat).contiguous();
-  std::vector<SpanLogits> out;
-  out.reserve(batch.sequences.size());
+absl::Status AddClassInputs(const std::vector<Feature>& features, HeadKind head,
+                            const data::PackedBatch& batch, model::Inputs* inputs) {
+  auto owned = FeaturesOf(features, batch);
+  if (!owned.ok()) return owned.status();
+  const int64_t B = batch.rows(), D = batch.cls_positions.size(1);
+  at::Tensor labels = head == HeadKind::kScore ? at::zeros({B, D}, at::kFloat)
+                                               : at::zeros({B, D}, at::kLong);
+  at::Tensor feature = at::full({B, D}, static_cast<int64_t>(features.size()), at::kLong);
+  auto owners = feature.accessor<int64_t, 2>();
+  // The batch's sequences lie row after row, each row's in slot order.
+  const int64_t S = batch.input_ids.size(1);
+  int64_t row = -1, slot = 0;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const int64_t n = batch.sequences[i].length;
-    const float* s = start[static_cast<int64_t>(i)].data_ptr<float>();
-    const float* e = end[static_cast<int64_t>(i)].data_ptr<float>();
-    out.push_back({std::vector<float>(s, s + n), std::vector<float>(e, e + n)});
+    const int64_t r = batch.sequences[i].row_start / S;
+    slot = r == row ? slot + 1 : 0;
+    row = r;
+    const Feature& f = features[(*owned)[i]];
+    if (head == HeadKind::kScore) {
+      labels.accessor<float, 2>()[r][slot] = f.label;
+    } else {
+      labels.accessor<int64_t, 2>()[r][slot] = static_cast<int64_t>(f.label);
+    }
+    owners[r][slot] = (*owned)[i];
   }
-  return out;
+  inputs->task = {labels, feature};
+  return absl::OkStatus();
 }
 
-TaskSums SpanSums(const model::SpanLogitsTensor& logits, const at::Tensor& start,
-                  const at::Tensor& end) {
+TaskSums SpanSums(const model::SpanLogitsTensor& logits, const model::Inputs& inputs) {
+  const at::Tensor& start = inputs.task[kSpanStart];
+  const at::Tensor& end = inputs.task[kSpanEnd];
+  const at::Tensor& weight = inputs.task[kSpanWeight];
   const at::Tensor start_loss =
-      at::log_softmax(logits.start.to(at::kDouble), -1).gather(1, start.unsqueeze(1)).neg();
+      at::log_softmax(logits.start.to(at::kDouble), -1).gather(1, start.unsqueeze(1)).squeeze(1).neg();
   const at::Tensor end_loss =
-      at::log_softmax(logits.end.to(at::kDouble), -1).gather(1, end.unsqueeze(1)).neg();
+      at::log_softmax(logits.end.to(at::kDouble), -1).gather(1, end.unsqueeze(1)).squeeze(1).neg();
   TaskSums sums;
-  sums.loss = ((start_loss + end_loss) / 2).sum();
-  sums.sequences = at::scalar_tensor(static_cast<double>(start.size(0)),
-                                     logits.start.options().dtype(at::kDouble));
-  sums.correct = (logits.start.argmax(-1).eq(start) & logits.end.argmax(-1).eq(end))
-                     .sum()
-                     .to(at::kDouble);
+  sums.loss = ((start_loss + end_loss) / 2 * weight).sum();
+  sums.sequences = weight.sum();
+  sums.correct = ((logits.start.argmax(-1).eq(start) & logits.end.argmax(-1).eq(end))
+                      .to(at::kDouble) *
+                  weight)
+                     .sum();
   return sums;
 }
 
-TaskSums ClassSums(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& valid,
-                   HeadKind head) {
-  const at::Tensor mask = valid.to(at::kBool);
+TaskSums ClassSums(const at::Tensor& logits, const model::Inputs& inputs, HeadKind head) {
+  const at::Tensor& labels = inputs.task[kClassLabel];
+  const at::Tensor mask = inputs.nsp_valid.to(at::kBool);
   const at::Tensor weight = mask.to(at::kDouble);
   TaskSums sums;
   sums.sequences = weight.sum();

@@ -443,10 +443,10 @@ absl::StatusOr<SquadPredictions> PredictAnswers(const SquadSet& set,
   return predictions;
 }
 
-absl::Status WritePredictions(const SquadPredictions& predictions, const std::string& path) {
+std::string PredictionsJson(const SquadPredictions& predictions) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const auto& [id, answer] : predictions) out[id] = answer;
-  return WriteFileAtomically(path, out.dump(4) + "\n");
+  return out.dump(4) + "\n";
 }
 
 std::string NormalizeAnswer(const std::string& text) {

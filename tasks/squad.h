@@ -107,9 +107,8 @@ absl::StatusOr<SquadPredictions> PredictAnswers(const SquadSet& set,
                                                 const data::Tokenizer& tokenizer,
                                                 const SquadOptions& options);
 
-// predictions.json in the official format: {"id": "answer", ...}, written
-// atomically.
-absl::Status WritePredictions(const SquadPredictions& predictions, const std::string& path);
+// predictions.json in the official format: {"id": "answer", ...}.
+std::string PredictionsJson(const SquadPredictions& predictions);
 
 // The official evaluation (evaluate-v2.0.py on SQuAD 1.1 files): each
 // answer normalized (lower case, no ASCII punctuation, no articles,

@@ -16,29 +16,6 @@
 namespace pbert::train {
 namespace {
 
-// Every tensor of `inputs`, in one fixed order.
-std::vector<at::Tensor*> TensorsOf(model::Inputs& inputs) {
-  std::vector<at::Tensor*> out = {&inputs.input_ids,  &inputs.position_ids, &inputs.token_type_ids,
-                                  &inputs.mlm_token,  &inputs.cls_token,    &inputs.mlm_labels,
-                                  &inputs.mlm_owner,  &inputs.nsp_labels,   &inputs.nsp_valid};
-  std::visit(
-      [&](auto& layout) {
-        using T = std::decay_t<decltype(layout)>;
-        if constexpr (std::is_same_v<T, model::DenseMask>) {
-          out.push_back(&layout.mask);
-        } else if constexpr (std::is_same_v<T, model::VarlenBoundaries>) {
-          out.push_back(&layout.cu_seqlens);
-        } else {
-          for (auto& bucket : layout.buckets) {
-            out.push_back(&bucket.tokens);
-            out.push_back(&bucket.key_mask);
-          }
-        }
-      },
-      inputs.attention);
-  return out;
-}
-
 int64_t LongestSequence(const model::Inputs& inputs) {
   const auto* varlen = std::get_if<model::VarlenBoundaries>(&inputs.attention);
   return varlen != nullptr ? varlen->max_seqlen : 0;
@@ -81,7 +58,7 @@ absl::Status CheckOneShape(const model::BertOptions& bert, const model::InputPla
 std::string ShapeKey(const model::Inputs& inputs) {
   model::Inputs copy = inputs;
   std::vector<std::string> parts;
-  for (const at::Tensor* t : TensorsOf(copy)) {
+  for (const at::Tensor* t : copy.Tensors()) {
     parts.push_back(absl::StrCat("[", absl::StrJoin(t->sizes(), ","), "]"));
   }
   parts.push_back(absl::StrCat("layout ", inputs.attention.index(), " longest ",
@@ -133,7 +110,7 @@ absl::StatusOr<at::Tensor> CapturedMicroBatches::Run(const model::Inputs& inputs
     }
     if (!s.graph) {
       s.inputs = inputs;
-      for (at::Tensor* t : TensorsOf(s.inputs)) *t = t->clone();
+      for (at::Tensor* t : s.inputs.Tensors()) *t = t->clone();
       s.totals = totals.clone();
       s.seeds = std::make_unique<model::DropoutSeedSlots>(device_, dropout_draws_);
       s.work = work;
@@ -155,7 +132,7 @@ absl::StatusOr<at::Tensor> CapturedMicroBatches::Run(const model::Inputs& inputs
     }
     model::Inputs target = s.inputs;
     model::Inputs source = inputs;
-    const std::vector<at::Tensor*> to = TensorsOf(target), from = TensorsOf(source);
+    const std::vector<at::Tensor*> to = target.Tensors(), from = source.Tensors();
     for (size_t i = 0; i < to.size(); ++i) to[i]->copy_(*from[i], /*non_blocking=*/true);
     s.totals.copy_(totals, /*non_blocking=*/true);
     reseed();  // the capture drew from the generators: back to the micro-batch's start

@@ -34,6 +34,7 @@ struct CheckpointOptions {
   int64_t every_steps = 1000;  // 0: only when asked and at the end
   int keep = 3;                // the newest kept; 0: all
   std::string config_yaml;     // the effective config, saved with each
+  bool after_evaluation = false;  // also after each evaluation (fine-tuning's epochs)
 };
 
 // Saves a run's checkpoints when they are due: every

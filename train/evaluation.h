@@ -1,15 +1,19 @@
-// The MLPerf evaluation of a training run: when it is due (every
-// train.eval_every_samples sequences), what it found (the last and best MLM
-// accuracy), and when the target was reached. Its state is saved with each
-// checkpoint. The evaluation itself is the Evaluator's, which `score` runs
-// too.
+// A run's evaluation: when it is due (every `every_samples` sequences: the
+// MLPerf interval in pretraining, an epoch in fine-tuning), what it found
+// (the metrics of the last evaluation, the last and best score), and when
+// the target was reached (pretraining's MLM accuracy). Its state is saved
+// with each checkpoint. The evaluation of each set is an Evaluator's, which
+// `score` runs too.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "tasks/task.h"
 #include "train/evaluator.h"
 
 namespace pbert::train {
@@ -17,46 +21,66 @@ namespace pbert::train {
 struct EvaluationState {
   uint64_t next_samples = 0;  // the next evaluation is due at this many sequences
   int64_t evaluations = 0;
-  double last_mlm_accuracy = 0;
-  double best_mlm_accuracy = 0;
+  // The score (the target's metric, or else the task's own) of the last
+  // evaluation, and the best so far.
+  double last_score = 0;
+  double best_score = 0;
   uint64_t samples_to_target = 0;  // sequences seen when the target was reached; 0: not yet
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(EvaluationState, next_samples, evaluations, last_mlm_accuracy,
-                                 best_mlm_accuracy, samples_to_target)
+  tasks::Metrics metrics;          // the last evaluation's
 };
+void to_json(nlohmann::json& json, const EvaluationState& state);
+// Also reads the version-2 names (last_mlm_accuracy, best_mlm_accuracy).
+void from_json(const nlohmann::json& json, EvaluationState& state);
 
-// From train.eval_every_samples (or MLPerf's interval) and
-// train.target_mlm_accuracy.
 struct EvaluationOptions {
   uint64_t every_samples = 0;  // sequences between evaluations
-  double target_mlm_accuracy = 0.72;
+  // The metric whose value `target` ends the run when reached ("": none,
+  // the run's length decides).
+  std::string target_metric;
+  double target = 0;
 };
 
 class Evaluation {
  public:
-  // `evaluator` null: the run does not evaluate.
-  Evaluation(std::unique_ptr<Evaluator> evaluator, const EvaluationOptions& options)
-      : evaluator_(std::move(evaluator)), options_(options) {
-    state_.next_samples = options.every_samples;
-  }
+  // One evaluator per set (none: the run does not evaluate).
+  Evaluation(std::vector<std::unique_ptr<Evaluator>> evaluators, const EvaluationOptions& options);
 
-  bool enabled() const { return evaluator_ != nullptr; }
+  bool enabled() const { return !evaluators_.empty(); }
   // An evaluation is due after `samples` sequences.
   bool Due(uint64_t samples) const { return enabled() && samples >= state_.next_samples; }
-  // Evaluates the model after `samples` sequences and records the result.
-  absl::StatusOr<PretrainingMetrics> Run(model::BertForPreTraining& model,
-                                         distributed::Communicator& communicator,
-                                         uint64_t samples);
+  // Evaluates `model` on every set after `samples` sequences and records
+  // the result: the first set's metrics as the task names them, each other
+  // set's prefixed with its name and "_" (MNLI's dev_mismatched_accuracy).
+  absl::StatusOr<tasks::Scored> Run(torch::nn::Module& model,
+                                    distributed::Communicator& communicator, uint64_t samples);
 
   bool reached() const { return state_.samples_to_target > 0; }
-  double target() const { return options_.target_mlm_accuracy; }
-  uint64_t sequences() const { return evaluator_ ? evaluator_->sequences() : 0; }
+  const EvaluationOptions& options() const { return options_; }
+  // The sets' sequences.
+  uint64_t sequences() const;
   const EvaluationState& state() const { return state_; }
   void Restore(const EvaluationState& state) { state_ = state; }
 
  private:
-  std::unique_ptr<Evaluator> evaluator_;
+  std::vector<std::unique_ptr<Evaluator>> evaluators_;
   const EvaluationOptions options_;
   EvaluationState state_;
 };
+
+// The precision an evaluation of given weights runs in: `configured`
+// resolved for `device`, fp8 as bf16 (fp8's scales belong to a run's
+// checkpoints, not to its weights), which a line says.
+absl::StatusOr<model::Precision> EvaluationPrecision(model::Precision configured,
+                                                     const c10::Device& device);
+
+// Evaluates the weights at `path` (a model of the task: a checkpoint of
+// its run, or its model.safetensors) on every set of `task`, as a run's
+// evaluation does (of `bert` in `precision` on `device`, `options`' rows
+// per pass over this rank's share).
+absl::StatusOr<tasks::Scored> EvaluateWeights(const tasks::Task& task, const std::string& path,
+                                              const model::BertOptions& bert,
+                                              model::Precision precision, const c10::Device& device,
+                                              const data::LoaderOptions& options,
+                                              distributed::Communicator& communicator);
 
 }  // namespace pbert::train

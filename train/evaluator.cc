@@ -1,61 +1,63 @@
 #include "train/evaluator.h"
 
 #include <ATen/ATen.h>
+#include <torch/nn/module.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "model/bert.h"
 #include "train/host_read.h"
 #include "train/inputs.h"
 
 namespace pbert::train {
 
-Evaluator::Evaluator(std::shared_ptr<const data::SequenceSource> source,
-                     std::shared_ptr<const data::PackIndex> index, data::LoaderOptions options,
+Evaluator::Evaluator(const tasks::Task& task, const tasks::PackedSet& set,
+                     data::LoaderOptions options, const model::BertOptions& bert,
                      model::Precision precision, c10::Device device)
-    : source_(std::move(source)),
-      index_(std::move(index)),
+    : task_(task),
+      set_(set),
       options_(options),
+      bert_(bert),
       precision_(precision),
       device_(device) {
+  options_.shape = set.shape;
   options_.single_pass = true;
   options_.shuffle = false;
   options_.batches_per_step = 1;
 }
 
-absl::StatusOr<PretrainingMetrics> Evaluator::Run(
-    model::BertForPreTraining& model, distributed::Communicator& communicator,
-    const std::function<void(uint64_t)>& progress) const {
+absl::StatusOr<tasks::Scored> Evaluator::Run(torch::nn::Module& model,
+                                             distributed::Communicator& communicator,
+                                             const std::function<void(uint64_t)>& progress) const {
   // The inputs are made on the loader's threads, in the layout this model
-  // runs (train/inputs.h).
-  const at::ScalarType dtype = model->bert->embeddings->word_embeddings->weight.scalar_type();
+  // runs (train/inputs.h), with the task's tensors.
+  const at::ScalarType dtype = model.parameters().front().scalar_type();
   data::LoaderOptions options = options_;
-  options.prepare = Preparer(model::InputPlan::For(model->options, device_, precision_, dtype));
-  ASSIGN_OR_RETURN(auto loader, data::Loader::Create(source_, index_, options));
-  const bool was_training = model->is_training();
-  model->eval();
-  at::NoGradGuard no_grad;
-  PretrainingMetrics host;  // what the host knows of the batches
-  at::Tensor sums;          // summed on the device, read once
-  for (uint64_t step = 0, steps = loader->StepsPerPass(); step < steps; ++step) {
-    ASSIGN_OR_RETURN(data::StepBatches batches, loader->Next());
-    for (const MicroBatch& batch : Prepared(batches)) {
-      model::PretrainingLogits logits;
-      {
-        model::AutocastGuard autocast(precision_, device_.type());
-        logits = model(batch.inputs);
+  options.prepare =
+      Preparer(model::InputPlan::For(bert_, device_, precision_, dtype), {&task_, &set_});
+  ASSIGN_OR_RETURN(auto loader, data::Loader::Create(set_.sequences, set_.rows, options));
+  const bool was_training = model.is_training();
+  model.eval();
+  std::unique_ptr<tasks::SetEvaluation> evaluation = task_.Evaluate(set_, device_);
+  {
+    at::NoGradGuard no_grad;
+    for (uint64_t step = 0, steps = loader->StepsPerPass(); step < steps; ++step) {
+      ASSIGN_OR_RETURN(data::StepBatches batches, loader->Next());
+      for (const MicroBatch& batch : Prepared(batches)) {
+        tasks::Outputs outputs;
+        {
+          model::AutocastGuard autocast(precision_, device_.type());
+          outputs = task_.Forward(model, batch.inputs);
+        }
+        evaluation->Add(outputs, batch.inputs);
+        if (progress) progress(static_cast<uint64_t>(batch.rows));
       }
-      at::Tensor s = PretrainingMetrics::DeviceSums(model::ComputeSums(logits, batch.inputs), {});
-      sums = sums.defined() ? sums + s : s;
-      if (progress) progress(static_cast<uint64_t>(batch.rows));
     }
-    host.tokens += static_cast<double>(batches.tokens);
-    host.rows += static_cast<double>(batches.rows);
   }
-  if (was_training) model->train();
+  if (was_training) model.train();
   // Every rank sums and reads, also one that had no batch.
-  const at::Tensor all = host.WithDeviceSums(sums, device_);
-  communicator.SumInPlace(all);
-  return PretrainingMetrics::FromVector(ReadToHost(all));
+  at::Tensor shared = evaluation->Shared();
+  communicator.SumInPlace(shared);
+  return evaluation->Score(ReadTensorToHost(shared));
 }
 
 }  // namespace pbert::train

@@ -23,6 +23,7 @@ absl::Status ExperimentConfig::CheckTrainable() const {
 }
 
 std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::string>& given,
+                                                            Regimen regimen,
                                                             model::Precision precision,
                                                             bool device_is_cuda, int world_size,
                                                             bool resumed) const {
@@ -32,6 +33,29 @@ std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::
       if (given.count(key) > 0) out.push_back(absl::StrCat(key, " does nothing here: ", why));
     }
   };
+  // A whole section (every key of it given) that the regimen does not read.
+  auto section = [&](const std::string& prefix, const std::string& why) {
+    for (const std::string& key : given) {
+      if (key.rfind(prefix, 0) == 0) out.push_back(absl::StrCat(key, " does nothing here: ", why));
+    }
+  };
+  if (regimen == Regimen::kFineTuning) {
+    const std::string why = "finetune sets it (finetune.epochs, batch_size, micro_batch_rows, "
+                            "warmup_proportion, log_every_steps, checkpoint_every_steps)";
+    idle({"train.micro_batch_rows", "train.eval_every_samples", "train.target_mlm_accuracy",
+          "train.max_samples", "train.checkpoint_every_steps", "train.log_every_steps",
+          "train.init_checkpoint", "train.eval_packed", "optim.total_steps", "optim.warmup_steps",
+          "optim.start_warmup_step", "optim.power", "optim.end_lr", "optim.schedule",
+          "optim.accumulation_steps"},
+         why);
+    idle({"optim.packing_adjustment"}, "fine-tuning trains with the optim section's betas as given");
+    idle({"model.mlm_loss"}, "a fine-tuning task has no masked-LM loss");
+    idle({"data.store", "data.pack_index", "data.eval", "data.max_seq_len", "data.histogram"},
+         "a fine-tuning task reads finetune.train_file and finetune.eval_file");
+    section("mlperf.", "fine-tuning writes no MLLOG");
+  } else {
+    section("finetune.", "train pretrains; packed-bert finetune reads the finetune section");
+  }
   if (precision != model::Precision::kFp8) {
     idle({"model.fp8_amax_history", "model.fp8_margin", "model.fp8_emulation"},
          absl::StrCat("model.precision is ", NameOf(precision), ", not fp8"));
@@ -41,11 +65,12 @@ std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::
          absl::StrCat("master weights are for bf16 and fp8, and model.precision is ",
                       NameOf(precision)));
   }
-  if (optim.schedule.kind == optim::ScheduleKind::kConstant) {
+  const bool pretraining = regimen == Regimen::kPretraining;
+  if (pretraining && optim.schedule.kind == optim::ScheduleKind::kConstant) {
     idle({"optim.warmup_steps", "optim.start_warmup_step", "optim.power", "optim.end_lr"},
          "optim.schedule is constant (optim.lr throughout)");
   }
-  if (data.eval.empty()) {
+  if (pretraining && data.eval.empty()) {
     idle({"train.eval_every_samples", "train.eval_packed", "train.target_mlm_accuracy"},
          "there is no eval set (data.eval)");
   }
@@ -58,7 +83,8 @@ std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::
     idle({"optim.fused"}, "the CPU always runs LibTorch's _foreach LAMB");
   }
   if (resumed) {
-    idle({"train.init_checkpoint"}, "a resumed run continues from its checkpoint's weights");
+    idle({pretraining ? "train.init_checkpoint" : "finetune.init_checkpoint"},
+         "a resumed run continues from its checkpoint's weights");
   }
   return out;
 }

@@ -54,6 +54,17 @@ struct RunConfig {
   }
 };
 
+// How a run is shaped. kPretraining (`train`), as MLPerf runs it:
+// optim.total_steps of train.micro_batch_rows x optim.accumulation_steps
+// rows per rank, LAMB after the packing adjustment on a polynomial
+// schedule, an evaluation every train.eval_every_samples sequences until
+// train.target_mlm_accuracy, the MLLOG. kFineTuning (`finetune`), as
+// Google's and Hugging Face's scripts run it: finetune.epochs of
+// finetune.batch_size sequences per step, AdamW (or LAMB) warmed up and
+// decayed linearly, an evaluation and a checkpoint after each epoch, no
+// MLLOG.
+enum class Regimen { kPretraining, kFineTuning };
+
 struct ExperimentConfig {
   RunConfig run;
   data::DataConfig data;
@@ -86,10 +97,10 @@ struct ExperimentConfig {
   // closed-division MLPerf run may not train one.
   absl::Status CheckTrainable() const;
   // The keys of `given` (set by the file or --set) whose setting cannot act
-  // in this run, each with why: precision `precision` (resolved), on
-  // `device_is_cuda`, `world_size` processes, resumed or not. One line each,
-  // for a warning at the start.
-  std::vector<std::string> InactiveSettings(const std::set<std::string>& given,
+  // in this run, each with why: of `regimen`, precision `precision`
+  // (resolved), on `device_is_cuda`, `world_size` processes, resumed or
+  // not. One line each, for a warning at the start.
+  std::vector<std::string> InactiveSettings(const std::set<std::string>& given, Regimen regimen,
                                             model::Precision precision, bool device_is_cuda,
                                             int world_size, bool resumed) const;
 };

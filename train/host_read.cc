@@ -22,6 +22,12 @@ std::vector<double> ReadToHost(const at::Tensor& values) {
   return std::vector<double>(data, data + host.numel());
 }
 
+at::Tensor ReadTensorToHost(const at::Tensor& values) {
+  reads.fetch_add(1, std::memory_order_relaxed);
+  const gpu::WaitCheck allowed(/*refuse=*/false);
+  return values.detach().to(at::kCPU).contiguous();
+}
+
 uint64_t HostReads() { return reads.load(std::memory_order_relaxed); }
 
 }  // namespace pbert::train

@@ -16,6 +16,10 @@ namespace pbert::train {
 // the host.
 std::vector<double> ReadToHost(const at::Tensor& values);
 
+// `values` (any shape and dtype, on any device) on the host, as it is: the
+// one read of an evaluation that gathers outputs.
+at::Tensor ReadTensorToHost(const at::Tensor& values);
+
 // How many reads this process has made.
 uint64_t HostReads();
 

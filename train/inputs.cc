@@ -164,10 +164,16 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
   return in;
 }
 
-absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::InputPlan& plan) {
+absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::InputPlan& plan,
+                                   const TaskInputs& task) {
   try {
     MicroBatch micro;
-    micro.inputs = MakeInputs(batch, plan).To(plan.device, /*non_blocking=*/true);
+    model::Inputs inputs = MakeInputs(batch, plan);
+    if (task.task != nullptr) {
+      RETURN_IF_ERROR(task.task->AddInputs(*task.set, batch, plan, &inputs));
+      if (plan.device.is_cuda()) inputs.PinMemory();  // the task's (the rest are)
+    }
+    micro.inputs = inputs.To(plan.device, /*non_blocking=*/true);
     micro.totals = TotalsOf(batch);
     micro.work = WorkOf(batch);
     micro.rows = batch.rows();
@@ -184,18 +190,21 @@ absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::
 }
 
 absl::StatusOr<std::vector<MicroBatch>> Prepare(const std::vector<data::PackedBatch>& batches,
-                                                const model::InputPlan& plan) {
+                                                const model::InputPlan& plan,
+                                                const TaskInputs& task) {
   std::vector<MicroBatch> out;
   for (const data::PackedBatch& batch : batches) {
-    ASSIGN_OR_RETURN(MicroBatch micro, Prepare(batch, plan));
+    ASSIGN_OR_RETURN(MicroBatch micro, Prepare(batch, plan, task));
+    micro.index = out.size();
     out.push_back(std::move(micro));
   }
   return out;
 }
 
-data::LoaderOptions::PrepareFunction Preparer(const model::InputPlan& plan) {
-  return [plan](const data::PackedBatch& batch) -> absl::StatusOr<std::any> {
-    ASSIGN_OR_RETURN(MicroBatch micro, Prepare(batch, plan));
+data::LoaderOptions::PrepareFunction Preparer(const model::InputPlan& plan,
+                                              const TaskInputs& task) {
+  return [plan, task](const data::PackedBatch& batch) -> absl::StatusOr<std::any> {
+    ASSIGN_OR_RETURN(MicroBatch micro, Prepare(batch, plan, task));
     return std::any(std::move(micro));
   };
 }
@@ -203,7 +212,10 @@ data::LoaderOptions::PrepareFunction Preparer(const model::InputPlan& plan) {
 std::vector<MicroBatch> Prepared(data::StepBatches& batches) {
   std::vector<MicroBatch> out;
   out.reserve(batches.prepared.size());
-  for (std::any& p : batches.prepared) out.push_back(std::move(std::any_cast<MicroBatch&>(p)));
+  for (std::any& p : batches.prepared) {
+    out.push_back(std::move(std::any_cast<MicroBatch&>(p)));
+    out.back().index = batches.first_micro_batch + (out.size() - 1);
+  }
   return out;
 }
 

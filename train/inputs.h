@@ -16,6 +16,7 @@
 #include "model/flops.h"
 #include "model/inputs.h"
 #include "model/losses.h"
+#include "tasks/task.h"
 
 namespace pbert::train {
 
@@ -26,22 +27,38 @@ struct MicroBatch {
   int64_t rows = 0;          // B
   int64_t width = 0;         // S: tokens per row, padding included
   int64_t tokens = 0;        // real tokens
+  // Its number among the step's micro-batches over all ranks, which its
+  // dropout is drawn from (model::Randomness::Step::MicroBatch).
+  uint64_t index = 0;
+};
+
+// The task whose tensors a micro-batch of `set` carries beside the
+// model's inputs (tasks::Task::AddInputs); none: pretraining's instances
+// hold their targets.
+struct TaskInputs {
+  const tasks::Task* task = nullptr;
+  const tasks::PackedSet* set = nullptr;
 };
 
 // `batch`'s inputs in `plan`'s layout, on the host (page-locked when the
-// plan's device is a GPU).
+// plan's device is a GPU); the task's tensors are Prepare's.
 model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan& plan);
 
-// The MicroBatch of `batch` (host tensors) on `plan.device`: the host work
-// and a non-blocking copy from page-locked memory on a GPU. Errors of
-// LibTorch or the device come back as a status.
-absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::InputPlan& plan);
+// The MicroBatch of `batch` (host tensors) on `plan.device`, with the
+// task's tensors: the host work and a non-blocking copy from page-locked
+// memory on a GPU. Errors of LibTorch or the device come back as a status.
+absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::InputPlan& plan,
+                                   const TaskInputs& task = {});
+// The micro-batches of one rank, numbered from 0.
 absl::StatusOr<std::vector<MicroBatch>> Prepare(const std::vector<data::PackedBatch>& batches,
-                                                const model::InputPlan& plan);
+                                                const model::InputPlan& plan,
+                                                const TaskInputs& task = {});
 
 // The loader's hook that prepares every micro-batch on its threads; the
-// step's MicroBatches are then Prepared(StepBatches).
-data::LoaderOptions::PrepareFunction Preparer(const model::InputPlan& plan);
+// step's MicroBatches are then Prepared(StepBatches). `task` (and its set)
+// outlive the loader.
+data::LoaderOptions::PrepareFunction Preparer(const model::InputPlan& plan,
+                                              const TaskInputs& task = {});
 std::vector<MicroBatch> Prepared(data::StepBatches& batches);
 
 // The counts of one micro-batch, from the host fields the loader computed:

@@ -71,42 +71,39 @@ absl::Status MetricsLog::AddStep(const StepResult& step, double lr, double secon
 
 absl::Status MetricsLog::Flush(const LoopPosition& at) {
   if (steps_ == 0) return absl::OkStatus();
-  const PretrainingMetrics& m = interval_;
+  const StepMetrics& m = interval_;
   const double seconds = std::max(seconds_, 1e-9);
   nlohmann::json line = {{"kind", "train"},
                          {"step", at.step},
                          {"samples", at.samples},
                          {"time", at.seconds},
                          {"loss", m.loss / static_cast<double>(steps_)},
-                         {"mlm_loss", m.MlmLossPerToken()},
-                         {"mlm_accuracy", m.MlmAccuracy()},
-                         {"nsp_loss", m.NspLoss()},
-                         {"nsp_accuracy", m.NspAccuracy()},
                          {"lr", lr_},
                          {"grad_norm", grad_norm_},
                          {"tokens_per_s", m.tokens / seconds},
-                         {"sequences_per_s", m.nsp_sequences / seconds},
+                         {"sequences_per_s", m.sequences / seconds},
                          {"padding", m.PaddingShare(options_.max_len)},
                          {"skipped_steps", at.skipped_steps},
                          {"model_tflops", m.flops / seconds / 1e12}};
+  if (options_.task != nullptr) {
+    for (const auto& [name, value] : options_.task->TrainMetrics(m.sums)) line[name] = value;
+  }
   if (options_.peak_flops > 0) line["mfu"] = m.flops / seconds / options_.peak_flops;
-  interval_ = PretrainingMetrics();
+  interval_ = StepMetrics();
   steps_ = 0;
   seconds_ = 0;
   return Append(line);
 }
 
-absl::Status MetricsLog::AddEvaluation(const PretrainingMetrics& eval, double seconds,
+absl::Status MetricsLog::AddEvaluation(const tasks::Metrics& eval, double seconds,
                                        const LoopPosition& at) {
-  return Append({{"kind", "eval"},
-                 {"step", at.step},
-                 {"samples", at.samples},
-                 {"time", at.seconds},
-                 {"mlm_accuracy", eval.MlmAccuracy()},
-                 {"mlm_loss", eval.MlmLossPerToken()},
-                 {"nsp_accuracy", eval.NspAccuracy()},
-                 {"nsp_loss", eval.NspLoss()},
-                 {"seconds", seconds}});
+  nlohmann::json line = {{"kind", "eval"},
+                         {"step", at.step},
+                         {"samples", at.samples},
+                         {"time", at.seconds},
+                         {"seconds", seconds}};
+  for (const auto& [name, value] : eval) line[name] = value;
+  return Append(line);
 }
 
 absl::Status MetricsLog::Sync() {

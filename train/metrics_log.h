@@ -1,6 +1,7 @@
 // RUN_DIR/metrics.jsonl, written by rank 0: a "train" line every
-// train.log_every_steps steps, over the steps since the line before, and an
-// "eval" line after each evaluation (docs/training.md lists the keys); the
+// train.log_every_steps steps (finetune.log_every_steps), over the steps
+// since the line before, with the task's metrics, and an "eval" line after
+// each evaluation (docs/training.md lists the keys); the
 // same values as TensorBoard scalars (train/KEY, eval/KEY) in the run's
 // event file, unless train.tensorboard is off. Like the MLLOG, their
 // lengths are saved with each checkpoint and a resume cuts them back to it.
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/append_log.h"
 #include "nlohmann/json.hpp"
+#include "tasks/task.h"
 #include "train/metrics.h"
 #include "train/step.h"
 #include "train/tensorboard.h"
@@ -40,6 +42,7 @@ struct MetricsLogOptions {
   int max_len = 512;         // the row length, for the padding share
   bool tensorboard = true;   // train.tensorboard
   double peak_flops = 0;     // of all ranks' devices together, for MFU; 0: unknown
+  const tasks::Task* task = nullptr;  // what names the step's sums (null: none are logged)
 };
 
 class MetricsLog {
@@ -54,8 +57,7 @@ class MetricsLog {
   // Writes the steps added since the last line, if any (before an
   // evaluation, a checkpoint or the end).
   absl::Status Flush(const LoopPosition& at);
-  absl::Status AddEvaluation(const PretrainingMetrics& eval, double seconds,
-                             const LoopPosition& at);
+  absl::Status AddEvaluation(const tasks::Metrics& eval, double seconds, const LoopPosition& at);
   absl::Status Sync();
   MetricsLogState State() const;
 
@@ -71,7 +73,7 @@ class MetricsLog {
   std::unique_ptr<AppendLog> file_;  // null on ranks other than 0
   std::unique_ptr<TensorBoardLog> tensorboard_;  // null there, or when off
   // The interval since the last line.
-  PretrainingMetrics interval_;
+  StepMetrics interval_;
   int64_t steps_ = 0;
   double seconds_ = 0;
   double lr_ = 0, grad_norm_ = 0;  // of its last step

@@ -34,28 +34,6 @@ absl::Status CheckSameTraining(const CheckpointInfo& checkpoint, const Experimen
       absl::StrJoin(changed, ", "), "; resume with the same config, or add --force"));
 }
 
-// Fails if the global batch (rows per step over all ranks) would change:
-// more or fewer ranks with the same rows each. The schedule and LAMB were set
-// for the checkpoint's batch.
-absl::Status CheckSameBatch(const CheckpointInfo& checkpoint, const ExperimentConfig& saved,
-                            const ExperimentConfig& config, int world_size) {
-  const LoopState& loop = checkpoint.trainer.loop;
-  if (!loop.status.empty()) return absl::OkStatus();  // finished: trains nothing
-  const int saved_world = loop.world_size;
-  auto rows = [](const ExperimentConfig& c, int ranks) {
-    return c.train.RowsPerStep(c.optim.accumulation_steps, ranks);
-  };
-  const int64_t before = rows(saved, saved_world), now = rows(config, world_size);
-  if (before == now) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "resuming ", checkpoint.dir, " (", saved_world, saved_world == 1 ? " rank" : " ranks", " x ",
-      saved.train.micro_batch_rows, " rows x ", saved.optim.accumulation_steps,
-      " micro-batches = ", before, " rows per step) on ", world_size,
-      world_size == 1 ? " rank" : " ranks", " would train ", now,
-      " rows per step, for which its schedule and optimizer were not set; keep ", before,
-      " (train.micro_batch_rows, optim.accumulation_steps), or add --force"));
-}
-
 }  // namespace
 
 bool ResumeMayChange(const std::string& key) {
@@ -65,7 +43,8 @@ bool ResumeMayChange(const std::string& key) {
       "data.pack_index",  // the rows themselves are checked by their checksum
       "train.checkpoint_every_steps", "train.keep_checkpoints", "train.log_every_steps",
       "train.max_samples",   "train.max_bad_steps", "train.init_checkpoint",
-      "train.profile_steps"};
+      "train.profile_steps", "finetune.log_every_steps", "finetune.checkpoint_every_steps",
+      "finetune.eval_batch_rows", "finetune.init_checkpoint"};
   for (const char* safe : kSafe) {
     if (key == safe) return true;
   }
@@ -100,10 +79,7 @@ absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
   RETURN_IF_ERROR(
       Annotate(config::LoadText(checkpoint.config_yaml, checkpoint.dir + "/config.yaml", &saved),
                "the checkpoint's config"));
-  if (!force) {
-    RETURN_IF_ERROR(CheckSameTraining(checkpoint, saved, config));
-    RETURN_IF_ERROR(CheckSameBatch(checkpoint, saved, config, environment.world_size));
-  }
+  if (!force) RETURN_IF_ERROR(CheckSameTraining(checkpoint, saved, config));
   return checkpoint;
 }
 

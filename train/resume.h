@@ -17,7 +17,8 @@ namespace pbert::train {
 // `resume`: "" (a new run, unless a launcher restarted the workers), "auto"
 // or a checkpoint folder. Unless `force`, a checkpoint made under a config
 // that trains differently is refused, naming the keys (docs/training.md
-// lists those that may change). None: a new run.
+// lists those that may change); the trainer checks the rows of a step
+// (train/trainer.h). None: a new run.
 absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
     std::string resume, bool force, const ExperimentConfig& config,
     const distributed::Environment& environment);

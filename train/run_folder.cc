@@ -82,11 +82,11 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
   return RunFolder(dir, fd, std::move(created), created_lock);
 }
 
-absl::Status RunFolder::AcceptNewRun() const {
+absl::Status RunFolder::AcceptNewRun(const std::string& resume) const {
   if (const std::string newest = LatestCheckpoint(dir_); !newest.empty()) {
     return absl::AlreadyExistsError(
-        absl::StrCat(dir_, " holds a run with checkpoints (newest ", newest,
-                     "); continue it with --resume auto, or choose another run.output_dir"));
+        absl::StrCat(dir_, " holds a run with checkpoints (newest ", newest, "); continue it with ",
+                     resume, ", or choose another run.output_dir"));
   }
   std::error_code error;
   for (const char* name : kRunLogs) {

@@ -26,10 +26,11 @@ class RunFolder {
   static absl::StatusOr<RunFolder> Claim(const std::string& dir);
 
   // Checks that a new run may start here: refuses a folder whose run has
-  // checkpoints (AlreadyExists). A folder whose run stopped before its
-  // first checkpoint (killed, out of memory, a failed step) holds nothing
-  // to continue: the new run replaces its logs, with a warning.
-  absl::Status AcceptNewRun() const;
+  // checkpoints (AlreadyExists), naming `resume` (the flag that continues
+  // it). A folder whose run stopped before its first checkpoint (killed,
+  // out of memory, a failed step) holds nothing to continue: the new run
+  // replaces its logs, with a warning.
+  absl::Status AcceptNewRun(const std::string& resume) const;
 
   RunFolder(RunFolder&& other) noexcept;
   RunFolder& operator=(RunFolder&&) = delete;

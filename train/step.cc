@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "common/status.h"
-#include "model/bert.h"
 #include "optim/lamb.h"
 #include "train/captured_step.h"
 #include "train/host_read.h"
@@ -29,12 +28,12 @@ at::Tensor SumTotals(const std::vector<MicroBatch>& batches,
 // (fp16) and computes the clipping on the device, reads the metrics, the
 // norm and the finite checks in the step's one read, and steps the
 // optimizer unless the loss or a gradient is not finite. `sums`: the
-// metrics in ToVector's order, on the device.
+// metrics as StepMetrics::WithDeviceSums lays them out, on the device.
 StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communicator,
                           const at::Tensor& sums, double lr, const StepOptions& options) {
   trainee.reducer().Finish();
   communicator.SumInPlace(sums);
-  std::vector<at::Tensor> parameters = trainee.model()->parameters();
+  std::vector<at::Tensor> parameters = trainee.model().parameters();
   model::LossScaler* scaler = trainee.scaler();
   const at::Tensor unscaled = scaler != nullptr ? scaler->Unscale(parameters)
                                                 : at::ones({}, sums.options().dtype(at::kBool));
@@ -47,7 +46,8 @@ StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communica
                           unscaled.to(sums.device(), at::kDouble).reshape({1})}));
   const size_t n = read.size() - 2;
   StepResult result;
-  result.metrics = PretrainingMetrics::FromVector({read.begin(), read.begin() + n});
+  result.metrics =
+      StepMetrics::FromVector({read.begin(), read.begin() + n}, trainee.task().SumNames().size());
   result.grad_norm = read[n];
   const bool finite_gradients = read[n + 1] != 0;
   if (scaler != nullptr) scaler->Update(finite_gradients);
@@ -67,35 +67,32 @@ StepResult ApplyGradients(Trainee& trainee, distributed::Communicator& communica
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
                                      const std::vector<MicroBatch>& batches, double lr,
                                      const StepOptions& options) {
-  model::BertForPreTraining& model = trainee.model();
-  model->train();
+  trainee.model().train();
   const at::Tensor totals = SumTotals(batches, communicator, trainee.device());
   trainee.reducer().ZeroGrad();
   // What the host knows of the micro-batches; the sums stay on the device
   // until the step's one read.
-  PretrainingMetrics host;
+  StepMetrics host;
   at::Tensor sums_total;
   model::Randomness::Step random(trainee.randomness());
-  const uint64_t first_micro = static_cast<uint64_t>(communicator.rank()) * batches.size();
-  // Forward and backward of one micro-batch: its metric sums. The same
-  // work eagerly or captured (train/captured_step.h); what it holds stays
-  // valid for as long as the trainee.
+  // Forward and backward of one micro-batch: its loss and the task's sums.
+  // The same work eagerly or captured (train/captured_step.h); what it
+  // holds stays valid for as long as the trainee.
   Trainee* const t = &trainee;
-  const CapturedMicroBatches::Work work = [t, options](const model::Inputs& inputs,
-                                                       const at::Tensor& step_totals) {
-    model::PretrainingLogits logits;
+  const CapturedMicroBatches::Work work = [t](const model::Inputs& inputs,
+                                              const at::Tensor& step_totals) {
+    tasks::Outputs outputs;
     {
       model::AutocastGuard autocast(t->precision(), t->device().type());
-      logits = t->model()(inputs);
+      outputs = t->task().Forward(t->model(), inputs);
     }
-    model::PretrainingSums sums = model::ComputeSums(logits, inputs);
-    at::Tensor loss = model::PretrainingLoss(sums, options.mlm_loss, step_totals);
-    (t->scaler() != nullptr ? t->scaler()->Scale(loss) : loss).backward();
-    return PretrainingMetrics::DeviceSums(sums, loss);
+    const tasks::MicroBatchSums sums = t->task().Sums(outputs, inputs, step_totals);
+    (t->scaler() != nullptr ? t->scaler()->Scale(sums.loss) : sums.loss).backward();
+    return at::cat({sums.loss.detach().to(at::kDouble).reshape({1}), sums.sums});
   };
   for (size_t k = 0; k < batches.size(); ++k) {
     const MicroBatch& batch = batches[k];
-    const uint64_t g = first_micro + k;
+    const uint64_t g = batch.index;
     random.MicroBatch(g);
     at::Tensor stats;
     if (CapturedMicroBatches* graphs = trainee.graphs()) {
@@ -112,10 +109,13 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
     sums_total = sums_total.defined() ? sums_total + stats : stats;
     host.rows += static_cast<double>(batch.rows);
     host.tokens += static_cast<double>(batch.tokens);
-    host.flops += model::TrainingFlops(model->options, batch.work);
+    host.sequences += batch.totals.nsp_sequences;
+    host.flops += trainee.task().TrainingFlops(trainee.bert_options(), batch.work);
   }
-  StepResult result = ApplyGradients(
-      trainee, communicator, host.WithDeviceSums(sums_total, trainee.device()), lr, options);
+  const size_t task_sums = trainee.task().SumNames().size();
+  StepResult result =
+      ApplyGradients(trainee, communicator,
+                     host.WithDeviceSums(sums_total, task_sums, trainee.device()), lr, options);
   // After every step, applied or skipped (a skipped step's non-finite
   // maxima enter the history as 0).
   trainee.UpdateFp8(communicator);
@@ -124,8 +124,14 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
 
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
                                      const std::vector<data::PackedBatch>& batches, double lr,
-                                     const StepOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<MicroBatch> prepared, Prepare(batches, trainee.input_plan()));
+                                     const StepOptions& options, const tasks::PackedSet* set) {
+  const TaskInputs task = set != nullptr ? TaskInputs{&trainee.task(), set} : TaskInputs{};
+  ASSIGN_OR_RETURN(std::vector<MicroBatch> prepared,
+                   Prepare(batches, trainee.input_plan(), task));
+  // This rank's micro-batches follow those of the ranks before it.
+  for (size_t k = 0; k < prepared.size(); ++k) {
+    prepared[k].index = static_cast<uint64_t>(communicator.rank()) * prepared.size() + k;
+  }
   return TrainStep(trainee, communicator, prepared, lr, options);
 }
 

@@ -1,9 +1,10 @@
-// One optimizer step of data-parallel pretraining: the step's totals from
-// the batch tensors (summed over micro-batches and ranks) before any forward
-// pass; forward and backward of each micro-batch on the trainee's device,
-// its loss divided by those totals; gradients summed over ranks while the
-// last backward runs; global clipping; LAMB at the schedule's rate. A step
-// whose loss or gradients are not finite is skipped.
+// One optimizer step of data-parallel training, for any task: the step's
+// totals from the batch tensors (summed over micro-batches and ranks) before
+// any forward pass; forward and backward of each micro-batch on the
+// trainee's device, its loss (the task's, tasks::Task::Sums) divided by
+// those totals; gradients summed over ranks while the last backward runs;
+// global clipping; LAMB (or AdamW) at the schedule's rate. A step whose loss
+// or gradients are not finite is skipped.
 #pragma once
 
 #include <vector>
@@ -11,8 +12,6 @@
 #include "absl/status/statusor.h"
 #include "data/batch.h"
 #include "distributed/communicator.h"
-#include "model/flops.h"
-#include "model/losses.h"
 #include "train/inputs.h"
 #include "train/metrics.h"
 #include "train/trainee.h"
@@ -20,12 +19,11 @@
 namespace pbert::train {
 
 struct StepOptions {
-  model::MlmLossMode mlm_loss = model::MlmLossMode::kPerToken;
   double max_grad_norm = 1.0;  // 0: no clipping
 };
 
 struct StepResult {
-  PretrainingMetrics metrics;  // summed over ranks
+  StepMetrics metrics;  // summed over ranks
   double grad_norm = 0;        // before clipping
   bool applied = false;        // false: skipped, the loss or a gradient was not finite
 };
@@ -37,10 +35,11 @@ struct StepResult {
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
                                      const std::vector<MicroBatch>& batches, double lr,
                                      const StepOptions& options);
-// The same for host batches, prepared first on this thread (tests,
-// benchmarks).
+// The same for host batches of `set` (none: pretraining's), prepared first
+// on this thread (tests, benchmarks).
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
                                      const std::vector<data::PackedBatch>& batches, double lr,
-                                     const StepOptions& options);
+                                     const StepOptions& options,
+                                     const tasks::PackedSet* set = nullptr);
 
 }  // namespace pbert::train

@@ -1,7 +1,10 @@
 // What a training step updates, built one way for the trainer, the
-// benchmarks and the tests: the model, seeded and moved once to its device;
-// LAMB over BERT's two parameter groups; the loss scaler (fp16); the
-// gradient reducer; and the owner of the random generators.
+// benchmarks and the tests, for any task (tasks/task.h): the task's model,
+// seeded and moved once to its device, with the encoder-level levers (fp8
+// scales, master copies) on its encoder; LAMB (or AdamW: LAMB without the
+// trust ratio) over BERT's two parameter groups of what the task trains;
+// the loss scaler (fp16); the gradient reducer; and the owner of the random
+// generators.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -20,17 +23,17 @@
 #include "model/precision.h"
 #include "model/random_state.h"
 #include "optim/lamb.h"
+#include "tasks/pretraining.h"
+#include "tasks/task.h"
 #include "train/captured_step.h"
-
-namespace pbert::model {
-class BertForPreTraining;
-}
 
 namespace pbert::train {
 
 struct TraineeOptions {
+  // The task whose model is trained: pretraining unless said.
+  std::shared_ptr<const tasks::Task> task = tasks::PretrainingOn({});
   model::BertOptions bert;
-  optim::LambOptions lamb;  // after the packing adjustment
+  optim::LambOptions lamb;  // after the packing adjustment; trust_ratio off: AdamW
   bool exclude_from_trust_ratio = true;
   model::Precision precision = model::Precision::kFp32;  // resolved for the device
   c10::Device device = c10::kCPU;
@@ -54,18 +57,24 @@ struct TraineeOptions {
 
 class Trainee {
  public:
+  // Checks every lever once (model.varlen_kernel, fp8, the captured step)
+  // and builds the trainee; an error names the key.
   static absl::StatusOr<std::unique_ptr<Trainee>> Make(const TraineeOptions& options,
                                                        distributed::Communicator& communicator);
   ~Trainee();
 
+  const tasks::Task& task() const { return *options_.task; }
   // The model the step computes with (bf16 weights with master weights).
-  model::BertForPreTraining& model() { return *model_; }
+  torch::nn::Module& model() { return *model_.module; }
+  const std::shared_ptr<torch::nn::Module>& model_ptr() const { return model_.module; }
   // The weights that are saved, loaded and broadcast, and that LAMB
   // updates: the fp32 master weights, or the model itself without them.
-  model::BertForPreTraining& weights() { return masters_ ? *masters_ : *model_; }
+  torch::nn::Module& weights() { return masters_.module ? *masters_.module : *model_.module; }
+  // The encoder of weights(): where a fine-tuning run's pretrained weights go.
+  model::BertModel& weights_encoder() { return masters_.module ? masters_.bert : model_.bert; }
   // After the weights() were loaded or received: the model's copy of them.
   void SyncModelWeights();
-  bool has_master_weights() const { return masters_ != nullptr; }
+  bool has_master_weights() const { return masters_.module != nullptr; }
   optim::Lamb& optimizer() { return *optimizer_; }
   model::LossScaler* scaler() { return scaler_.get(); }  // null but for fp16
   // The encoder products' scales: null but for fp8. After each step its
@@ -89,12 +98,13 @@ class Trainee {
 
  private:
   explicit Trainee(const TraineeOptions& options);
+  absl::Status Build(distributed::Communicator& communicator);
 
   TraineeOptions options_;
   model::InputPlan input_plan_;
   model::Randomness randomness_;
-  std::unique_ptr<model::BertForPreTraining> model_;
-  std::unique_ptr<model::BertForPreTraining> masters_;  // null without master weights
+  tasks::TaskModel model_;
+  tasks::TaskModel masters_;  // none without master weights
   std::unique_ptr<optim::Lamb> optimizer_;
   std::unique_ptr<model::LossScaler> scaler_;
   std::unique_ptr<model::Fp8Scaling> fp8_;

@@ -1,16 +1,21 @@
 #include "train/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
+#include <torch/nn/module.h>
 
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
+#include "common/config.h"
 #include "common/logging.h"
-#include "common/progress.h"
 #include "common/platform.h"
+#include "common/progress.h"
 #include "common/status.h"
+#include "model/task_heads.h"
 #include "model/weights.h"
 #include "train/fault.h"
 #include "train/inputs.h"
@@ -23,21 +28,38 @@ using Clock = std::chrono::steady_clock;
 
 std::string ChecksumText(uint64_t checksum) { return absl::StrFormat("%016x", checksum); }
 
-// A source's content checksum as saved in the loop's state; "" unknown.
-std::string DataChecksumText(const data::SequenceSource* source) {
-  if (source == nullptr || source->content_checksum() == 0) return "";
-  return ChecksumText(source->content_checksum());
+// A set's checksum as saved in the loop's state; "" unknown.
+std::string DataChecksumText(const tasks::PackedSet* set) {
+  if (set == nullptr || set->checksum == 0) return "";
+  return ChecksumText(set->checksum);
+}
+
+// The evaluation sets' checksums, one after another; "" if any is unknown.
+std::string EvalChecksumText(const std::vector<tasks::PackedSet>& sets) {
+  std::vector<std::string> parts;
+  for (const tasks::PackedSet& set : sets) {
+    const std::string text = DataChecksumText(&set);
+    if (text.empty()) return "";
+    parts.push_back(text);
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+// The evaluation sets as the keys and paths that named them, for messages.
+std::string EvalKeys(const std::vector<tasks::PackedSet>& sets) {
+  std::vector<std::string> parts;
+  for (const tasks::PackedSet& set : sets) parts.push_back(absl::StrCat(set.key, " ", set.path));
+  return absl::StrJoin(parts, ", ");
 }
 
 // Fails if `key`'s data is not the data `checkpoint` was trained with: the
-// same lengths (so the same pack index) prepared again from other text, or
-// with another vocabulary, is other data.
+// same lengths (so the same rows) made again from other text, or with
+// another vocabulary, is other data.
 absl::Status CheckSameData(const std::string& saved, const std::string& now,
-                           const std::string& checkpoint, const char* key,
-                           const std::string& path) {
+                           const std::string& checkpoint, const std::string& what) {
   if (saved.empty() || now.empty() || saved == now) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(checkpoint, " was trained with other data at ", key, " ", path,
+      absl::StrCat(checkpoint, " was trained with other data at ", what,
                    ": its records or vocabulary differ (data checksum ", saved, ", now ", now,
                    "; prepared again?); resume with the data it was trained with"));
 }
@@ -68,19 +90,34 @@ std::vector<std::pair<std::string, uint64_t>> RunLogs(const MlperfLogState& mllo
   return logs;
 }
 
+// " name value" for each metric.
+std::string MetricsText(const tasks::Metrics& metrics) {
+  std::string out;
+  for (const auto& [name, value] : metrics) absl::StrAppendFormat(&out, " %s %.4f", name, value);
+  return out;
+}
+
+// One evaluator per set of the task.
+std::vector<std::unique_ptr<Evaluator>> Evaluators(const tasks::Task& task,
+                                                   const TrainingPlan& plan) {
+  std::vector<std::unique_ptr<Evaluator>> out;
+  for (const tasks::PackedSet& set : task.evaluation()) {
+    out.push_back(std::make_unique<Evaluator>(task, set, plan.eval_loader, plan.trainee.bert,
+                                              plan.precision, plan.device));
+  }
+  return out;
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainerSetup& setup)
     : setup_(setup),
       config_(setup.config),
       plan_(setup.plan),
+      task_(*setup.task),
       comm_(setup.communicator),
       rank0_(setup.communicator.rank() == 0),
-      evaluation_(setup.data.eval ? std::make_unique<Evaluator>(
-                                        setup.data.eval, setup.data.eval_rows, setup.plan.loader,
-                                        setup.plan.precision, setup.plan.device)
-                                  : nullptr,
-                  setup.plan.evaluation),
+      evaluation_(Evaluators(*setup.task, setup.plan), setup.plan.evaluation),
       stop_(setup.plan.stop, setup.stop_requested),
       checkpointer_(setup.plan.checkpoint, setup.communicator),
       profiler_(setup.plan.profile,
@@ -103,42 +140,77 @@ absl::Status Trainer::BuildModel() {
   return absl::OkStatus();
 }
 
+// The weights the run starts from: a model of the task itself (a run's
+// checkpoint, or its exported model), or a pretrained model whose encoder
+// is taken (any format model convert reads).
+absl::Status Trainer::LoadStart() {
+  const std::string& path = plan_.init_checkpoint;
+  if (path.empty()) {
+    if (!plan_.init_required) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the run needs ", plan_.init_key, " (or --init): the pretrained weights to start from"));
+  }
+  if (LoadVerifiedWeights(path, trainee_->weights()).ok()) return absl::OkStatus();
+  // Built without drawing from the generators, as if it had not been.
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  const at::Tensor state = cpu.get_state();
+  model::BertForPreTraining pretrained(config_.model.bert);
+  cpu.set_state(state);
+  absl::Status as_pretrained = LoadVerifiedWeights(path, *pretrained);
+  if (as_pretrained.ok()) {
+    model::CopyEncoder(pretrained->bert, trainee_->weights_encoder());
+    return absl::OkStatus();
+  }
+  // A fine-tuned model of another task (or of this one with other labels)
+  // says so; anything else gets the pretrained reader's message.
+  if (auto weights = model::ReadWeights(path); weights.ok()) {
+    for (const char* head : {"qa_outputs.weight", "classifier.weight"}) {
+      auto it = weights->tensors.find(head);
+      if (it == weights->tensors.end()) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is a fine-tuned model (", head, " of ", it->second.size(0),
+          " outputs), not one of ", task_.name(), "'s head: start from pretrained weights"));
+    }
+  }
+  return Annotate(as_pretrained, plan_.init_key);
+}
+
 // The parts that keep state across a resume, from `state`. The logs are
 // opened by `OpenLogs`, when training starts: a run refused while it is
 // created writes nothing.
 absl::Status Trainer::OpenParts(const TrainerState& state) {
   log_state_ = {state.mllog, state.metrics};
   // The loader's threads make each micro-batch the model's inputs on the
-  // device (train/inputs.h).
+  // device, with the task's tensors (train/inputs.h).
+  const tasks::PackedSet& train = *task_.train();
   data::LoaderOptions loader = plan_.loader;
-  loader.prepare = Preparer(trainee_->input_plan());
+  loader.prepare = Preparer(trainee_->input_plan(), {&task_, &train});
   ASSIGN_OR_RETURN(loader_,
-                   data::Loader::Create(setup_.data.train, setup_.data.rows, loader, state.loader));
+                   data::Loader::Create(train.sequences, train.rows, loader, state.loader));
   evaluation_.Restore(state.evaluation);
   stop_.Restore(state.stop);
   if (model::LossScaler* scaler = trainee_->scaler()) scaler->Restore(state.loss_scale);
   RETURN_IF_ERROR(trainee_->RestoreFp8(state.fp8));
   loop_ = state.loop;
   loop_.world_size = comm_.world_size();
+  loop_.rows_per_step = plan_.rows_per_step;
+  loop_.rows_per_batch = plan_.loader.rows_per_batch;
+  loop_.batches_per_step = plan_.loader.batches_per_step;
   // One seed gives every rank the same weights; rank 0's are sent anyway,
   // so that nothing else (an init checkpoint read differently) can differ.
-  comm_.Broadcast(trainee_->weights()->parameters());
+  comm_.Broadcast(trainee_->weights().parameters());
   trainee_->SyncModelWeights();
   return absl::OkStatus();
 }
 
 absl::Status Trainer::InitNew() {
   RETURN_IF_ERROR(BuildModel());
-  if (!config_.train.init_checkpoint.empty()) {
-    RETURN_IF_ERROR(Annotate(
-        model::LoadWeights(*trainee_->weights(), config_.train.init_checkpoint),
-        "train.init_checkpoint"));
-  }
+  RETURN_IF_ERROR(LoadStart());
   TrainerState state;
   state.evaluation.next_samples = static_cast<uint64_t>(plan_.eval_every_samples);
-  state.loop.train_index_checksum = ChecksumText(setup_.data.rows->Checksum());
-  state.loop.train_data_checksum = DataChecksumText(setup_.data.train.get());
-  state.loop.eval_data_checksum = DataChecksumText(setup_.data.eval.get());
+  state.loop.train_index_checksum = ChecksumText(task_.train()->rows->Checksum());
+  state.loop.train_data_checksum = DataChecksumText(task_.train());
+  state.loop.eval_data_checksum = EvalChecksumText(task_.evaluation());
   return OpenParts(state);
 }
 
@@ -155,7 +227,8 @@ absl::Status Trainer::OpenLogs() {
       RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", name), text.substr(0, bytes)));
     }
   }
-  ASSIGN_OR_RETURN(mllog_, MlperfLog::Open(rank0_ ? dir + "/mllog.txt" : "", log_state_.mllog));
+  ASSIGN_OR_RETURN(mllog_, MlperfLog::Open(rank0_ && plan_.mllog ? dir + "/mllog.txt" : "",
+                                           log_state_.mllog));
   if (rank0_) {
     const PeakFlops peak = DevicePeakFlops(plan_.device, plan_.precision);
     peak_flops_ = peak.flops * comm_.world_size();
@@ -167,35 +240,37 @@ absl::Status Trainer::OpenLogs() {
   metrics.dir = rank0_ ? dir : "";
   metrics.peak_flops = peak_flops_;
   ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(metrics, log_state_.metrics));
-  if (setup_.resume && mllog_->has_header()) return absl::OkStatus();
+  if (!plan_.mllog || (setup_.resume && mllog_->has_header())) return absl::OkStatus();
   return mllog_->Start(config_.mlperf, plan_.mllog_header, loop_.samples);
 }
 
 absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
   TrainerState state = checkpoint.trainer;
-  const std::string checksum = ChecksumText(setup_.data.rows->Checksum());
+  const tasks::PackedSet& train = *task_.train();
+  const std::string checksum = ChecksumText(train.rows->Checksum());
   if (state.loop.train_index_checksum != checksum) {
     return absl::InvalidArgumentError(absl::StrCat(
         checkpoint.dir, " was trained on other rows (pack index checksum ",
-        state.loop.train_index_checksum, ", now ", checksum,
-        "); resume with the same data.store, data.pack_index and packing settings"));
+        state.loop.train_index_checksum, ", now ", checksum, "); resume with the same ", train.key,
+        train.key == "data.store" ? ", data.pack_index and packing settings"
+                                  : " and packing settings"));
   }
-  const std::string train_data = DataChecksumText(setup_.data.train.get());
-  const std::string eval_data = DataChecksumText(setup_.data.eval.get());
+  const std::string train_data = DataChecksumText(&train);
+  const std::string eval_data = EvalChecksumText(task_.evaluation());
   RETURN_IF_ERROR(CheckSameData(state.loop.train_data_checksum, train_data, checkpoint.dir,
-                                "data.store", config_.data.store));
+                                absl::StrCat(train.key, " ", train.path)));
   RETURN_IF_ERROR(CheckSameData(state.loop.eval_data_checksum, eval_data, checkpoint.dir,
-                                "data.eval", config_.data.eval));
+                                EvalKeys(task_.evaluation())));
   state.loop.train_data_checksum = train_data;
   state.loop.eval_data_checksum = eval_data;
   if (!state.loop.status.empty()) {  // finished: nothing to load
     finished_ = std::make_unique<TrainerState>(std::move(state));
     return absl::OkStatus();
   }
+  if (!setup_.force) RETURN_IF_ERROR(CheckSameBatch(checkpoint));
   RETURN_IF_ERROR(BuildModel());
-  RETURN_IF_ERROR(
-      LoadCheckpointWeights(checkpoint.dir, *trainee_->weights(), trainee_->optimizer(),
-                            trainee_->device()));
+  RETURN_IF_ERROR(LoadCheckpointWeights(checkpoint.dir, trainee_->weights(),
+                                        trainee_->optimizer(), trainee_->device()));
   RETURN_IF_ERROR(trainee_->randomness().Restore(state.random));
   if (state.loop.world_size != comm_.world_size()) {
     Log()->warn("resuming a run of {} ranks on {}: the remaining rows are shared out anew",
@@ -209,6 +284,34 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
           ? ""
           : absl::StrCat(" into ", config_.run.output_dir, ", its logs so far carried over"));
   return absl::OkStatus();
+}
+
+// Fails if the rows of a step over all ranks would change (more or fewer
+// ranks with the same rows each): the schedule and the optimizer were set
+// for the checkpoint's. A checkpoint of version 2 counts them from its
+// config, as pretraining set them.
+absl::Status Trainer::CheckSameBatch(const CheckpointInfo& checkpoint) const {
+  LoopState saved = checkpoint.trainer.loop;
+  if (saved.rows_per_step == 0) {
+    ExperimentConfig config;
+    if (!config::LoadText(checkpoint.config_yaml, checkpoint.dir + "/config.yaml", &config).ok()) {
+      return absl::OkStatus();  // FindResumePoint read it, and said so
+    }
+    auto adjusted = config.optim.AdjustedFor(task_.train()->packing_factor());
+    if (!adjusted.ok()) return adjusted.status();
+    saved.rows_per_batch = config.train.micro_batch_rows;
+    saved.batches_per_step = adjusted->accumulation_steps;
+    saved.rows_per_step = saved.rows_per_batch * saved.batches_per_step * saved.world_size;
+  }
+  if (saved.rows_per_step == plan_.rows_per_step) return absl::OkStatus();
+  const int world = comm_.world_size();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "resuming ", checkpoint.dir, " (", saved.world_size,
+      saved.world_size == 1 ? " rank" : " ranks", " x ", saved.rows_per_batch, " rows x ",
+      saved.batches_per_step, " micro-batches = ", saved.rows_per_step, " rows per step) on ",
+      world, world == 1 ? " rank" : " ranks", " would train ", plan_.rows_per_step,
+      " rows per step, for which its schedule and optimizer were not set; keep ",
+      saved.rows_per_step, " (", plan_.batch_keys, "), or add --force"));
 }
 
 absl::StatusOr<TrainResult> Trainer::Train() {
@@ -240,11 +343,13 @@ absl::Status Trainer::Failed(const std::exception& e) {
 // The config asks for more memory than the machine has.
 absl::Status Trainer::OutOfMemory(const std::exception& e) const {
   const std::string limits = ExhaustedLimits(/*out_of_memory=*/true);
-  return absl::InvalidArgumentError(
-      absl::StrCat("step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
-                   limits.empty() ? "" : absl::StrCat("; ", limits),
-                   "); lower train.micro_batch_rows (now ", config_.train.micro_batch_rows,
-                   ") and raise optim.accumulation_steps to keep the batch"));
+  const bool pretraining = plan_.regimen == Regimen::kPretraining;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
+      limits.empty() ? "" : absl::StrCat("; ", limits), "); lower ",
+      pretraining ? "train.micro_batch_rows" : "finetune.micro_batch_rows", " (now ",
+      plan_.loader.rows_per_batch, ")",
+      pretraining ? " and raise optim.accumulation_steps to keep the batch" : ""));
 }
 
 // A collective failed: another rank died, stopped or hung past
@@ -279,7 +384,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
     ASSIGN_OR_RETURN(StepResult step,
                      TrainStep(*trainee_, comm_, Prepared(batches), lr, plan_.step));
     loop_.step += 1;
-    loop_.samples += static_cast<uint64_t>(step.metrics.nsp_sequences);
+    loop_.samples += static_cast<uint64_t>(step.metrics.sequences);
     loss_finite_ = std::isfinite(step.metrics.loss);
     FaultPoint("after-step", loop_.step, comm_.rank());
     if (absl::Status bad = stop_.Count(step, loop_.step, checkpointer_.last()); !bad.ok()) {
@@ -288,19 +393,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     RETURN_IF_ERROR(profiler_.After(loop_.step, seconds));
     RETURN_IF_ERROR(metrics_->AddStep(step, lr, seconds, Position()));
-    const PretrainingMetrics& m = step.metrics;
-    session_flops_ += m.flops;
-    session_step_seconds_ += seconds;
-    const double flops_per_s = m.flops / std::max(seconds, 1e-9);
-    progress.SetStatus(absl::StrFormat(
-        "%s seq  loss %.3f  mlm %.1f%%  nsp %.1f%%  lr %.2e  |g| %.2f  %.0f tok/s  pad %.1f%%  "
-        "%.3g TFLOP/s%s",
-        HumanCount(loop_.samples), m.loss, 100 * m.MlmAccuracy(), 100 * m.NspAccuracy(), lr,
-        step.grad_norm, m.tokens / std::max(seconds, 1e-9),
-        100 * m.PaddingShare(static_cast<int>(config_.data.max_seq_len)), flops_per_s / 1e12,
-        peak_flops_ > 0 ? absl::StrFormat("  MFU %.1f%%", 100 * flops_per_s / peak_flops_)
-                        : ""));
-    progress.Add(1);
+    ShowProgress(progress, step, lr, seconds);
 
     // An evaluation ends the current block; a new one starts if training
     // goes on. A run that ends between evaluations is evaluated at its end.
@@ -312,8 +405,27 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
       return Finish();
     }
     if (evaluated) RETURN_IF_ERROR(mllog_->BlockStart(loop_.samples));
-    if (checkpointer_.Due(loop_.step)) RETURN_IF_ERROR(Save(SaveReason::kDue));
+    if (checkpointer_.Due(loop_.step) || (evaluated && plan_.checkpoint.after_evaluation)) {
+      RETURN_IF_ERROR(Save(SaveReason::kDue));
+    }
   }
+}
+
+void Trainer::ShowProgress(Progress& progress, const StepResult& step, double lr,
+                           double seconds) {
+  const StepMetrics& m = step.metrics;
+  session_flops_ += m.flops;
+  session_tokens_ += m.tokens;
+  session_step_seconds_ += seconds;
+  const double flops_per_s = m.flops / std::max(seconds, 1e-9);
+  const std::string task = task_.Progress(m.sums);
+  progress.SetStatus(absl::StrFormat(
+      "%s seq  loss %.3f  %s%slr %.2e  |g| %.2f  %.0f tok/s  pad %.1f%%  %.3g TFLOP/s%s",
+      HumanCount(loop_.samples), m.loss, task, task.empty() ? "" : "  ", lr, step.grad_norm,
+      m.tokens / std::max(seconds, 1e-9), 100 * m.PaddingShare(plan_.metrics.max_len),
+      flops_per_s / 1e12,
+      peak_flops_ > 0 ? absl::StrFormat("  MFU %.1f%%", 100 * flops_per_s / peak_flops_) : ""));
+  progress.Add(1);
 }
 
 absl::Status Trainer::EndBlock() {
@@ -325,16 +437,25 @@ absl::Status Trainer::EndBlock() {
 absl::Status Trainer::Evaluate() {
   const auto start = Clock::now();
   RETURN_IF_ERROR(mllog_->EvalStart(loop_.samples));
-  ASSIGN_OR_RETURN(PretrainingMetrics eval,
+  ASSIGN_OR_RETURN(tasks::Scored scored,
                    evaluation_.Run(trainee_->model(), comm_, loop_.samples));
-  RETURN_IF_ERROR(mllog_->EvalStop(loop_.samples, eval.MlmAccuracy()));
+  RETURN_IF_ERROR(mllog_->EvalStop(loop_.samples, evaluation_.state().last_score));
+  if (rank0_) {
+    for (const auto& [name, text] : scored.files) {
+      const std::string path = absl::StrCat(config_.run.output_dir, "/", name);
+      RETURN_IF_ERROR(WriteFileAtomically(path, text));
+      if (std::find(files_.begin(), files_.end(), path) == files_.end()) files_.push_back(path);
+    }
+  }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  Log()->info(
-      "eval at {} sequences: MLM accuracy {:.4f} (target {:.4f}), MLM loss {:.4f}, NSP accuracy "
-      "{:.4f}, {} sequences in {:.1f} s",
-      loop_.samples, eval.MlmAccuracy(), evaluation_.target(), eval.MlmLossPerToken(),
-      eval.NspAccuracy(), static_cast<uint64_t>(eval.nsp_sequences), seconds);
-  return metrics_->AddEvaluation(eval, seconds, Position());
+  const EvaluationOptions& options = evaluation_.options();
+  Log()->info("eval at {} sequences:{}{}, {} sequences in {:.1f} s", loop_.samples,
+              MetricsText(scored.metrics),
+              options.target_metric.empty()
+                  ? ""
+                  : absl::StrFormat(" (target %s %.4f)", options.target_metric, options.target),
+              evaluation_.sequences(), seconds);
+  return metrics_->AddEvaluation(scored.metrics, seconds, Position());
 }
 
 // `reason`: a save that is due, on a stop request, or the run's last save,
@@ -362,7 +483,7 @@ absl::Status Trainer::Save(SaveReason reason) {
   RETURN_IF_ERROR(metrics_->Flush(Position()));
   RETURN_IF_ERROR(mllog_->Sync());
   RETURN_IF_ERROR(metrics_->Sync());
-  return checkpointer_.Save(loop_.step, *trainee_->weights(), trainee_->optimizer(),
+  return checkpointer_.Save(loop_.step, trainee_->weights(), trainee_->optimizer(),
                             ToJson(State()));
 }
 
@@ -370,10 +491,20 @@ absl::StatusOr<TrainResult> Trainer::Finish() {
   if (const std::string unmet = profiler_.Unmet(loop_.step); !unmet.empty() && rank0_) {
     Log()->warn("{}", unmet);
   }
-  loop_.status = evaluation_.reached() ? "success" : "aborted";
+  loop_.status = plan_.evaluation.target_metric.empty() ? "done"
+                 : evaluation_.reached()               ? "success"
+                                                       : "aborted";
   RETURN_IF_ERROR(mllog_->RunStop(loop_.status, loop_.samples));
   RETURN_IF_ERROR(Save(SaveReason::kEnd));
+  RETURN_IF_ERROR(Export());
   return Result(loop_.status);
+}
+
+// The finished run's model for Hugging Face, into RUN_DIR/model (rank 0).
+absl::Status Trainer::Export() {
+  if (!setup_.export_model || !rank0_) return absl::OkStatus();
+  model_dir_ = (std::filesystem::path(config_.run.output_dir) / "model").string();
+  return setup_.export_model(trainee_->weights(), task_.Export(), model_dir_);
 }
 
 // After too many bad steps: the MLLOG ends the run as aborted, and `why`
@@ -384,9 +515,9 @@ absl::Status Trainer::Abort(const absl::Status& why) {
   return why;
 }
 
-std::string Trainer::Diverged() const {
+std::string Trainer::Diverged() {
   if (!loss_finite_) return absl::StrCat("the loss of step ", loop_.step, " is not finite");
-  for (const auto& item : trainee_->weights()->named_parameters()) {
+  for (const auto& item : trainee_->weights().named_parameters()) {
     if (!item.value().isfinite().all().template item<bool>()) {
       return absl::StrCat(item.key(), " holds inf or NaN");
     }
@@ -423,16 +554,24 @@ TrainResult Trainer::Result(const std::string& status) const {
   TrainResult r;
   r.status = status;
   r.step = loop.step;
+  r.total_steps = plan_.stop.total_steps;
   r.samples = loop.samples;
   r.samples_to_target = eval.samples_to_target;
-  r.mlm_accuracy = eval.last_mlm_accuracy;
-  r.best_mlm_accuracy = eval.best_mlm_accuracy;
+  r.metrics = eval.metrics;
+  r.last_score = eval.last_score;
+  r.best_score = eval.best_score;
   r.evaluations = eval.evaluations;
   r.skipped_steps = done ? finished_->stop.skipped_steps : stop_.state().skipped_steps;
+  r.train_sequences = task_.train()->rows->sequences();
+  r.train_rows = task_.train()->rows->rows();
+  r.packing_factor = task_.train()->packing_factor();
   r.train_seconds = done ? loop.train_seconds : Elapsed();
   r.run_seconds = done ? finished_->mllog.run_seconds : mllog_->run_seconds();
   r.checkpoint = checkpointer_.last();
+  r.files = files_;
+  r.model_dir = model_dir_;
   r.session_flops = session_flops_;
+  r.session_tokens = session_tokens_;
   r.session_step_seconds = session_step_seconds_;
   r.peak_flops = peak_flops_;
   return r;

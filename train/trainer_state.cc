@@ -52,6 +52,9 @@ void to_json(nlohmann::json& json, const LoopState& s) {
           {"train_seconds", s.train_seconds},
           {"status", s.status},
           {"world_size", s.world_size},
+          {"rows_per_step", s.rows_per_step},
+          {"rows_per_batch", s.rows_per_batch},
+          {"batches_per_step", s.batches_per_step},
           {"train_index_checksum", s.train_index_checksum},
           {"train_data_checksum", s.train_data_checksum},
           {"eval_data_checksum", s.eval_data_checksum}};
@@ -67,6 +70,9 @@ void from_json(const nlohmann::json& json, LoopState& s) {
   // (absent in checkpoints of earlier releases)
   s.train_data_checksum = json.value("train_data_checksum", std::string());
   s.eval_data_checksum = json.value("eval_data_checksum", std::string());
+  s.rows_per_step = json.value("rows_per_step", int64_t{0});
+  s.rows_per_batch = json.value("rows_per_batch", int64_t{0});
+  s.batches_per_step = json.value("batches_per_step", int64_t{0});
 }
 
 nlohmann::json ToJson(const TrainerState& s) {
@@ -87,7 +93,7 @@ absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
     const int version = json.at("version").get<int>();
     if (version == 1) {
       parts = FromVersion1(json);
-    } else if (version == kTrainerStateVersion) {
+    } else if (version == 2 || version == kTrainerStateVersion) {
       parts = json;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(

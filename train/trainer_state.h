@@ -1,5 +1,5 @@
 // Everything a resume needs, saved whole in each checkpoint's
-// trainer_state.json (version 2, docs/training.md): one part per component,
+// trainer_state.json (version 3, docs/training.md): one part per component,
 // each written by the component that owns it.
 #pragma once
 
@@ -21,7 +21,7 @@
 
 namespace pbert::train {
 
-inline constexpr int kTrainerStateVersion = 2;
+inline constexpr int kTrainerStateVersion = 3;
 // The most ranks a saved run may have had.
 inline constexpr int kMaxWorldSize = 1 << 20;
 
@@ -37,6 +37,10 @@ struct LoopState {
   // and vocabulary. "" where unknown (checkpoints of earlier releases).
   std::string train_data_checksum;
   std::string eval_data_checksum;
+  // The rows of a step over all ranks, and of one rank: micro-batches of
+  // rows (what its schedule and optimizer were set for). 0: unknown
+  // (version 2).
+  int64_t rows_per_step = 0, rows_per_batch = 0, batches_per_step = 0;
 };
 void to_json(nlohmann::json& json, const LoopState& state);
 void from_json(const nlohmann::json& json, LoopState& state);
@@ -54,7 +58,8 @@ struct TrainerState {
 };
 
 nlohmann::json ToJson(const TrainerState& state);
-// Reads version 2, and version 1 (one flat object) of earlier releases.
+// Reads version 3, and versions 2 and 1 (one flat object) of earlier
+// releases.
 // `where` names the file in errors.
 absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
                                                   const std::string& where);

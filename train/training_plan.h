@@ -1,19 +1,21 @@
-// The values a training run derives from its config and its data, computed
-// once before the first step: the packing factor, the optimizer after the
-// packing adjustment, the device and precision, what the loader, the step
-// and the trainee are made with, sequences per step and the evaluation
-// interval.
+// The values a training run derives from its config and its task's data,
+// computed once before the first step: the device and precision, what the
+// trainee, the loader and the step are made with, sequences per step, the
+// schedule, and each loop component's options. A run's regimen says which
+// sections shape it (not which task it trains).
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "data/loader.h"
 #include "model/precision.h"
 #include "optim/config.h"
+#include "tasks/task.h"
 #include "train/checkpointer.h"
 #include "train/evaluation.h"
 #include "train/experiment.h"
@@ -23,32 +25,42 @@
 #include "train/step.h"
 #include "train/stop_policy.h"
 #include "train/trainee.h"
-#include "train/training_data.h"
 
 namespace pbert::train {
 
-// The values a run derives from its config and data, computed once.
+
 struct TrainingPlan {
+  Regimen regimen = Regimen::kPretraining;
   c10::Device device = c10::kCPU;  // run.device, resolved once (train/device.h)
-  optim::OptimConfig optim;        // after the packing adjustment
+  optim::OptimConfig optim;        // the schedule and LAMB as the run trains with them
   model::Precision precision;      // resolved for the device
-  TraineeOptions trainee;          // the model, optimizer and reducer to build
+  TraineeOptions trainee;          // the task's model, optimizer and reducer to build
   StepOptions step;
-  data::LoaderOptions loader;      // this rank's share of the rows, in training order
-  int64_t rows_per_step = 0;       // over all ranks
-  double sequences_per_step = 0;   // rows_per_step x packing factor
-  int64_t eval_every_samples = 0;  // train.eval_every_samples, or MLPerf's interval
+  data::LoaderOptions loader;       // this rank's share of the rows, in training order
+  data::LoaderOptions eval_loader;  // an evaluation's: rows per pass, rank, threads
+  int64_t rows_per_step = 0;        // over all ranks
+  std::string batch_keys;           // the keys that set them, for messages
+  double sequences_per_step = 0;    // rows_per_step x packing factor
+  int64_t eval_every_samples = 0;   // sequences between evaluations
+  // The weights to start from, the key that named them, and whether the
+  // run needs them (fine-tuning starts from pretrained weights).
+  std::string init_checkpoint, init_key;
+  bool init_required = false;
+  bool mllog = true;  // the run writes RUN_DIR/mllog.txt
   // The loop's components, each from its config section (train/trainer.h).
   StopOptions stop;
-  CheckpointOptions checkpoint;  // config_yaml: set by train (app/cmd_train.cc)
+  CheckpointOptions checkpoint;  // config_yaml: set by the command
   EvaluationOptions evaluation;
   MetricsLogOptions metrics;       // dir and peak_flops: set when the logs open
   MlperfHeader mllog_header;       // the MLLOG's hyperparameters and data sizes
   ProfileSteps profile;            // train.profile_steps
   std::string description;         // the above in one line, for logs and config.yaml
 
-  static absl::StatusOr<TrainingPlan> Make(const ExperimentConfig& config, const TrainingData& data,
-                                           int rank, int world_size, const c10::Device& device);
+  // `task` (its sets) outlives the plan.
+  static absl::StatusOr<TrainingPlan> Make(const ExperimentConfig& config,
+                                           std::shared_ptr<const tasks::Task> task,
+                                           Regimen regimen, int rank, int world_size,
+                                           const c10::Device& device);
 };
 
 // MLPerf's evaluation interval for a global batch of `gbs` sequences:

@@ -1,12 +1,12 @@
 // The baselines every better algorithm is measured against.
 #include <algorithm>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "data/packing/algorithms.h"
+#include "data/random.h"
 
 namespace pbert::data {
 
@@ -20,8 +20,7 @@ PackingPlan PackGreedy(const LengthHistogram& histogram, const PackingOptions& o
   std::vector<uint16_t> order;
   order.reserve(histogram.sequences());
   for (int l = 1; l <= histogram.max_len(); ++l) order.insert(order.end(), histogram.counts[l], l);
-  std::mt19937_64 rng(options.seed);
-  std::shuffle(order.begin(), order.end(), rng);
+  Rng(options.seed, 0).Shuffle(order);
 
   // Rows are counted by their sorted lengths packed into a short string
   // (two bytes a length), which stays within the small-string buffer for

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/mmap_file.h"
 #include "common/status.h"
+#include "data/random.h"
 
 namespace pbert::data {
 namespace {
@@ -249,8 +249,9 @@ absl::StatusOr<PackIndex> AssignSequences(const PackingPlan& plan,
   }
   for (int l = 1; l <= S; ++l) {
     // One stream per length, so the result does not depend on the others.
-    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(l));
-    std::shuffle(pool.begin() + start[l], pool.begin() + start[l + 1], rng);
+    Rng rng(seed, static_cast<uint64_t>(l));
+    rng.Shuffle(pool.begin() + static_cast<std::ptrdiff_t>(start[l]),
+                pool.begin() + static_cast<std::ptrdiff_t>(start[l + 1]));
   }
   std::vector<uint32_t> ids;
   ids.reserve(lengths.size());

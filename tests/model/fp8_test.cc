@@ -273,9 +273,9 @@ TEST(Fp8Test, EveryEncoderProductOfTheModelRunsInFp8) {
       BertForPreTraining model(options);
       Fp8Options fp8;
       fp8.emulation = true;
-      Fp8Scaling scaling(BertForPreTrainingImpl::Fp8Products(options), fp8, at::kCPU);
+      Fp8Scaling scaling(BertModelImpl::Fp8Products(options), fp8, at::kCPU);
       EXPECT_EQ(scaling.products(), options.num_layers() * (fused_qkv ? 4 : 6));
-      model->UseFp8(scaling);
+      model->bert->UseFp8(scaling);
       model->train();
       auto sums = testing::SumsOf(testing::Forward(model, batch), batch);
       at::Tensor loss = PretrainingLoss(sums, MlmLossMode::kPerToken, testing::TotalsOf(batch));

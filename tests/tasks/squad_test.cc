@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/data/shared_data.h"
@@ -255,7 +256,8 @@ TEST_F(SquadTest, ScoresMatchTheOfficialScript) {
   for (size_t i = 0; i < set->examples.size(); ++i) {
     predictions.emplace_back(set->examples[i].id, answers[i % answers.size()]);
   }
-  ASSERT_TRUE(WritePredictions(predictions, (dir_ / "predictions.json").string()).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically((dir_ / "predictions.json").string(), PredictionsJson(predictions)).ok());
   const std::string command = "/usr/bin/python3 " + script + " " + (dir_ / "dev.json").string() +
                               " " + (dir_ / "predictions.json").string() + " -o " +
                               (dir_ / "eval.json").string();

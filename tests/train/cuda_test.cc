@@ -24,6 +24,7 @@
 #include "tests/kernels/error_bounds.h"
 #include "tests/model/fused_kernels_check.h"
 #include "tests/model/fixtures.h"
+#include "tests/train/pretraining_view.h"
 #include "tests/train/resume_run.h"
 #include "tests/train/same_step.h"
 #include "train/checkpointer.h"
@@ -208,13 +209,14 @@ TEST(CudaTest, AStepOnTheGpuEqualsTheCpuStep) {
     auto b = TrainStep(*gpu, *communicator, batches, kLr, {});
     ASSERT_TRUE(a.ok() && b.ok());
     double largest = 0;
-    for (const auto& p : cpu->model()->parameters()) {
+    for (const auto& p : cpu->model().parameters()) {
       largest = std::max(largest, p.grad().abs().max().item<double>());
     }
     const double dg = kTerms * std::numeric_limits<double>::epsilon() * largest;
     EXPECT_NEAR(a->metrics.loss, b->metrics.loss, dg);
-    pbert::testing::ExpectSameGradientsAndWeights(cpu->model(), gpu->model(), dg, kLr, step,
-                                                  " (CPU, GPU)");
+    pbert::testing::ExpectSameGradientsAndWeights(pbert::testing::PretrainingModel(cpu->model()),
+                                                  pbert::testing::PretrainingModel(gpu->model()),
+                                                  dg, kLr, step, " (CPU, GPU)");
   }
 }
 
@@ -253,7 +255,7 @@ TEST(CudaTest, ResumeOnTheGpuContinuesTheRun) {
     EXPECT_NEAR(a, b->metrics.loss, 1e-12 * a) << "step " << step;
   }
   constexpr double kTerms = 1 << 16;
-  auto pa = whole->model()->named_parameters(), pb = resumed->model()->named_parameters();
+  auto pa = whole->model().named_parameters(), pb = resumed->model().named_parameters();
   for (size_t k = 0; k < pa.size(); ++k) {
     const double size = pa[k].value().abs().max().item<double>();
     EXPECT_LE(MaxAbsDiff(pa[k].value(), pb[k].value()),
@@ -466,7 +468,7 @@ TEST(CudaTest, ResumeWithMasterWeightsContinuesTheRun) {
     ASSERT_TRUE(b.ok());
     EXPECT_NEAR(losses[step - 2], b->metrics.loss, losses[step - 2] / 4096) << "step " << step;
   }
-  auto pa = whole->weights()->named_parameters(), pb = resumed->weights()->named_parameters();
+  auto pa = whole->weights().named_parameters(), pb = resumed->weights().named_parameters();
   for (size_t k = 0; k < pa.size(); ++k) {
     EXPECT_EQ(pb[k].value().scalar_type(), torch::kFloat);
     EXPECT_LE(MaxAbsDiff(pa[k].value(), pb[k].value()), 3 * 2e-3) << pa[k].key();
@@ -675,9 +677,9 @@ TEST(CudaTest, ACapturedStepEqualsTheEagerOneAndResumes) {
            absl::StrCat("loss of step ", step));
     }
     if (!bf16) {
-      auto pa = a.trainee->weights()->named_parameters();
-      auto pb = b.trainee->weights()->named_parameters();
-      auto pc = c.trainee->weights()->named_parameters();
+      auto pa = a.trainee->weights().named_parameters();
+      auto pb = b.trainee->weights().named_parameters();
+      auto pc = c.trainee->weights().named_parameters();
       for (size_t k = 0; k < pa.size(); ++k) {
         EXPECT_LE(MaxAbsDiff(pa[k].value(), pc[k].value()),
                   4 * MaxAbsDiff(pa[k].value(), pb[k].value()))

@@ -81,7 +81,7 @@ TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {
   const std::set<std::string> given = {"model.fp8_margin", "dist.bucket_mb",
                                        "train.target_mlm_accuracy", "optim.lr",
                                        "train.init_checkpoint"};
-  EXPECT_EQ(config.InactiveSettings(given, model::Precision::kBf16, false, 1, true),
+  EXPECT_EQ(config.InactiveSettings(given, Regimen::kPretraining, model::Precision::kBf16, false, 1, true),
             (std::vector<std::string>{
                 "model.fp8_margin does nothing here: model.precision is bf16, not fp8",
                 "train.target_mlm_accuracy does nothing here: there is no eval set (data.eval)",
@@ -89,8 +89,27 @@ TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {
                 "train.init_checkpoint does nothing here: a resumed run continues from its "
                 "checkpoint's weights"}));
   config.data.eval = "eval";
-  EXPECT_EQ(config.InactiveSettings(given, model::Precision::kFp8, false, 2, false),
-            std::vector<std::string>{});
+  EXPECT_EQ(
+      config.InactiveSettings(given, Regimen::kPretraining, model::Precision::kFp8, false, 2, false),
+      std::vector<std::string>{});
+  // Fine-tuning's length and batch are the finetune section's; pretraining
+  // does not read it.
+  const std::set<std::string> schedule = {"optim.total_steps", "train.micro_batch_rows",
+                                          "finetune.epochs", "optim.lr"};
+  EXPECT_EQ(
+      config.InactiveSettings(schedule, Regimen::kFineTuning, model::Precision::kFp32, false, 2,
+                              false),
+      (std::vector<std::string>{
+          "train.micro_batch_rows does nothing here: finetune sets it (finetune.epochs, "
+          "batch_size, micro_batch_rows, warmup_proportion, log_every_steps, "
+          "checkpoint_every_steps)",
+          "optim.total_steps does nothing here: finetune sets it (finetune.epochs, batch_size, "
+          "micro_batch_rows, warmup_proportion, log_every_steps, checkpoint_every_steps)"}));
+  EXPECT_EQ(
+      config.InactiveSettings(schedule, Regimen::kPretraining, model::Precision::kFp32, false, 2,
+                              false),
+      (std::vector<std::string>{"finetune.epochs does nothing here: train pretrains; packed-bert "
+                                "finetune reads the finetune section"}));
 }
 
 }  // namespace

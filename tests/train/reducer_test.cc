@@ -56,11 +56,11 @@ double MaxDifference(const at::Tensor& a, const at::Tensor& b) {
 // step `step`.
 void ExpectClose(Trainee& trainee, Trainee& reference, int step, const char* what) {
   double largest = 0;
-  for (const auto& p : reference.model()->parameters()) {
+  for (const auto& p : reference.model().parameters()) {
     largest = std::max(largest, p.grad().abs().max().item<double>());
   }
   const double dg = kTerms * kEps * largest;
-  auto a = trainee.model()->named_parameters(), b = reference.model()->named_parameters();
+  auto a = trainee.model().named_parameters(), b = reference.model().named_parameters();
   for (size_t k = 0; k < a.size(); ++k) {
     EXPECT_LE(MaxDifference(a[k].value().grad(), b[k].value().grad()), dg)
         << what << ": gradient of " << a[k].key() << " at step " << step;
@@ -105,7 +105,7 @@ TEST(ReducerWorker, OverlappedPlainAndAlone) {
     auto c = TrainStep(*reference, *alone, all, kLr, {});
     ASSERT_TRUE(a.ok() && b.ok() && c.ok());
     ASSERT_TRUE(a->applied && b->applied && c->applied);
-    EXPECT_EQ(a->metrics.nsp_sequences, c->metrics.nsp_sequences) << "step " << step;
+    EXPECT_EQ(a->metrics.sequences, c->metrics.sequences) << "step " << step;
     EXPECT_NEAR(a->metrics.loss, c->metrics.loss, kTerms * kEps * c->metrics.loss);
     EXPECT_NEAR(a->grad_norm, c->grad_norm, kTerms * kEps * c->grad_norm);
     ExpectClose(*overlapped, *plain, step, "overlapped against plain");

@@ -80,7 +80,7 @@ inline ResumedRun RunAndResume(const train::TraineeOptions& options,
   state.random = run.whole->randomness().Save();
   if (const model::Fp8Scaling* fp8 = run.whole->fp8()) state.fp8 = fp8->State();
   run.random = state.random;
-  if (absl::Status saved = checkpointer.Save(stop, *run.whole->weights(), run.whole->optimizer(),
+  if (absl::Status saved = checkpointer.Save(stop, run.whole->weights(), run.whole->optimizer(),
                                              train::ToJson(state));
       !saved.ok()) {
     return failed("saving the checkpoint", saved);
@@ -95,7 +95,7 @@ inline ResumedRun RunAndResume(const train::TraineeOptions& options,
   auto resumed = train::Trainee::Make(options, communicator);
   if (!resumed.ok()) return failed("making the resumed trainee", resumed.status());
   run.resumed = std::move(*resumed);
-  if (absl::Status loaded = train::LoadCheckpointWeights(info->dir, *run.resumed->weights(),
+  if (absl::Status loaded = train::LoadCheckpointWeights(info->dir, run.resumed->weights(),
                                                   run.resumed->optimizer(), options.device);
       !loaded.ok()) {
     return failed("loading the checkpoint", loaded);

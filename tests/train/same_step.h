@@ -19,9 +19,9 @@ inline double MaxAbsDifference(const at::Tensor& a, const at::Tensor& b) {
 // Each gradient of `b` within `dg` of `a`'s, and each weight within
 // (step + 1) * lr * dg / eps: LAMB's update m / (sqrt(v) + eps) turns a
 // gradient error dg into at most dg / eps, times the rate, each step.
-inline void ExpectSameGradientsAndWeights(model::BertForPreTraining& a,
-                                          model::BertForPreTraining& b, double dg, double lr,
-                                          int step, const std::string& where) {
+inline void ExpectSameGradientsAndWeights(model::BertForPreTraining a, model::BertForPreTraining b,
+                                          double dg, double lr, int step,
+                                          const std::string& where) {
   auto pa = a->named_parameters(), pb = b->named_parameters();
   ASSERT_EQ(pa.size(), pb.size());
   for (size_t k = 0; k < pa.size(); ++k) {

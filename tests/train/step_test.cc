@@ -36,6 +36,7 @@
 #include "optim/lamb.h"
 #include "tests/model/fixtures.h"
 #include "tests/train/host_graph.h"
+#include "tests/train/pretraining_view.h"
 #include "tests/train/resume_run.h"
 #include "tests/train/same_step.h"
 #include "train/captured_step.h"
@@ -49,6 +50,7 @@ namespace pbert::train {
 namespace {
 
 using Rows = std::vector<std::vector<const data::Instance*>>;
+using pbert::testing::Pretraining;
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 constexpr double kTerms = 1 << 16;  // > 24 sequences x 30 tokens x FFN width 64
@@ -59,11 +61,12 @@ constexpr double kLr = 1e-2;
 struct Alone {
   std::unique_ptr<distributed::Communicator> communicator;
   std::unique_ptr<Trainee> trainee;
-  model::BertForPreTraining& model() { return trainee->model(); }
+  model::BertForPreTraining model() { return pbert::testing::PretrainingModel(trainee->model()); }
 };
 
 Alone Make(c10::ScalarType dtype = torch::kDouble,
-           model::Precision precision = model::Precision::kFp32, bool master_weights = false) {
+           model::Precision precision = model::Precision::kFp32, bool master_weights = false,
+           model::MlmLossMode mode = model::MlmLossMode::kPerToken) {
   Alone run;
   run.communicator = distributed::Communicator::Single();
   TraineeOptions options;
@@ -73,6 +76,7 @@ Alone Make(c10::ScalarType dtype = torch::kDouble,
   options.dtype = dtype;
   options.precision = precision;
   options.master_weights = master_weights;
+  options.task = tasks::PretrainingOn({}, mode);
   run.trainee = std::move(*Trainee::Make(options, *run.communicator));
   return run;
 }
@@ -109,7 +113,7 @@ double MaxDifference(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // The largest gradient entry of the whole model.
-double LargestGradient(model::BertForPreTraining& model) {
+double LargestGradient(model::BertForPreTraining model) {
   double largest = 0;
   for (const auto& p : model->parameters()) {
     largest = std::max(largest, p.grad().abs().max().item<double>());
@@ -124,9 +128,9 @@ TEST(StepTest, AccumulatedMicroBatchesEqualOneBatchOfAll) {
   std::vector<Rows> four(4);
   for (size_t i = 0; i < all.size(); ++i) four[i / 6].push_back(all[i]);
   for (model::MlmLossMode mode : {model::MlmLossMode::kPerToken, model::MlmLossMode::kPerSequence}) {
-    Alone one = Make(), accumulated = Make();
+    Alone one = Make(torch::kDouble, model::Precision::kFp32, false, mode);
+    Alone accumulated = Make(torch::kDouble, model::Precision::kFp32, false, mode);
     StepOptions options;
-    options.mlm_loss = mode;
     options.max_grad_norm = 1.0;
     for (int step = 0; step < 3; ++step) {
       auto a = TrainStep(*one.trainee, *one.communicator, Batches({all}, 1), kLr, options);
@@ -137,7 +141,7 @@ TEST(StepTest, AccumulatedMicroBatchesEqualOneBatchOfAll) {
       EXPECT_NEAR(a->metrics.loss, b->metrics.loss, kGradientTolerance * a->metrics.loss)
           << "step " << step;
       EXPECT_NEAR(a->grad_norm, b->grad_norm, kGradientTolerance * a->grad_norm) << "step " << step;
-      EXPECT_EQ(a->metrics.mlm_tokens, b->metrics.mlm_tokens);
+      EXPECT_EQ(Pretraining(a->metrics).mlm_tokens, Pretraining(b->metrics).mlm_tokens);
       const double dg = kGradientTolerance * LargestGradient(one.model());
       pbert::testing::ExpectSameGradientsAndWeights(one.model(), accumulated.model(), dg, kLr,
                                                     step, "");
@@ -170,7 +174,7 @@ TEST(StepTest, Bf16MasterWeightsStepWithinBf16RoundingOfDoublePrecision) {
   ASSERT_TRUE(masters.trainee->has_master_weights());
   ASSERT_FALSE(autocast.trainee->has_master_weights());
   for (const auto& p : masters.model()->parameters()) ASSERT_EQ(p.scalar_type(), torch::kBFloat16);
-  for (const auto& p : masters.trainee->weights()->parameters()) {
+  for (const auto& p : masters.trainee->weights().parameters()) {
     ASSERT_EQ(p.scalar_type(), torch::kFloat);
   }
   StepOptions options;
@@ -200,7 +204,7 @@ TEST(StepTest, Bf16MasterWeightsStepWithinBf16RoundingOfDoublePrecision) {
       std::printf("largest gradient entry %.3g; from double: master weights %.3g, autocast %.3g\n",
                   largest, worst, autocast_worst);
     }
-    auto weights = masters.trainee->weights()->named_parameters();
+    auto weights = masters.trainee->weights().named_parameters();
     for (const auto& item : masters.model()->named_parameters()) {
       EXPECT_TRUE(torch::equal(item.value(), weights[item.key()].to(torch::kBFloat16)))
           << item.key() << " is not its master rounded to bf16 after step " << step;
@@ -210,7 +214,7 @@ TEST(StepTest, Bf16MasterWeightsStepWithinBf16RoundingOfDoublePrecision) {
   // weight by about lr per step, so the gradients' bf16 rounding can
   // change a step's sign only where a gradient entry is within rounding of
   // 0; the weights' largest difference stays within 2 lr per step.
-  auto wr = reference.model()->named_parameters(), wm = masters.trainee->weights()->named_parameters();
+  auto wr = reference.model()->named_parameters(), wm = masters.trainee->weights().named_parameters();
   for (size_t k = 0; k < wr.size(); ++k) {
     EXPECT_LE(MaxDifference(wm[k].value().to(torch::kDouble), wr[k].value()), 3 * 2 * kLr * 1.01)
         << wr[k].key();
@@ -251,8 +255,8 @@ testing::ResumedRun ExpectResumeContinuesBitForBit(const TraineeOptions& o, int 
     if (!b.ok()) return run;
     EXPECT_EQ(run.losses[step - stop], b->metrics.loss) << "step " << step << " of " << name;
   }
-  auto pa = run.whole->weights()->named_parameters();
-  auto pb = run.resumed->weights()->named_parameters();
+  auto pa = run.whole->weights().named_parameters();
+  auto pb = run.resumed->weights().named_parameters();
   for (size_t k = 0; k < pa.size(); ++k) {
     EXPECT_TRUE(torch::equal(pa[k].value(), pb[k].value())) << pa[k].key() << " of " << name;
   }
@@ -266,7 +270,7 @@ TEST(StepTest, AResumedRunWithMasterWeightsContinuesBitForBit) {
   testing::ResumedRun run = ExpectResumeContinuesBitForBit(
       ResumeOptions(model::Precision::kBf16, true), 2, 5, "pbert_StepTest_resume_masters");
   ASSERT_EQ(run.error, "");
-  for (const auto& p : run.resumed->weights()->parameters()) {
+  for (const auto& p : run.resumed->weights().parameters()) {
     EXPECT_EQ(p.scalar_type(), torch::kFloat) << "the checkpoint keeps fp32 masters";
   }
 }
@@ -309,14 +313,14 @@ TEST(StepTest, PackedRowsGiveTheGradientsOfUnpackedOnes) {
     packed[i / 16].push_back({&instances[i], &instances[i + 1]});
   }
   for (model::MlmLossMode mode : {model::MlmLossMode::kPerToken, model::MlmLossMode::kPerSequence}) {
-    Alone a = Make(), b = Make();
+    Alone a = Make(torch::kDouble, model::Precision::kFp32, false, mode);
+    Alone b = Make(torch::kDouble, model::Precision::kFp32, false, mode);
     StepOptions options;
-    options.mlm_loss = mode;
     auto ra = TrainStep(*a.trainee, *a.communicator, Batches(unpacked, 1), kLr, options);
     auto rb = TrainStep(*b.trainee, *b.communicator, Batches(packed, 2), kLr, options);
     ASSERT_TRUE(ra.ok() && rb.ok());
-    EXPECT_EQ(ra->metrics.nsp_sequences, 32);
-    EXPECT_EQ(rb->metrics.nsp_sequences, 32);
+    EXPECT_EQ(ra->metrics.sequences, 32);
+    EXPECT_EQ(rb->metrics.sequences, 32);
     EXPECT_EQ(rb->metrics.rows * 2, ra->metrics.rows);
     EXPECT_NEAR(ra->metrics.loss, rb->metrics.loss, kGradientTolerance * ra->metrics.loss);
     const double dg = kGradientTolerance * LargestGradient(a.model());
@@ -366,16 +370,15 @@ TEST(StepTest, StaticShapesChangeNoLossMetricOrGradient) {
       const std::string where = absl::StrCat(static_cast<int>(kind), " step ", step);
       const double tol = kGradientTolerance;
       EXPECT_NEAR(a->metrics.loss, b->metrics.loss, tol * a->metrics.loss) << where;
-      EXPECT_NEAR(a->metrics.mlm_loss, b->metrics.mlm_loss, tol * a->metrics.mlm_loss) << where;
-      EXPECT_NEAR(a->metrics.mlm_sequence_loss, b->metrics.mlm_sequence_loss,
-                  tol * a->metrics.mlm_sequence_loss)
-          << where;
-      EXPECT_NEAR(a->metrics.nsp_loss, b->metrics.nsp_loss, tol * a->metrics.nsp_loss) << where;
-      EXPECT_EQ(a->metrics.mlm_tokens, b->metrics.mlm_tokens) << where;
-      EXPECT_EQ(a->metrics.mlm_sequences, b->metrics.mlm_sequences) << where;
-      EXPECT_EQ(a->metrics.mlm_correct, b->metrics.mlm_correct) << where;
-      EXPECT_EQ(a->metrics.nsp_sequences, b->metrics.nsp_sequences) << where;
-      EXPECT_EQ(a->metrics.nsp_correct, b->metrics.nsp_correct) << where;
+      const tasks::PretrainingMetrics pa = Pretraining(a->metrics), pb = Pretraining(b->metrics);
+      EXPECT_NEAR(pa.mlm_loss, pb.mlm_loss, tol * pa.mlm_loss) << where;
+      EXPECT_NEAR(pa.mlm_sequence_loss, pb.mlm_sequence_loss, tol * pa.mlm_sequence_loss) << where;
+      EXPECT_NEAR(pa.nsp_loss, pb.nsp_loss, tol * pa.nsp_loss) << where;
+      EXPECT_EQ(pa.mlm_tokens, pb.mlm_tokens) << where;
+      EXPECT_EQ(pa.mlm_sequences, pb.mlm_sequences) << where;
+      EXPECT_EQ(pa.mlm_correct, pb.mlm_correct) << where;
+      EXPECT_EQ(pa.nsp_sequences, pb.nsp_sequences) << where;
+      EXPECT_EQ(pa.nsp_correct, pb.nsp_correct) << where;
       EXPECT_NEAR(a->grad_norm, b->grad_norm, tol * a->grad_norm) << where;
       pbert::testing::ExpectSameGradientsAndWeights(
           plain.model(), fixed.model(), tol * LargestGradient(plain.model()), kLr, step,
@@ -539,8 +542,10 @@ TEST_P(CapturedStepTest, TheCapturedStepsBookkeepingEqualsEagerStepsBitForBit) {
   for (int step = 0; step < kSteps; ++step) {
     const StepResult &a = eager_results[step], &b = captured_results[step];
     EXPECT_EQ(a.metrics.loss, b.metrics.loss) << "step " << step;
-    EXPECT_EQ(a.metrics.mlm_correct, b.metrics.mlm_correct) << "step " << step;
-    EXPECT_EQ(a.metrics.nsp_correct, b.metrics.nsp_correct) << "step " << step;
+    EXPECT_EQ(Pretraining(a.metrics).mlm_correct, Pretraining(b.metrics).mlm_correct)
+        << "step " << step;
+    EXPECT_EQ(Pretraining(a.metrics).nsp_correct, Pretraining(b.metrics).nsp_correct)
+        << "step " << step;
     EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << step;
   }
   auto pa = eager.model()->named_parameters(), pb = captured.model()->named_parameters();
@@ -677,7 +682,7 @@ TEST(StepTest, TheGradientNormIsExactOnATinyBert) {
   trainee.seed = 8;
   auto made = Trainee::Make(trainee, *communicator);
   ASSERT_TRUE(made.ok()) << made.status();
-  model::BertForPreTraining& bert = (*made)->model();
+  model::BertForPreTraining bert = pbert::testing::PretrainingModel((*made)->model());
   auto instances = model::testing::RandomInstances(16, 20, 120, 30522, 6);
   Rows rows;
   for (const auto& in : instances) rows.push_back({&in});
@@ -891,14 +896,20 @@ TEST(StepTest, OneHostReadPerEvaluation) {
   auto index = std::make_shared<const data::PackIndex>(std::move(packed->index));
   data::LoaderOptions options;
   options.rows_per_batch = 4;
-  options.shape = {64, 3, 0};
-  Evaluator evaluator(source, index, options, model::Precision::kFp32, c10::kCPU);
+  tasks::PackedSet set;
+  set.name = "eval";
+  set.sequences = source;
+  set.rows = index;
+  set.shape = {64, 3, 0};
+  const std::unique_ptr<tasks::Task> task = tasks::PretrainingOn({});
   Alone run = Make();
+  Evaluator evaluator(*task, set, options, run.model()->options, model::Precision::kFp32,
+                      c10::kCPU);
   const uint64_t before = HostReads();
-  auto metrics = evaluator.Run(run.model(), *run.communicator);
+  auto metrics = evaluator.Run(run.trainee->model(), *run.communicator);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ(HostReads() - before, 1u);
-  EXPECT_EQ(metrics->nsp_sequences, 40);
+  EXPECT_EQ(tasks::MetricOf(metrics->counts, "sequences"), 40);
   EXPECT_GT(index->rows(), 4u);  // several batches
 }
 

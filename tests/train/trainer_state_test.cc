@@ -28,10 +28,14 @@ void ExpectSame(const TrainerState& a, const TrainerState& b) {
   EXPECT_EQ(a.mllog.run_start_ms, b.mllog.run_start_ms);
 }
 
-TEST(TrainerStateTest, Version2ReadsBackWhole) {
-  const TrainerState s = Example();
+TEST(TrainerStateTest, Version3ReadsBackWhole) {
+  TrainerState s = Example();
+  s.loop.rows_per_step = 64;
+  s.loop.rows_per_batch = 16;
+  s.loop.batches_per_step = 2;
+  s.evaluation.metrics = {{"exact_match", 61.5}, {"f1", 70.25}};
   const nlohmann::json json = ToJson(s);
-  EXPECT_EQ(json.at("version"), 2);
+  EXPECT_EQ(json.at("version"), 3);
   EXPECT_EQ(json.at("evaluation").at("next_samples"), 60000);
   auto read = TrainerStateFromJson(nlohmann::json::parse(json.dump()), "x/trainer_state.json");
   ASSERT_TRUE(read.ok()) << read.status();
@@ -88,13 +92,13 @@ TEST(TrainerStateTest, Version1IsRead) {
 
 TEST(TrainerStateTest, OtherVersionsAndMissingFieldsAreNamedErrors) {
   nlohmann::json json = ToJson(Example());
-  json["version"] = 3;
+  json["version"] = 4;
   auto read = TrainerStateFromJson(json, "c/trainer_state.json");
   ASSERT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);  // exit 2
   EXPECT_EQ(read.status().message(),
-            "c/trainer_state.json: trainer state version 3; this packed-bert reads versions 1 to "
-            "2: resume with the packed-bert that wrote it, or a newer one");
-  json["version"] = 2;
+            "c/trainer_state.json: trainer state version 4; this packed-bert reads versions 1 to "
+            "3: resume with the packed-bert that wrote it, or a newer one");
+  json["version"] = 3;
   json["evaluation"].erase("evaluations");
   read = TrainerStateFromJson(json, "c/trainer_state.json");
   ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss);

@@ -1,6 +1,7 @@
-// The fine-tuning heads on packed rows (docs/finetuning.md): a packed row
-// gives each sequence the span logits, the class logits, the losses and
-// the gradients it gets alone, at depths 1-8, in every attention layout.
+// The fine-tuning heads on packed rows (docs/finetuning.md): a packed row,
+// laid out and given its task tensors as a run's loader does it, gives each
+// sequence the span logits, the class logits, the losses and the gradients
+// it gets alone, at depths 1-8, in every attention layout.
 #include "model/task_heads.h"
 
 #include <torch/torch.h>
@@ -9,8 +10,10 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "data/batch.h"
 #include "tasks/batches.h"
 #include "tests/model/fixtures.h"
+#include "train/inputs.h"
 
 namespace pbert::model {
 namespace {
@@ -69,44 +72,50 @@ struct HeadRun {
 
 template <class Model>
 HeadRun RunHead(Model& model, const std::vector<tasks::Feature>& features, int depth,
-            HeadKind head) {
+                HeadKind head) {
   const auto rows = Rows(features, depth);
-  auto batch = tasks::MakeTaskBatch(features, rows, kMaxLen, depth, head);
+  std::vector<std::vector<const data::Instance*>> layout;
+  std::vector<int64_t> records;
+  for (const auto& row : rows) {
+    layout.emplace_back();
+    for (int64_t f : row) {
+      layout.back().push_back(&features[f].sequence);
+      records.push_back(f);
+    }
+  }
+  auto batch = data::MakeBatch(layout, {kMaxLen, depth, 0});
   if (!batch.ok()) throw std::runtime_error(std::string(batch.status().message()));
+  batch->records = records;
   const auto& weights = model->bert->embeddings->word_embeddings->weight;
   const InputPlan plan =
       InputPlan::For(model->options, weights.device(), Precision::kFp32, weights.scalar_type());
-  auto prepared = train::Prepare(batch->batch, plan);
-  if (!prepared.ok()) throw std::runtime_error(std::string(prepared.status().message()));
-  const Inputs& inputs = prepared->inputs;
+  Inputs inputs = train::MakeInputs(*batch, plan);
+  const absl::Status added = head == HeadKind::kSpan
+                                 ? tasks::AddSpanInputs(features, *batch, plan, &inputs)
+                                 : tasks::AddClassInputs(features, head, *batch, &inputs);
+  if (!added.ok()) throw std::runtime_error(std::string(added.message()));
   model->zero_grad();
   HeadRun run;
   run.logits.resize(features.size());
   tasks::TaskSums sums;
   if constexpr (std::is_same_v<Model, BertForQuestionAnswering>) {
-    const SpanLogitsTensor spans =
-        model(inputs, tasks::TokensOf(batch->batch, plan.attention == AttentionKind::kVarlen));
-    const std::vector<tasks::SpanLogits> host = tasks::SequenceSpanLogits(spans, batch->batch);
-    EXPECT_EQ(host.size(), batch->features.size());
-    for (size_t i = 0; i < batch->features.size(); ++i) {
-      const int64_t f = batch->features[i];
+    const SpanLogitsTensor spans = model(inputs);
+    for (size_t i = 0; i < records.size(); ++i) {
+      const int64_t f = records[i];
       const int64_t n = features[f].sequence.length();
+      EXPECT_EQ(inputs.task[tasks::kSpanFeature][static_cast<int64_t>(i)].item<int64_t>(), f);
       run.logits[f] = at::stack({spans.start[i].narrow(0, 0, n), spans.end[i].narrow(0, 0, n)});
-      // What evaluation reads: the same numbers, sequence by sequence.
-      EXPECT_TRUE(at::equal(at::tensor(host[i].start), spans.start[i].narrow(0, 0, n)) &&
-                  at::equal(at::tensor(host[i].end), spans.end[i].narrow(0, 0, n)))
-          << "the host's logits of sequence " << i;
       // Padding slots of the span are out of every softmax.
       EXPECT_TRUE(spans.start[i].narrow(0, n, spans.start.size(1) - n).isinf().all().item<bool>());
     }
-    sums = tasks::SpanSums(spans, batch->start, batch->end);
+    sums = tasks::SpanSums(spans, inputs);
   } else {
     const at::Tensor logits = model(inputs);
     size_t i = 0;
     for (size_t r = 0; r < rows.size(); ++r) {
-      for (size_t k = 0; k < rows[r].size(); ++k) run.logits[batch->features[i++]] = logits[r][k];
+      for (size_t k = 0; k < rows[r].size(); ++k) run.logits[records[i++]] = logits[r][k];
     }
-    sums = tasks::ClassSums(logits, batch->labels, inputs.nsp_valid, head);
+    sums = tasks::ClassSums(logits, inputs, head);
   }
   EXPECT_EQ(sums.sequences.item<double>(), static_cast<double>(features.size()));
   const at::Tensor loss = sums.loss / sums.sequences;
@@ -195,8 +204,10 @@ TEST(TaskLossTest, LossesAreTheirDefinitions) {
                                       at::kDouble).view({2, 4});
   const at::Tensor end = at::tensor({1.0, 0.0, -2.0, -INFINITY, 2.0, 2.0, 0.0, 1.0},
                                     at::kDouble).view({2, 4});
-  const auto sums = tasks::SpanSums({start.to(at::kFloat), end.to(at::kFloat)},
-                                    at::tensor({2, 0}, at::kLong), at::tensor({0, 3}, at::kLong));
+  Inputs inputs;
+  inputs.task = {at::tensor({2, 0}, at::kLong), at::tensor({0, 3}, at::kLong),
+                 at::ones({2}, at::kDouble), at::tensor({0, 1}, at::kLong)};
+  const auto sums = tasks::SpanSums({start.to(at::kFloat), end.to(at::kFloat)}, inputs);
   auto ce = [](std::vector<double> logits, size_t label) {
     double z = 0;
     for (double l : logits) z += std::exp(l);

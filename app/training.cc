@@ -1,0 +1,214 @@
+#include "app/training.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "app/hf_export.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "distributed/communicator.h"
+#include "tasks/tasks.h"
+#include "train/device.h"
+#include "train/fault.h"
+#include "train/resume.h"
+#include "train/run_folder.h"
+
+namespace pbert::app {
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+void OnStopSignal(int) { stop_requested.store(true); }
+
+// The first SIGINT or SIGTERM asks the loop to finish its step and save; a
+// second one (the handler resets itself) ends the process at once.
+void InstallStopHandlers() {
+  struct sigaction action {};
+  action.sa_handler = OnStopSignal;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// Until training starts, SIGINT or SIGTERM leaves the run folder as it was
+// (what Release removes, removed here with the calls a handler may make),
+// then ends the process as the signal would have.
+const std::vector<std::string>* release_on_signal = nullptr;
+
+void OnSignalBeforeTraining(int signal) {
+  if (release_on_signal != nullptr) {
+    for (const std::string& path : *release_on_signal) {
+      if (::unlink(path.c_str()) != 0) ::rmdir(path.c_str());  // a folder goes only if empty
+    }
+  }
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+void InstallHandlersBeforeTraining(const std::vector<std::string>* release) {
+  release_on_signal = release;
+  struct sigaction action {};
+  action.sa_handler = OnSignalBeforeTraining;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// The command line that continues the run.
+std::string ResumeCommand(const Args& args, const TrainingCommand& command) {
+  std::string line = absl::StrCat("packed-bert ", command.name);
+  if (args.Has("config")) absl::StrAppend(&line, " --config ", args.Get("config"));
+  for (const FlagKey& f : command.shorthands) {
+    if (args.Has(f.flag)) absl::StrAppend(&line, " --", f.flag, " ", args.Get(f.flag));
+  }
+  for (const std::string& s : args.GetAll("set")) absl::StrAppend(&line, " --set ", s);
+  return absl::StrCat(line, command.resume_switch ? " --resume" : " --resume auto");
+}
+
+// What a run is built from; each part outlives the trainer that refers to it.
+struct Parts {
+  ExperimentConfig config;
+  std::set<std::string> given;  // the keys the file or a flag gave
+  std::optional<train::CheckpointInfo> resume;
+  std::shared_ptr<const tasks::Task> task;
+  train::TrainingPlan plan;
+};
+
+struct Setup {
+  const distributed::Environment& environment;
+  const c10::Device& device;
+  distributed::Communicator& communicator;
+  train::RunFolder* folder;  // rank 0's; null on the other ranks
+};
+
+// The task of the command, its files read and checked.
+absl::StatusOr<std::shared_ptr<const tasks::Task>> OpenTask(const TrainingCommand& command,
+                                                            const ExperimentConfig& config,
+                                                            distributed::Communicator& comm) {
+  const tasks::TaskSetup setup{config.data,
+                               config.prepare,
+                               config.packing,
+                               config.model,
+                               config.finetune,
+                               static_cast<uint64_t>(config.run.seed),
+                               config.train.eval_packed,
+                               {comm.rank(), comm.world_size()},
+                               true};
+  ASSIGN_OR_RETURN(std::unique_ptr<tasks::Task> task, tasks::MakeTask(command.task(config), setup));
+  return std::shared_ptr<const tasks::Task>(std::move(task));
+}
+
+// Checks everything the run needs and builds its trainer; writes nothing
+// but a new run's packed rows and the effective config, once all is checked.
+absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
+                                                        const TrainingCommand& command,
+                                                        const Setup& s, Parts& parts) {
+  const ExperimentConfig& config = parts.config;
+  const std::string resume = command.resume_switch && args.Has("resume") ? "auto"
+                                                                          : args.Get("resume");
+  ASSIGN_OR_RETURN(parts.resume,
+                   train::FindResumePoint(resume, args.Has("force"), config, s.environment));
+  if (s.folder && !parts.resume) {
+    RETURN_IF_ERROR(s.folder->AcceptNewRun(command.resume_switch ? "--resume" : "--resume auto"));
+  }
+  // Each rank checks the checksums of its share of the store's shards.
+  ASSIGN_OR_RETURN(parts.task, OpenTask(command, config, s.communicator));
+  train::FaultPoint("checks", 0, s.communicator.rank());
+  ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.task, command.regimen,
+                                                         s.communicator.rank(),
+                                                         s.communicator.world_size(), s.device));
+  logging::Get(command.name)->info("{}", parts.plan.description);
+  for (const std::string& idle : config.InactiveSettings(
+           parts.given, command.regimen, parts.plan.precision, s.device.is_cuda(),
+           s.communicator.world_size(), parts.resume.has_value())) {
+    logging::Get(command.name)->warn("{}", idle);
+  }
+  // The effective config, saved with every checkpoint.
+  parts.plan.checkpoint.config_yaml =
+      absl::StrCat(config::Dump(config), "\n# effective: ", parts.plan.description, "\n");
+  train::TrainerSetup setup{config,
+                            parts.task,
+                            parts.plan,
+                            s.communicator,
+                            parts.resume ? &*parts.resume : nullptr,
+                            [] { return stop_requested.load(); },
+                            args.Has("force"),
+                            nullptr};
+  if (command.exports) {
+    setup.export_model = [&config](const torch::nn::Module& model, const tasks::ExportHead& head,
+                                   const std::string& dir) {
+      HfExportOptions options;
+      options.vocab = config.prepare.vocab;
+      options.lower_case = config.prepare.lower_case;
+      options.existing = Existing::kReplace;
+      options.architecture = head.architecture;
+      options.labels = head.labels;
+      options.regression = head.regression;
+      return ExportHuggingFace(model, config.model.bert, options, dir);
+    };
+  }
+  ASSIGN_OR_RETURN(auto trainer, train::Trainer::Create(setup));
+  if (s.folder && !trainer->finished()) {
+    if (!parts.resume) {
+      const tasks::PackedSet& train = *parts.task->train();
+      if (!train.packed_with.empty()) {
+        RETURN_IF_ERROR(train.rows->Write(config.run.output_dir + "/pack.pbpack", train.packed_with));
+      }
+    }
+    RETURN_IF_ERROR(WriteEffectiveConfig(config, parts.plan.description));
+  }
+  return trainer;
+}
+
+}  // namespace
+
+absl::Status RunTraining(const Args& args, const TrainingCommand& command) {
+  Parts parts;
+  ASSIGN_OR_RETURN(parts.config, LoadConfig(args, command.shorthands, "", &parts.given));
+  if (command.regimen == train::Regimen::kPretraining) {
+    RETURN_IF_ERROR(TakeStoreLimits(parts.given, &parts.config));
+    RETURN_IF_ERROR(parts.config.CheckTrainable());
+  }
+  const ExperimentConfig& config = parts.config;
+  ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
+  // The one place the device is decided; the plan carries it from here.
+  ASSIGN_OR_RETURN(const c10::Device device,
+                   train::ResolveDevice(config.run.device, environment.local_rank));
+  RETURN_IF_ERROR(train::UseDevice(device));
+  ASSIGN_OR_RETURN(auto communicator, JoinProcessGroup(config, environment, device, command.name));
+  // Rank 0 writes the run folder, and holds it until the process ends.
+  std::optional<train::RunFolder> folder;
+  std::vector<std::string> release_paths;
+  if (communicator->rank() == 0) {
+    ASSIGN_OR_RETURN(train::RunFolder claimed, train::RunFolder::Claim(config.run.output_dir));
+    folder.emplace(std::move(claimed));
+    release_paths = folder->ReleasePaths();
+    InstallHandlersBeforeTraining(&release_paths);
+  }
+  // However the command ends (a status, or an exception on its way to
+  // CommandLine), a refused run leaves the folder as it was, and a run that
+  // wrote nothing (refused as it began to train, or resumed from a run that
+  // had finished) as it found it.
+  train::RunFolderRelease leave(folder);
+  ASSIGN_OR_RETURN(auto trainer,
+                   Prepare(args, command,
+                           {environment, device, *communicator, folder ? &*folder : nullptr},
+                           parts));
+  leave.Started();
+  InstallStopHandlers();
+  WarnIfSlowKernels();
+  absl::StatusOr<train::TrainResult> result = trainer->Train();
+  if (!result.ok()) return result.status();
+  if (folder) std::cout << command.report(*result, config, ResumeCommand(args, command));
+  return absl::OkStatus();
+}
+
+}  // namespace pbert::app

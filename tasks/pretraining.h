@@ -1,0 +1,52 @@
+// Pretraining as a task (tasks/task.h): the masked-LM and next-sentence
+// heads over an instance store (data.store, its rows from data.pack_index or
+// packed now) and a fixed eval set (data.eval), each sequence's losses
+// summed and divided by the step's totals (model/losses.h), and MLPerf's
+// evaluation: the masked-LM accuracy over every masked token of the eval
+// set.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tasks/tasks.h"
+
+namespace pbert::tasks {
+
+// A pretraining step's or evaluation's sums on the host, in
+// kPretrainingSums' order, and what they give.
+struct PretrainingMetrics {
+  double mlm_loss = 0;           // summed MLM cross-entropy of every masked token
+  double mlm_sequence_loss = 0;  // summed per-sequence mean MLM cross-entropy
+  double mlm_tokens = 0;
+  double mlm_sequences = 0;
+  double mlm_correct = 0;
+  double nsp_loss = 0;
+  double nsp_sequences = 0;
+  double nsp_correct = 0;
+
+  // `sums`: SumNames()' order.
+  static PretrainingMetrics From(const std::vector<double>& sums);
+
+  double MlmAccuracy() const { return mlm_tokens > 0 ? mlm_correct / mlm_tokens : 0.0; }
+  double NspAccuracy() const { return nsp_sequences > 0 ? nsp_correct / nsp_sequences : 0.0; }
+  double MlmLossPerToken() const { return mlm_tokens > 0 ? mlm_loss / mlm_tokens : 0.0; }
+  double MlmLossPerSequence() const {
+    return mlm_sequences > 0 ? mlm_sequence_loss / mlm_sequences : 0.0;
+  }
+  double NspLoss() const { return nsp_sequences > 0 ? nsp_loss / nsp_sequences : 0.0; }
+};
+
+// The pretraining task of `setup` (setup.task is ignored): its store and
+// rows opened and checked, its eval set if data.eval names one. Writes
+// nothing.
+absl::StatusOr<std::unique_ptr<Task>> MakePretraining(const TaskSetup& setup);
+
+// A pretraining task over sets given whole (score, benchmarks, tests): no
+// training set, `evaluation` to evaluate; the MLM loss in `mode` (score's
+// mlm_loss).
+std::unique_ptr<Task> PretrainingOn(std::vector<PackedSet> evaluation,
+                                    model::MlmLossMode mode = model::MlmLossMode::kPerToken);
+
+}  // namespace pbert::tasks

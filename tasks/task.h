@@ -1,0 +1,175 @@
+// A task: what differs between pretraining (masked LM and next sentence),
+// SQuAD's answer spans and GLUE's classes or scores. The one training loop
+// (train/trainer.h) runs any task; a task owns only what differs: the
+// sequences it packs, the targets of a micro-batch (made on the loader's
+// threads), its model with its head, its per-sequence sums over the step's
+// totals, its named metrics, its evaluation and the Hugging Face head it
+// exports. After composer's ComposerModel (forward, loss, eval_forward,
+// update_metric) and torchtitan's loss and validator components
+// (docs/architecture.md, One loop, many tasks).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/batch.h"
+#include "data/packing/pack_index.h"
+#include "data/source.h"
+#include "model/bert.h"
+#include "model/flops.h"
+#include "model/inputs.h"
+#include "tasks/feature.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace pbert::tasks {
+
+// Sequences a task reads (pretraining instances, or fine-tuning features),
+// and the rows they are packed into.
+struct PackedSet {
+  std::string name;  // "train", "dev", "dev_matched", ...: in messages and metric names
+  std::string key;   // the config key or flag that named it: data.store, finetune.train_file, ...
+  std::string path;  // what it named
+  std::shared_ptr<const data::SequenceSource> sequences;
+  std::shared_ptr<const data::PackIndex> rows;
+  data::BatchShape shape;   // S and D of its micro-batches
+  // The algorithm that packed the rows now, where they are kept with the
+  // run (RUN_DIR/pack.pbpack, so that it can be repeated); "" otherwise.
+  std::string packed_with;
+  // Its sequences and targets, whatever their path: a resume compares it
+  // with the checkpoint's. 0: unknown.
+  uint64_t checksum = 0;
+  // A fine-tuning set's features, record for record; null in pretraining,
+  // whose instances hold their targets.
+  std::shared_ptr<const std::vector<Feature>> features;
+  // The set has targets to score against (false: a file to predict).
+  bool labeled = true;
+
+  double packing_factor() const {
+    return static_cast<double>(rows->sequences()) / static_cast<double>(rows->rows());
+  }
+};
+
+// A task's model: BERT with the task's head, named as Hugging Face's, and
+// its encoder, where the encoder-level levers act (fp8 scales, the one QKV
+// buffer, master copies).
+struct TaskModel {
+  std::shared_ptr<torch::nn::Module> module;
+  model::BertModel bert{nullptr};
+};
+
+// The head's outputs for a micro-batch, in the task's order.
+using Outputs = std::vector<at::Tensor>;
+
+// One micro-batch's share of a step: its loss, each sequence's loss divided
+// by the step's totals (so that the micro-batches' losses add up to the
+// step's; with gradients), and the task's sums ([SumNames().size()]
+// float64 on the device, detached), which are added over micro-batches and
+// ranks before anything is divided.
+struct MicroBatchSums {
+  at::Tensor loss;
+  at::Tensor sums;
+};
+
+// Named values, in the order a line shows them.
+using Metrics = std::vector<std::pair<std::string, double>>;
+
+// The value of `name` in `metrics`; 0 where it is not.
+inline double MetricOf(const Metrics& metrics, const std::string& name) {
+  for (const auto& [key, value] : metrics) {
+    if (key == name) return value;
+  }
+  return 0;
+}
+
+// What an evaluation of one set found: its metrics (the task's own first,
+// logged), what it covered (sequences, tokens: for a command's report), and
+// files for the run folder (a name in it, and its contents).
+struct Scored {
+  Metrics metrics;
+  Metrics counts;
+  std::vector<std::pair<std::string, std::string>> files;
+};
+
+// One evaluation of one set: each micro-batch's outputs are added, on the
+// device, into one tensor (sums, or each sequence's outputs in its record's
+// row), which the loop sums over the ranks and reads back once; the task
+// then scores it on the host.
+class SetEvaluation {
+ public:
+  virtual ~SetEvaluation() = default;
+  // A micro-batch's outputs; `inputs` holds the task's tensors.
+  virtual void Add(const Outputs& outputs, const model::Inputs& inputs) = 0;
+  // What the ranks add up: of one shape on every rank, on the device.
+  virtual const at::Tensor& Shared() const = 0;
+  // The scores, from the sum of every rank's Shared() on the host.
+  virtual absl::StatusOr<Scored> Score(const at::Tensor& summed) = 0;
+};
+
+// How the model is exported for Hugging Face: its class and labels.
+struct ExportHead {
+  std::string architecture;         // BertForPreTraining, BertForQuestionAnswering, ...
+  std::vector<std::string> labels;  // a classifier's, in class order
+  bool regression = false;          // one score (STS-B)
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  // "pretraining", "squad", "mnli", ...
+  virtual const std::string& name() const = 0;
+
+  // The sequences it trains on (null for a task made only to evaluate)
+  // and those it evaluates, each packed.
+  virtual const PackedSet* train() const = 0;
+  virtual const std::vector<PackedSet>& evaluation() const = 0;
+
+  // A new model, its weights drawn from the generators as they stand.
+  virtual TaskModel MakeModel(const model::BertOptions& options) const = 0;
+  // Whether the optimizer trains parameter `name` (the span head leaves
+  // out the pooler, which it does not use).
+  virtual bool Trains(const std::string& name) const {
+    (void)name;
+    return true;
+  }
+
+  // Adds the task's tensors (Inputs::sequence_token and valid, Inputs::task)
+  // for `batch` of `set` to `inputs`, on the host, in `plan`'s layout; on
+  // the loader's threads.
+  virtual absl::Status AddInputs(const PackedSet& set, const data::PackedBatch& batch,
+                                 const model::InputPlan& plan, model::Inputs* inputs) const = 0;
+  // The head's outputs for `inputs` (the loop runs it under autocast).
+  virtual Outputs Forward(torch::nn::Module& model, const model::Inputs& inputs) const = 0;
+  // A micro-batch's loss and sums; `totals`: the step's (model::TotalsTensor,
+  // summed over micro-batches and ranks).
+  virtual MicroBatchSums Sums(const Outputs& outputs, const model::Inputs& inputs,
+                              const at::Tensor& totals) const = 0;
+  // The names of the sums, in order.
+  virtual const std::vector<std::string>& SumNames() const = 0;
+  // From sums added over steps: the training metrics a progress line and
+  // metrics.jsonl show, and the progress line's words for them.
+  virtual Metrics TrainMetrics(const std::vector<double>& sums) const = 0;
+  virtual std::string Progress(const std::vector<double>& sums) const = 0;
+  // The model's FLOPs of training on a batch of `work` (model/flops.h).
+  virtual double TrainingFlops(const model::BertOptions& options,
+                               const model::BatchWork& work) const = 0;
+
+  // An evaluation of `set` on `device`.
+  virtual std::unique_ptr<SetEvaluation> Evaluate(const PackedSet& set,
+                                                  const c10::Device& device) const = 0;
+
+  // The Hugging Face head of the exported model.
+  virtual ExportHead Export() const = 0;
+};
+
+}  // namespace pbert::tasks
