@@ -23,20 +23,29 @@ struct RunMetrics {
   std::vector<json> train, eval;
 };
 
-// The keys the charts read.
-constexpr const char* kPlotted[] = {"samples",      "time",         "step",           "loss",
-                                    "mlm_accuracy", "tokens_per_s", "sequences_per_s"};
+// The keys the charts read, besides an evaluation's score (ScoreOf).
+constexpr const char* kPlotted[] = {"samples", "time", "step", "loss", "tokens_per_s",
+                                    "sequences_per_s"};
+
+// The metric an evaluation line is judged by: the one it names ("metric":
+// the target's, or the task's own), or pretraining's for the lines of
+// earlier releases.
+std::string ScoreOf(const json& line) {
+  const auto it = line.find("metric");
+  return it != line.end() && it->is_string() ? it->get<std::string>() : "mlm_accuracy";
+}
 
 absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
   std::error_code error;
   if (std::filesystem::exists(run_dir, error) && !std::filesystem::is_directory(run_dir, error)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        run_dir, " is not a run folder; give the run.output_dir of a packed-bert train run"));
+        run_dir, " is not a run folder; give the run.output_dir of a packed-bert train or "
+                 "finetune run"));
   }
   if (!std::filesystem::exists(path)) {
     return absl::NotFoundError(absl::StrCat(
-        path, " not found; give the run.output_dir of a packed-bert train run"));
+        path, " not found; give the run.output_dir of a packed-bert train or finetune run"));
   }
   ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, "metrics file"));
   RunMetrics m;
@@ -51,7 +60,9 @@ absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
           absl::StrCat(path, ":", number, ": not a metrics line (one JSON object per line)"));
     }
     // The values plotted must be numbers a chart can hold.
-    for (const char* key : kPlotted) {
+    std::vector<std::string> plotted(std::begin(kPlotted), std::end(kPlotted));
+    if (j["kind"] == "eval") plotted.push_back(ScoreOf(j));
+    for (const std::string& key : plotted) {
       if (!j.contains(key)) continue;
       const json& v = j[key];
       if (!v.is_number() || !std::isfinite(v.get<double>()) || std::fabs(v.get<double>()) > 1e15) {
@@ -73,9 +84,10 @@ absl::StatusOr<RunMetrics> ReadMetrics(const std::string& run_dir) {
 }
 
 // One series per label: the runs sharing a label are averaged point by
-// point (the k-th line of each), with their min and max as a band.
+// point (the k-th line of each), with their min and max as a band. `y_key`
+// "": each line's score (ScoreOf).
 ChartSeries Series(const std::string& name, const std::vector<const std::vector<json>*>& runs,
-                   const char* x_key, const char* y_key, double x_scale = 1.0) {
+                   const char* x_key, const std::string& y_key, double x_scale = 1.0) {
   ChartSeries s;
   s.name = runs.size() > 1 ? absl::StrCat(name, " (", runs.size(), " runs)") : name;
   size_t n = SIZE_MAX;
@@ -85,11 +97,12 @@ ChartSeries Series(const std::string& name, const std::vector<const std::vector<
     bool ok = true;
     for (const auto* r : runs) {
       const json& line = (*r)[k];
-      if (!line.contains(x_key) || !line.contains(y_key) || !line[y_key].is_number()) {
+      const std::string key = y_key.empty() ? ScoreOf(line) : y_key;
+      if (!line.contains(x_key) || !line.contains(key) || !line[key].is_number()) {
         ok = false;
         break;
       }
-      double v = line[y_key].get<double>();
+      double v = line[key].get<double>();
       x += line[x_key].get<double>() * x_scale;
       y += v;
       lo = std::min(lo, v);
@@ -126,7 +139,7 @@ absl::Status RunPlot(const Args& args) {
     if (groups.count(label) == 0) order.push_back(label);
     groups[label].push_back(std::move(m));
   }
-  auto charts_of = [&](bool eval, const char* x_key, const char* y_key, double x_scale,
+  auto charts_of = [&](bool eval, const char* x_key, const std::string& y_key, double x_scale,
                        const std::string& title, const std::string& x_label,
                        const std::string& y_label) {
     Chart c{title, x_label, y_label, {}};
@@ -137,11 +150,18 @@ absl::Status RunPlot(const Args& args) {
     }
     return c;
   };
+  // The runs' score: the first evaluation's (pretraining: MLM accuracy;
+  // SQuAD: exact match; a GLUE task: its own metric).
+  std::string score = "mlm_accuracy";
+  for (const std::string& label : order) {
+    for (const RunMetrics& m : groups[label]) {
+      if (!m.eval.empty()) score = ScoreOf(m.eval.front());
+    }
+  }
+  const std::string score_name = score == "mlm_accuracy" ? "MLM accuracy" : score;
   std::vector<Chart> curves = {
-      charts_of(true, "samples", "mlm_accuracy", 1.0, "eval MLM accuracy", "sequences seen",
-                "MLM accuracy"),
-      charts_of(true, "time", "mlm_accuracy", 1.0, "eval MLM accuracy", "training time (s)",
-                "MLM accuracy"),
+      charts_of(true, "samples", "", 1.0, "eval " + score_name, "sequences seen", score_name),
+      charts_of(true, "time", "", 1.0, "eval " + score_name, "training time (s)", score_name),
       charts_of(false, "samples", "loss", 1.0, "training loss", "sequences seen", "loss"),
       charts_of(false, "time", "loss", 1.0, "training loss", "training time (s)", "loss"),
   };
@@ -168,8 +188,9 @@ Command PlotCommand() {
   command.summary = "draw learning curves and throughput of training runs as SVG";
   command.usage = "plot RUN_DIR [RUN_DIR ...] [--label L ...] [--out DIR]";
   command.details =
-      "Reads each run's metrics.jsonl and writes learning_curves.svg (eval MLM accuracy and\n"
-      "training loss against sequences seen and against time) and throughput.svg (real tokens\n"
+      "Reads each run's metrics.jsonl (of train or finetune) and writes learning_curves.svg\n"
+      "(the evaluations' score: MLM accuracy, or the fine-tuning task's own metric; and the\n"
+      "training loss, against sequences seen and against time) and throughput.svg (real tokens\n"
       "and sequences per second). Runs given the same --label are drawn as their mean with\n"
       "their min-max spread shaded (e.g. seeds).";
   command.flags = {

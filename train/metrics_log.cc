@@ -95,13 +95,10 @@ absl::Status MetricsLog::Flush(const LoopPosition& at) {
   return Append(line);
 }
 
-absl::Status MetricsLog::AddEvaluation(const tasks::Metrics& eval, double seconds,
-                                       const LoopPosition& at) {
-  nlohmann::json line = {{"kind", "eval"},
-                         {"step", at.step},
-                         {"samples", at.samples},
-                         {"time", at.seconds},
-                         {"seconds", seconds}};
+absl::Status MetricsLog::AddEvaluation(const tasks::Metrics& eval, const std::string& score,
+                                       double seconds, const LoopPosition& at) {
+  nlohmann::json line = {{"kind", "eval"},   {"step", at.step},       {"samples", at.samples},
+                         {"time", at.seconds}, {"seconds", seconds}, {"metric", score}};
   for (const auto& [name, value] : eval) line[name] = value;
   return Append(line);
 }

@@ -57,7 +57,10 @@ class MetricsLog {
   // Writes the steps added since the last line, if any (before an
   // evaluation, a checkpoint or the end).
   absl::Status Flush(const LoopPosition& at);
-  absl::Status AddEvaluation(const tasks::Metrics& eval, double seconds, const LoopPosition& at);
+  // An evaluation's metrics; `score`: the one a run is judged by (the
+  // target's, or the task's own), which the line names ("metric") for plot.
+  absl::Status AddEvaluation(const tasks::Metrics& eval, const std::string& score, double seconds,
+                             const LoopPosition& at);
   absl::Status Sync();
   MetricsLogState State() const;
 

@@ -52,16 +52,23 @@ std::string EvalKeys(const std::vector<tasks::PackedSet>& sets) {
   return absl::StrJoin(parts, ", ");
 }
 
-// Fails if `key`'s data is not the data `checkpoint` was trained with: the
-// same lengths (so the same rows) made again from other text, or with
-// another vocabulary, is other data.
+// Fails if `what`'s data is not the data `checkpoint` was trained with:
+// the same lengths (so the same rows) made again from other text, with
+// another vocabulary, or other targets, is other data; `force` goes on
+// with it, saying so.
 absl::Status CheckSameData(const std::string& saved, const std::string& now,
-                           const std::string& checkpoint, const std::string& what) {
+                           const std::string& checkpoint, const std::string& what, bool force) {
   if (saved.empty() || now.empty() || saved == now) return absl::OkStatus();
-  return absl::InvalidArgumentError(
+  const std::string differ =
       absl::StrCat(checkpoint, " was trained with other data at ", what,
                    ": its records or vocabulary differ (data checksum ", saved, ", now ", now,
-                   "; prepared again?); resume with the data it was trained with"));
+                   "; prepared again?)");
+  if (force) {
+    logging::Get("train")->warn("{}; going on with it (--force)", differ);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      differ, "; resume with the data it was trained with, or add --force to go on with this"));
 }
 
 std::shared_ptr<spdlog::logger> Log() { return logging::Get("train"); }
@@ -258,9 +265,9 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
   const std::string train_data = DataChecksumText(&train);
   const std::string eval_data = EvalChecksumText(task_.evaluation());
   RETURN_IF_ERROR(CheckSameData(state.loop.train_data_checksum, train_data, checkpoint.dir,
-                                absl::StrCat(train.key, " ", train.path)));
+                                absl::StrCat(train.key, " ", train.path), setup_.force));
   RETURN_IF_ERROR(CheckSameData(state.loop.eval_data_checksum, eval_data, checkpoint.dir,
-                                EvalKeys(task_.evaluation())));
+                                EvalKeys(task_.evaluation()), setup_.force));
   state.loop.train_data_checksum = train_data;
   state.loop.eval_data_checksum = eval_data;
   if (!state.loop.status.empty()) {  // finished: nothing to load
@@ -455,7 +462,10 @@ absl::Status Trainer::Evaluate() {
                   ? ""
                   : absl::StrFormat(" (target %s %.4f)", options.target_metric, options.target),
               evaluation_.sequences(), seconds);
-  return metrics_->AddEvaluation(scored.metrics, seconds, Position());
+  const std::string score =
+      options.target_metric.empty() && !scored.metrics.empty() ? scored.metrics.front().first
+                                                                : options.target_metric;
+  return metrics_->AddEvaluation(scored.metrics, score, seconds, Position());
 }
 
 // `reason`: a save that is due, on a stop request, or the run's last save,

@@ -757,7 +757,8 @@ TEST(CliTest, PlotDrawsRunsAndEndsOnAnyMetricsFile) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
             "packed-bert plot: error: " + fifo +
-                " is not a run folder; give the run.output_dir of a packed-bert train run\n");
+                " is not a run folder; give the run.output_dir of a packed-bert train or finetune "
+                "run\n");
   // A named pipe as the config: refused by its type, not waited on.
   r = RunBinary("train --config " + fifo);
   EXPECT_EQ(r.exit_code, 2);

@@ -126,12 +126,13 @@ class FinetuneTest : public ::testing::Test {
                         " --set finetune.max_query_length=16 --set finetune.batch_size=16");
   }
   std::string Mrpc(const std::string& run, const std::string& train = "",
-                   const std::string& task = "mrpc") const {
+                   const std::string& task = "mrpc", const std::string& init = "") const {
     return absl::StrCat("finetune", model_, " --task ", task, " --train ",
                         train.empty() ? (dir_ / "train.tsv").string() : train, " --eval ",
                         (dir_ / "dev.tsv").string(), " --init ",
-                        (dir_ / "init.safetensors").string(), " --set run.output_dir=",
-                        (dir_ / run).string(), " --set finetune.max_seq_length=64");
+                        init.empty() ? (dir_ / "init.safetensors").string() : init,
+                        " --set run.output_dir=", (dir_ / run).string(),
+                        " --set finetune.max_seq_length=64");
   }
   Result CheckExport(const std::string& folder) const {
     return RunShell(absl::StrCat("/usr/bin/python3 ", pbert::testing::SourceDir(),
@@ -327,6 +328,87 @@ TEST_F(FinetuneTest, TwoRanksEqualOneProcessAccumulating) {
   }
   EXPECT_GT(compared, 30);
   EXPECT_FALSE(fs::exists(dir_ / "two" / "rank1"));
+}
+
+// The loop's levers reach fine-tuning through the binary: the profile of
+// steps 2 to 3, metrics.jsonl with the task's metrics and the model's
+// FLOP/s (which plot draws, its evaluation score the task's own), the
+// TensorBoard events, checkpoints rotated to train.keep_checkpoints, a
+// key fine-tuning does not read named in one line; and steps whose loss
+// is not finite skipped until train.max_bad_steps ends the run.
+TEST_F(FinetuneTest, TheLoopsLeversReachFineTuning) {
+  const fs::path run = dir_ / "run";
+  const Result r = RunBinary(Mrpc("run") +
+                             " --set finetune.epochs=2 --set finetune.checkpoint_every_steps=2"
+                             " --set train.keep_checkpoints=2 --set train.profile_steps=2:3"
+                             " --set train.micro_batch_rows=4 --set finetune.log_every_steps=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("train.micro_batch_rows does nothing here: finetune sets it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::exists(run / "profile.md"));
+  EXPECT_TRUE(fs::exists(run / "profile" / "trace.json"));
+  EXPECT_TRUE(fs::exists(run / "events.out.tfevents.packed-bert"));
+  EXPECT_FALSE(fs::exists(run / "mllog.txt")) << "fine-tuning writes no MLLOG";
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(run / "checkpoints")) checkpoints += e.is_directory();
+  EXPECT_EQ(checkpoints, 2);
+  int train_lines = 0, eval_lines = 0;
+  std::istringstream lines(ReadText((run / "metrics.jsonl").string()));
+  for (std::string line; std::getline(lines, line);) {
+    const json parsed = json::parse(line);
+    if (parsed["kind"] == "train") {
+      ++train_lines;
+      EXPECT_TRUE(parsed.contains("accuracy")) << line;
+      EXPECT_GT(parsed["model_tflops"].get<double>(), 0) << line;
+    } else {
+      ++eval_lines;
+      EXPECT_EQ(parsed["metric"], "f1") << line;  // MRPC's own
+    }
+  }
+  EXPECT_EQ(train_lines, json::parse(r.out)["steps"].get<int>());
+  EXPECT_EQ(eval_lines, 2);
+  const Result plot = RunBinary("plot " + run.string());
+  ASSERT_EQ(plot.exit_code, 0) << plot.err;
+  const std::string curves = ReadText((run / "learning_curves.svg").string());
+  EXPECT_NE(curves.find("eval f1"), std::string::npos);
+  // Word embeddings near the float's largest value: finite weights whose
+  // sums overflow, so every step's loss is not finite and is skipped.
+  auto weights = formats::ReadSafetensors((dir_ / "init.safetensors").string());
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  for (auto& [name, tensor] : *weights) {
+    if (name == "bert.embeddings.word_embeddings.weight") tensor.fill_(3e38);
+  }
+  const std::string huge = (dir_ / "huge.safetensors").string();
+  ASSERT_TRUE(formats::WriteSafetensors(*weights, huge, {{"format", "pt"}}).ok());
+  const Result bad = RunBinary(Mrpc("bad", "", "mrpc", huge) + " --set train.max_bad_steps=2");
+  EXPECT_NE(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("2 steps in a row had a non-finite loss or gradient (train.max_bad_steps)"),
+            std::string::npos)
+      << bad.err;
+}
+
+// A resume continues the run it was given or says why not: the training
+// file changed in place (one label flipped) is refused, naming it, and
+// --force goes on knowingly.
+TEST_F(FinetuneTest, AChangedTrainingFileIsRefusedOnResumeByName) {
+  const std::string train = (dir_ / "changed.tsv").string();
+  WriteFile(train, MrpcFile(200, 3));
+  const std::string command =
+      Mrpc("run", train) + " --set finetune.epochs=2 --set finetune.checkpoint_every_steps=2";
+  const Result stopped = RunBinary(command, "PBERT_FAULT=after-step:3:0:TERM");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  std::string text = ReadText(train);
+  const size_t line = text.find('\n') + 1;
+  text[line] = text[line] == '0' ? '1' : '0';
+  WriteFile(train, text);
+  const Result refused = RunBinary(command + " --resume");
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("was trained with other data at finetune.train_file " + train),
+            std::string::npos)
+      << refused.err;
+  const Result forced = RunBinary(command + " --resume --force");
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
 }
 
 // A run holds its folder: a second one into it, while the first runs (here

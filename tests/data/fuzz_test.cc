@@ -1,9 +1,7 @@
-// Mutated files through every reader: a few thousand seeded variants of a
-// store shard and manifest, a pack index, a safetensors file and a YAML
-// config, each read as a consumer would. The property: a status or a clean
+// Mutated files through the data readers: a few thousand seeded variants
+// of a store shard and manifest, a pack index and a YAML config, each read
+// as a consumer would (the weights readers': tests/model/weights_test.cc). The property: a status or a clean
 // value, never a crash (an abort, a segfault or a hang would end the test).
-#include <torch/torch.h>
-
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -12,50 +10,16 @@
 #include "common/config.h"
 #include "data/packing/report.h"
 #include "data/store.h"
-#include "formats/safetensors.h"
 #include "gtest/gtest.h"
-#include "model/weights.h"
 #include "tests/data/random_instances.h"
+#include "tests/mutate.h"
 #include "tests/scratch_folder.h"
 
 namespace pbert {
 namespace {
 
 namespace fs = std::filesystem;
-
-// One of: flip bytes, cut the end, insert junk, overwrite with small or huge
-// integers (lengths, counts and offsets are where readers trust too much).
-std::string Mutate(const std::string& original, std::mt19937_64& rng) {
-  std::string s = original;
-  std::uniform_int_distribution<int> kind(0, 4);
-  auto pos = [&]() { return s.empty() ? 0 : static_cast<size_t>(rng() % s.size()); };
-  switch (kind(rng)) {
-    case 0:
-      for (int i = 0, n = 1 + static_cast<int>(rng() % 8); i < n && !s.empty(); ++i) {
-        s[pos()] ^= static_cast<char>(1 << (rng() % 8));
-      }
-      break;
-    case 1:
-      s.resize(pos());
-      break;
-    case 2:
-      s.insert(pos(), std::string(1 + rng() % 16, static_cast<char>(rng())));
-      break;
-    case 3: {
-      const uint64_t values[] = {0, 1, 0xFFFF, 0xFFFFFFFF, ~0ull, 1ull << 40};
-      uint64_t v = values[rng() % 6];
-      size_t at = pos();
-      for (int b = 0; b < 8 && at + b < s.size(); ++b) s[at + b] = static_cast<char>(v >> (8 * b));
-      break;
-    }
-    default: {
-      // Replace a digit or a character of a text format.
-      size_t at = pos();
-      if (!s.empty()) s[at] = "0123456789:-[]{}\",. \n"[rng() % 21];
-    }
-  }
-  return s;
-}
+using testing::Mutate;
 
 struct TinySection {
   int64_t steps = 1;
@@ -144,20 +108,6 @@ TEST_F(FuzzTest, PackIndexesNeverCrashTheirReader) {
     for (uint64_t r = 0; r < index->rows(); ++r) (void)index->Row(r);
   }
   EXPECT_GT(refused, kRounds * 9 / 10);
-}
-
-TEST_F(FuzzTest, SafetensorsNeverCrashTheirReader) {
-  torch::manual_seed(1);
-  torch::nn::Linear module(4, 3);
-  const std::string path = root_ + "/w.safetensors";
-  ASSERT_TRUE(model::SaveWeights(*module, path, {{"format", "pt"}}).ok());
-  const std::string bytes = *ReadFile(path);
-  std::mt19937_64 rng(13);
-  for (int round = 0; round < kRounds; ++round) {
-    ASSERT_TRUE(WriteFileAtomically(path, Mutate(bytes, rng)).ok());
-    (void)formats::ReadSafetensors(path);
-    (void)model::LoadWeights(*module, path);
-  }
 }
 
 TEST_F(FuzzTest, ConfigsNeverCrashTheirReader) {

@@ -10,7 +10,10 @@
 #include "gtest/gtest.h"
 #include "model/bert.h"
 #include "nlohmann/json.hpp"
+#include "formats/safetensors.h"
 #include "tests/model/fixtures.h"
+#include "tests/mutate.h"
+#include "tests/scratch_folder.h"
 #include "tests/source_paths.h"
 
 namespace pbert::model {
@@ -152,6 +155,26 @@ TEST(WeightsTest, MismatchListsEveryProblemAndChangesNothing) {
       << message;
   EXPECT_EQ(message.find("missing: bert.embeddings.position_embeddings"), std::string::npos);
   EXPECT_TRUE(torch::equal(before, target->bert->embeddings->word_embeddings->weight));
+}
+
+constexpr int kMutations = 1000;
+
+// Mutated safetensors files (tests/mutate.h) through both of its readers:
+// a status or a clean value, never a crash.
+TEST(WeightsTest, MutatedFilesNeverCrashTheirReaders) {
+  const std::string root = pbert::testing::ScratchFolder().string();
+  torch::manual_seed(1);
+  torch::nn::Linear module(4, 3);
+  const std::string path = root + "/w.safetensors";
+  ASSERT_TRUE(SaveWeights(*module, path, {{"format", "pt"}}).ok());
+  const std::string bytes = *ReadFile(path);
+  std::mt19937_64 rng(13);
+  for (int round = 0; round < kMutations; ++round) {
+    ASSERT_TRUE(WriteFileAtomically(path, pbert::testing::Mutate(bytes, rng)).ok());
+    (void)formats::ReadSafetensors(path);
+    (void)LoadWeights(*module, path);
+  }
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@
 #include "optim/lamb.h"
 #include "tests/kernels/error_bounds.h"
 #include "tests/model/fused_kernels_check.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/model_batches.h"
 #include "tests/train/pretraining_view.h"
 #include "tests/train/resume_run.h"
 #include "tests/train/same_step.h"

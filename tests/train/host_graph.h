@@ -24,6 +24,8 @@
 #pragma once
 
 #include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 
 #include <algorithm>
 #include <cstring>
@@ -36,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/torch_compat.h"
 #include "gpu/gpu.h"
 #include "model/dropout.h"
 #include "train/captured_step.h"
@@ -110,13 +113,33 @@ inline void OnEnd(const at::RecordFunction& fn, at::ObserverContext*) {
 }
 }  // namespace internal
 
-// Runs `work` with its operations traced on this thread.
+// Every buffer the CPU allocator hands out while it is in force (on this
+// thread), as made by the work.
+class AllocationsMade : public c10::MemoryReportingInfoBase {
+ public:
+  explicit AllocationsMade(WorkTrace* trace) : trace_(trace) {}
+#if PBERT_TORCH_AT_LEAST(2, 0)
+  void reportMemoryUsage(void* ptr, int64_t alloc_size, size_t, size_t, c10::Device) override {
+#else
+  void reportMemoryUsage(void* ptr, int64_t alloc_size, int64_t, int64_t, c10::Device) override {
+#endif
+    if (alloc_size > 0) trace_->made.insert(ptr);
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+
+ private:
+  WorkTrace* trace_;
+};
+
+// Runs `work` with its operations and allocations traced on this thread.
 inline WorkTrace Trace(const std::function<void()>& work) {
   WorkTrace trace;
   const at::CallbackHandle handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback(internal::OnStart, internal::OnEnd)
           .needsInputs(true)
           .needsOutputs(true));
+  const c10::DebugInfoGuard allocations(c10::DebugInfoKind::PROFILER_STATE,
+                                        std::make_shared<AllocationsMade>(&trace));
   internal::tracing = &trace;
   try {
     work();

@@ -21,7 +21,7 @@
 #include "distributed/environment.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/model_batches.h"
 #include "tests/scratch_folder.h"
 #include "train/checkpointer.h"
 #include "train/evaluation.h"

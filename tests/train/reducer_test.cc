@@ -18,7 +18,7 @@
 #include "distributed/communicator.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/model_batches.h"
 #include "tests/spawn_ranks.h"
 #include "train/step.h"
 #include "train/trainee.h"

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/batch.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/model_batches.h"
 #include "train/checkpointer.h"
 #include "train/step.h"
 #include "train/trainee.h"

@@ -34,7 +34,7 @@
 #include "model/precision.h"
 #include "model/weights.h"
 #include "optim/lamb.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/model_batches.h"
 #include "tests/train/host_graph.h"
 #include "tests/train/pretraining_view.h"
 #include "tests/train/resume_run.h"

@@ -7,43 +7,32 @@
 #include <torch/torch.h>
 
 #include <limits>
-#include <random>
 
 #include "gtest/gtest.h"
 #include "data/batch.h"
 #include "tasks/batches.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/fine_tuning_fixtures.h"
+#include "tests/train/model_batches.h"
 #include "train/inputs.h"
 
-namespace pbert::model {
+namespace pbert::tasks {
 namespace {
 
-using testing::TinyOptions;
-using tasks::HeadKind;
+using model::AttentionKind;
+using model::BertForQuestionAnswering;
+using model::BertForSequenceClassification;
+using model::InputPlan;
+using model::Inputs;
+using model::Precision;
+using model::SpanLogitsTensor;
+
+using model::testing::TinyOptions;
+using testing::RandomFeatures;
 
 constexpr int kMaxLen = 64;
 
-// Fine-tuning features of random lengths: no masked tokens; an answer span
-// inside each; a class of three.
-std::vector<tasks::Feature> RandomFeatures(uint32_t seed) {
-  std::mt19937 random(seed);
-  std::vector<tasks::Feature> out;
-  for (data::Instance& instance : pbert::testing::RandomInstances(24, 6, 30, 97, seed)) {
-    tasks::Feature f;
-    instance.masked_positions.clear();
-    instance.masked_ids.clear();
-    f.sequence = instance;
-    std::uniform_int_distribution<int> position(0, instance.length() - 1);
-    f.start = position(random);
-    f.end = std::min(instance.length() - 1, f.start + position(random) % 4);
-    f.label = static_cast<float>(random() % 3);
-    out.push_back(std::move(f));
-  }
-  return out;
-}
-
 // Rows of at most `depth` features and kMaxLen tokens, in order.
-std::vector<std::vector<int64_t>> Rows(const std::vector<tasks::Feature>& features, int depth) {
+std::vector<std::vector<int64_t>> Rows(const std::vector<Feature>& features, int depth) {
   std::vector<std::vector<int64_t>> rows(1);
   int used = 0;
   for (size_t i = 0; i < features.size(); ++i) {
@@ -71,7 +60,7 @@ struct HeadRun {
 };
 
 template <class Model>
-HeadRun RunHead(Model& model, const std::vector<tasks::Feature>& features, int depth,
+HeadRun RunHead(Model& model, const std::vector<Feature>& features, int depth,
                 HeadKind head) {
   const auto rows = Rows(features, depth);
   std::vector<std::vector<const data::Instance*>> layout;
@@ -91,31 +80,31 @@ HeadRun RunHead(Model& model, const std::vector<tasks::Feature>& features, int d
       InputPlan::For(model->options, weights.device(), Precision::kFp32, weights.scalar_type());
   Inputs inputs = train::MakeInputs(*batch, plan);
   const absl::Status added = head == HeadKind::kSpan
-                                 ? tasks::AddSpanInputs(features, *batch, plan, &inputs)
-                                 : tasks::AddClassInputs(features, head, *batch, &inputs);
+                                 ? AddSpanInputs(features, *batch, plan, &inputs)
+                                 : AddClassInputs(features, head, *batch, &inputs);
   if (!added.ok()) throw std::runtime_error(std::string(added.message()));
   model->zero_grad();
   HeadRun run;
   run.logits.resize(features.size());
-  tasks::TaskSums sums;
+  TaskSums sums;
   if constexpr (std::is_same_v<Model, BertForQuestionAnswering>) {
     const SpanLogitsTensor spans = model(inputs);
     for (size_t i = 0; i < records.size(); ++i) {
       const int64_t f = records[i];
       const int64_t n = features[f].sequence.length();
-      EXPECT_EQ(inputs.task[tasks::kSpanFeature][static_cast<int64_t>(i)].item<int64_t>(), f);
+      EXPECT_EQ(inputs.task[kSpanFeature][static_cast<int64_t>(i)].item<int64_t>(), f);
       run.logits[f] = at::stack({spans.start[i].narrow(0, 0, n), spans.end[i].narrow(0, 0, n)});
       // Padding slots of the span are out of every softmax.
       EXPECT_TRUE(spans.start[i].narrow(0, n, spans.start.size(1) - n).isinf().all().item<bool>());
     }
-    sums = tasks::SpanSums(spans, inputs);
+    sums = SpanSums(spans, inputs);
   } else {
     const at::Tensor logits = model(inputs);
     size_t i = 0;
     for (size_t r = 0; r < rows.size(); ++r) {
       for (size_t k = 0; k < rows[r].size(); ++k) run.logits[records[i++]] = logits[r][k];
     }
-    sums = tasks::ClassSums(logits, inputs, head);
+    sums = ClassSums(logits, inputs, head);
   }
   EXPECT_EQ(sums.sequences.item<double>(), static_cast<double>(features.size()));
   const at::Tensor loss = sums.loss / sums.sequences;
@@ -207,7 +196,7 @@ TEST(TaskLossTest, LossesAreTheirDefinitions) {
   Inputs inputs;
   inputs.task = {at::tensor({2, 0}, at::kLong), at::tensor({0, 3}, at::kLong),
                  at::ones({2}, at::kDouble), at::tensor({0, 1}, at::kLong)};
-  const auto sums = tasks::SpanSums({start.to(at::kFloat), end.to(at::kFloat)}, inputs);
+  const auto sums = SpanSums({start.to(at::kFloat), end.to(at::kFloat)}, inputs);
   auto ce = [](std::vector<double> logits, size_t label) {
     double z = 0;
     for (double l : logits) z += std::exp(l);
@@ -222,4 +211,4 @@ TEST(TaskLossTest, LossesAreTheirDefinitions) {
 }
 
 }  // namespace
-}  // namespace pbert::model
+}  // namespace pbert::tasks

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "model/losses.h"
 #include "model/precision.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/model_batches.h"
 
 namespace pbert::model {
 namespace {

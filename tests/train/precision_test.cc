@@ -7,7 +7,7 @@
 #include "common/torch_compat_ops.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/model_batches.h"
 
 namespace pbert::model {
 namespace {

@@ -19,7 +19,7 @@
 #include "tests/kernels/fp8_reference.h"
 #include "model/bert.h"
 #include "model/precision.h"
-#include "tests/model/fixtures.h"
+#include "tests/train/model_batches.h"
 
 namespace pbert::model {
 namespace {
