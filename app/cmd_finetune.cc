@@ -67,17 +67,10 @@ absl::Status RunEvaluate(const Args& args) {
   ASSIGN_OR_RETURN(auto communicator, JoinProcessGroup(config, environment, device, "finetune"));
   ASSIGN_OR_RETURN(const model::Precision precision,
                    train::EvaluationPrecision(config.model.precision, device));
-  const tasks::TaskSetup setup{config.data,
-                               config.prepare,
-                               config.packing,
-                               config.model,
-                               config.finetune,
-                               static_cast<uint64_t>(config.run.seed),
-                               config.train.eval_packed,
-                               {communicator->rank(), communicator->world_size()},
-                               false};
-  ASSIGN_OR_RETURN(std::unique_ptr<tasks::Task> task,
-                   tasks::MakeTask(config.finetune.task, setup));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<tasks::Task> task,
+      tasks::MakeTask(config.finetune.task,
+                      config.ForTask({communicator->rank(), communicator->world_size()}, false)));
   data::LoaderOptions options = config.data.loader;
   options.rows_per_batch = config.finetune.eval_batch_rows;
   options.rank = communicator->rank();

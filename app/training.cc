@@ -93,16 +93,9 @@ struct Setup {
 absl::StatusOr<std::shared_ptr<const tasks::Task>> OpenTask(const TrainingCommand& command,
                                                             const ExperimentConfig& config,
                                                             distributed::Communicator& comm) {
-  const tasks::TaskSetup setup{config.data,
-                               config.prepare,
-                               config.packing,
-                               config.model,
-                               config.finetune,
-                               static_cast<uint64_t>(config.run.seed),
-                               config.train.eval_packed,
-                               {comm.rank(), comm.world_size()},
-                               true};
-  ASSIGN_OR_RETURN(std::unique_ptr<tasks::Task> task, tasks::MakeTask(command.task(config), setup));
+  ASSIGN_OR_RETURN(std::unique_ptr<tasks::Task> task,
+                   tasks::MakeTask(command.task(config),
+                                   config.ForTask({comm.rank(), comm.world_size()}, true)));
   return std::shared_ptr<const tasks::Task>(std::move(task));
 }
 

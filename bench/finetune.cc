@@ -130,14 +130,12 @@ absl::StatusOr<std::shared_ptr<const pbert::tasks::Task>> TaskOf(
   auto set = pbert::tasks::PackFeatures("train", "bench", d.name, features, setup);
   if (!set.ok()) return set.status();
   pbert::tasks::FineTuning parts;
-  parts.name = d.name;
   parts.head = d.head;
-  parts.train = std::make_unique<pbert::tasks::PackedSet>(std::move(*set));
   parts.evaluate = [](const pbert::tasks::PackedSet&, const c10::Device&) {
     return std::unique_ptr<pbert::tasks::SetEvaluation>();
   };
-  return std::shared_ptr<const pbert::tasks::Task>(
-      pbert::tasks::MakeFineTuningTask(std::move(parts)));
+  return std::shared_ptr<const pbert::tasks::Task>(pbert::tasks::MakeFineTuningTask(
+      d.name, std::make_unique<pbert::tasks::PackedSet>(std::move(*set)), {}, std::move(parts)));
 }
 
 int Fail(const std::string& message) {

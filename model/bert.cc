@@ -310,33 +310,42 @@ void BertForPreTrainingImpl::reset() {
   InitWeights();
 }
 
-void BertForPreTrainingImpl::InitWeights() {
+void InitBertWeights(nn::Module& model, BertModel& bert) {
   at::NoGradGuard no_grad;
-  const int64_t V = options.vocab_size();
-  for (auto& module : modules(/*include_self=*/false)) {
+  const double range = bert->options.initializer_range();
+  for (auto& module : model.modules(/*include_self=*/false)) {
     if (auto* linear = module->as<nn::Linear>()) {
-      linear->weight.normal_(0.0, options.initializer_range());
+      linear->weight.normal_(0.0, range);
       if (linear->bias.defined()) linear->bias.zero_();
     } else if (auto* embedding = module->as<nn::Embedding>()) {
       // The vocabulary's rows only: the draws of an unpadded model.
-      embedding->weight.narrow(0, 0, embedding->options.num_embeddings()).normal_(
-          0.0, options.initializer_range());
+      embedding->weight.narrow(0, 0, embedding->options.num_embeddings()).normal_(0.0, range);
     } else if (auto* norm = module->as<nn::LayerNorm>()) {
       norm->weight.fill_(1.0);
       norm->bias.zero_();
     }
   }
-  cls->predictions->bias.zero_();
   // The padding rows of the word embeddings are zero, and stay so: nothing
   // looks them up and their logits are cut, so no gradient reaches them and
   // LAMB moves them by 0 (zero moments, zero weight decay).
   at::Tensor& words = bert->embeddings->word_embeddings->weight;
-  words.narrow(0, V, words.size(0) - V).zero_();
+  const int64_t v = bert->options.vocab_size();
+  words.narrow(0, v, words.size(0) - v).zero_();
+}
+
+std::map<std::string, int64_t> PaddedFileRows(const BertOptions& options) {
+  if (options.padded_vocab_size() == options.vocab_size()) return {};
+  return {{"bert.embeddings.word_embeddings.weight", options.vocab_size()}};
+}
+
+void BertForPreTrainingImpl::InitWeights() {
+  InitBertWeights(*this, bert);
+  at::NoGradGuard no_grad;
+  cls->predictions->bias.zero_();
 }
 
 std::map<std::string, int64_t> BertForPreTrainingImpl::FileRows() const {
-  if (options.padded_vocab_size() == options.vocab_size()) return {};
-  return {{"bert.embeddings.word_embeddings.weight", options.vocab_size()}};
+  return PaddedFileRows(options);
 }
 
 PretrainingLogits BertForPreTrainingImpl::forward(const Inputs& inputs) {

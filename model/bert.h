@@ -201,18 +201,24 @@ class BertPreTrainingHeadsImpl : public torch::nn::Cloneable<BertPreTrainingHead
 };
 TORCH_MODULE(BertPreTrainingHeads);
 
+// BERT's initialization of every parameter of `model`, whose encoder is
+// `bert`: linear weights and embeddings normal(0, initializer_range), biases
+// 0, LayerNorm 1 and 0, the word embeddings' padding rows
+// (options.vocab_padding) 0.
+void InitBertWeights(torch::nn::Module& model, BertModel& bert);
+
+// The parameters whose files hold fewer rows than a model of `options`:
+// the padded word embeddings, by name, with the rows their files hold.
+std::map<std::string, int64_t> PaddedFileRows(const BertOptions& options);
+
 class BertForPreTrainingImpl : public torch::nn::Cloneable<BertForPreTrainingImpl> {
  public:
   explicit BertForPreTrainingImpl(const BertOptions& options);
   void reset() override;
-  // Re-draws every parameter as BERT initialises: weights and embeddings
-  // normal(0, initializer_range), biases 0, LayerNorm 1 and 0; the word
-  // embeddings' padding rows (options.vocab_padding) 0.
+  // Re-draws every parameter as BERT initialises (InitBertWeights; the MLM
+  // bias 0).
   void InitWeights();
-
-  // The parameters whose files hold fewer rows than the model: the padded
-  // word embeddings, by name, with the rows their files hold.
-  std::map<std::string, int64_t> FileRows() const;
+  std::map<std::string, int64_t> FileRows() const;  // PaddedFileRows
 
   // The heads' logits for `inputs` (model/inputs.h), on the model's
   // device, in the layout they were made for: device work only.

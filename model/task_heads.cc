@@ -1,8 +1,6 @@
 #include "model/task_heads.h"
 
 #include <ATen/ATen.h>
-#include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/normalization.h>
 
 #include <limits>
 
@@ -12,39 +10,6 @@ namespace pbert::model {
 
 namespace nn = torch::nn;
 
-void InitBertWeights(nn::Module& module, double initializer_range) {
-  at::NoGradGuard no_grad;
-  for (auto& m : module.modules(/*include_self=*/false)) {
-    if (auto* linear = m->as<nn::Linear>()) {
-      linear->weight.normal_(0.0, initializer_range);
-      if (linear->bias.defined()) linear->bias.zero_();
-    } else if (auto* embedding = m->as<nn::Embedding>()) {
-      embedding->weight.narrow(0, 0, embedding->options.num_embeddings())
-          .normal_(0.0, initializer_range);
-    } else if (auto* norm = m->as<nn::LayerNorm>()) {
-      norm->weight.fill_(1.0);
-      norm->bias.zero_();
-    }
-  }
-}
-
-namespace {
-
-// The padding rows of the word embeddings (options.vocab_padding) zero.
-void ZeroPaddingRows(BertModel& bert) {
-  at::NoGradGuard no_grad;
-  at::Tensor& words = bert->embeddings->word_embeddings->weight;
-  const int64_t v = bert->options.vocab_size();
-  words.narrow(0, v, words.size(0) - v).zero_();
-}
-
-std::map<std::string, int64_t> WordRows(const BertOptions& options) {
-  if (options.padded_vocab_size() == options.vocab_size()) return {};
-  return {{"bert.embeddings.word_embeddings.weight", options.vocab_size()}};
-}
-
-}  // namespace
-
 BertForQuestionAnsweringImpl::BertForQuestionAnsweringImpl(const BertOptions& options)
     : options(options) {
   reset();
@@ -53,12 +18,11 @@ BertForQuestionAnsweringImpl::BertForQuestionAnsweringImpl(const BertOptions& op
 void BertForQuestionAnsweringImpl::reset() {
   bert = register_module("bert", BertModel(options));
   qa_outputs = register_module("qa_outputs", nn::Linear(options.hidden_size(), 2));
-  InitBertWeights(*this, options.initializer_range());
-  ZeroPaddingRows(bert);
+  InitBertWeights(*this, bert);
 }
 
 std::map<std::string, int64_t> BertForQuestionAnsweringImpl::FileRows() const {
-  return WordRows(options);
+  return PaddedFileRows(options);
 }
 
 SpanLogitsTensor BertForQuestionAnsweringImpl::forward(const Inputs& inputs) {
@@ -83,12 +47,11 @@ BertForSequenceClassificationImpl::BertForSequenceClassificationImpl(const BertO
 void BertForSequenceClassificationImpl::reset() {
   bert = register_module("bert", BertModel(options));
   classifier = register_module("classifier", nn::Linear(options.hidden_size(), labels));
-  InitBertWeights(*this, options.initializer_range());
-  ZeroPaddingRows(bert);
+  InitBertWeights(*this, bert);
 }
 
 std::map<std::string, int64_t> BertForSequenceClassificationImpl::FileRows() const {
-  return WordRows(options);
+  return PaddedFileRows(options);
 }
 
 at::Tensor BertForSequenceClassificationImpl::forward(const Inputs& inputs) {

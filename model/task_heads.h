@@ -22,11 +22,6 @@ struct SpanLogitsTensor {
   at::Tensor start, end;  // [N,L]
 };
 
-// BERT's initialization of `module`'s parameters (as
-// BertForPreTraining::InitWeights): linear weights and embeddings normal(0,
-// range), biases 0, LayerNorm 1 and 0.
-void InitBertWeights(torch::nn::Module& module, double initializer_range);
-
 class BertForQuestionAnsweringImpl : public torch::nn::Cloneable<BertForQuestionAnsweringImpl> {
  public:
   explicit BertForQuestionAnsweringImpl(const BertOptions& options);

@@ -38,11 +38,9 @@ uint64_t FeaturesChecksum(const std::vector<Feature>& features) {
 
 class FineTuningTask : public Task {
  public:
-  explicit FineTuningTask(FineTuning parts) : parts_(std::move(parts)) {}
-
-  const std::string& name() const override { return parts_.name; }
-  const PackedSet* train() const override { return parts_.train.get(); }
-  const std::vector<PackedSet>& evaluation() const override { return parts_.evaluation; }
+  FineTuningTask(std::string name, std::unique_ptr<PackedSet> train,
+                 std::vector<PackedSet> evaluation, FineTuning parts)
+      : Task(std::move(name), std::move(train), std::move(evaluation)), parts_(std::move(parts)) {}
 
   TaskModel MakeModel(const model::BertOptions& options) const override {
     if (parts_.head == HeadKind::kSpan) {
@@ -89,11 +87,6 @@ class FineTuningTask : public Task {
     if (parts_.head == HeadKind::kScore) return {};
     return {{AccuracyName(), sums[0] > 0 ? sums[1] / sums[0] : 0.0}};
   }
-  std::string Progress(const std::vector<double>& sums) const override {
-    if (parts_.head == HeadKind::kScore) return "";
-    return absl::StrFormat("%s %.1f%%", parts_.head == HeadKind::kSpan ? "spans" : "acc",
-                           sums[0] > 0 ? 100 * sums[1] / sums[0] : 0.0);
-  }
   double TrainingFlops(const model::BertOptions& options,
                        const model::BatchWork& work) const override {
     const double h = static_cast<double>(options.hidden_size());
@@ -120,12 +113,21 @@ class FineTuningTask : public Task {
 
 }  // namespace
 
-std::unique_ptr<Task> MakeFineTuningTask(FineTuning parts) {
-  return std::make_unique<FineTuningTask>(std::move(parts));
+std::unique_ptr<Task> MakeFineTuningTask(std::string name, std::unique_ptr<PackedSet> train,
+                                         std::vector<PackedSet> evaluation, FineTuning parts) {
+  return std::make_unique<FineTuningTask>(std::move(name), std::move(train), std::move(evaluation),
+                                          std::move(parts));
 }
 
 absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(
     const TaskSetup& setup) {
+  const FinetuneConfig& c = setup.finetune;
+  if (c.eval_file.empty() || (setup.training && c.train_file.empty())) {
+    const bool eval = c.eval_file.empty();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "finetune needs finetune.", eval ? "eval_file" : "train_file", " (the task's ",
+        eval ? "dev" : "training", " file as distributed)"));
+  }
   if (setup.prepare.vocab.empty()) {
     return absl::InvalidArgumentError("finetune needs prepare.vocab (the model's vocab.txt)");
   }

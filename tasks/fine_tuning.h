@@ -21,21 +21,22 @@ namespace pbert::tasks {
 absl::StatusOr<std::unique_ptr<Task>> MakeSquad(const TaskSetup& setup);
 absl::StatusOr<std::unique_ptr<Task>> MakeGlue(const GlueTask& glue, const TaskSetup& setup);
 
-// What a family of fine-tuning tasks gives the task they share.
+// What a family of fine-tuning tasks gives the task they share, beside
+// its name and sets (tasks::Task).
 struct FineTuning {
-  std::string name;  // finetune.task
   HeadKind head = HeadKind::kClasses;
   int64_t labels = 2;  // the classifier's classes (1: a score)
   ExportHead export_head;
-  std::unique_ptr<PackedSet> train;  // null: evaluation only
-  std::vector<PackedSet> evaluation;
-  // The evaluation of one of `evaluation`'s sets on a device.
+  // The evaluation of one of the task's sets on a device.
   std::function<std::unique_ptr<SetEvaluation>(const PackedSet&, const c10::Device&)> evaluate;
 };
-std::unique_ptr<Task> MakeFineTuningTask(FineTuning parts);
+std::unique_ptr<Task> MakeFineTuningTask(std::string name, std::unique_ptr<PackedSet> train,
+                                         std::vector<PackedSet> evaluation, FineTuning parts);
 
-// The tokenizer of prepare.vocab and prepare.lower_case, checked against
-// the model's vocabulary, and finetune.max_seq_length against its positions.
+// What every fine-tuning task checks first: that the finetune section names
+// the files it reads, finetune.max_seq_length against the model's positions;
+// then the tokenizer of prepare.vocab and prepare.lower_case, checked
+// against the model's vocabulary.
 absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(
     const TaskSetup& setup);
 

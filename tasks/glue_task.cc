@@ -51,16 +51,11 @@ class GlueEvaluation : public SetEvaluation {
 absl::StatusOr<std::unique_ptr<Task>> MakeGlue(const GlueTask& glue, const TaskSetup& setup) {
   auto log = logging::Get("finetune");
   const FinetuneConfig& c = setup.finetune;
-  if (c.eval_file.empty() || (setup.training && c.train_file.empty())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("finetune needs finetune.", c.eval_file.empty() ? "eval_file" : "train_file",
-                     " (the task's ", c.eval_file.empty() ? "dev" : "training",
-                     " file as distributed)"));
-  }
   ASSIGN_OR_RETURN(std::shared_ptr<const data::Tokenizer> tokenizer, FineTuningTokenizer(setup));
   const int length = c.SequenceLength();
   FineTuning parts;
-  parts.name = c.task;
+  std::unique_ptr<PackedSet> train_set;
+  std::vector<PackedSet> evaluation;
   parts.head = glue.regression() ? HeadKind::kScore : HeadKind::kClasses;
   parts.labels = glue.classes();
   parts.export_head.architecture = "BertForSequenceClassification";
@@ -72,7 +67,7 @@ absl::StatusOr<std::unique_ptr<Task>> MakeGlue(const GlueTask& glue, const TaskS
     ASSIGN_OR_RETURN(PackedSet train,
                      PackFeatures("train", "finetune.train_file", c.train_file,
                                   MakeGlueFeatures(examples, *tokenizer, length), setup));
-    parts.train = std::make_unique<PackedSet>(std::move(train));
+    train_set = std::make_unique<PackedSet>(std::move(train));
   }
   ASSIGN_OR_RETURN(auto examples, ReadGlue(glue, c.eval_file));
   log->info("{}: {} examples", c.eval_file, examples.size());
@@ -81,13 +76,14 @@ absl::StatusOr<std::unique_ptr<Task>> MakeGlue(const GlueTask& glue, const TaskS
   ASSIGN_OR_RETURN(PackedSet eval,
                    PackFeatures("dev", "finetune.eval_file", c.eval_file,
                                 MakeGlueFeatures(examples, *tokenizer, length), setup));
-  parts.evaluation.push_back(std::move(eval));
+  evaluation.push_back(std::move(eval));
   std::shared_ptr<const std::vector<float>> shared = labels;
   const GlueTask* task = &glue;
   parts.evaluate = [task, shared](const PackedSet&, const c10::Device& device) {
     return std::make_unique<GlueEvaluation>(*task, shared, device);
   };
-  return MakeFineTuningTask(std::move(parts));
+  return MakeFineTuningTask(c.task, std::move(train_set), std::move(evaluation),
+                            std::move(parts));
 }
 
 }  // namespace pbert::tasks

@@ -66,11 +66,7 @@ class PretrainingTask : public Task {
  public:
   PretrainingTask(std::unique_ptr<PackedSet> train, std::vector<PackedSet> evaluation,
                   model::MlmLossMode mode)
-      : train_(std::move(train)), evaluation_(std::move(evaluation)), mode_(mode) {}
-
-  const std::string& name() const override { return name_; }
-  const PackedSet* train() const override { return train_.get(); }
-  const std::vector<PackedSet>& evaluation() const override { return evaluation_; }
+      : Task(kPretraining, std::move(train), std::move(evaluation)), mode_(mode) {}
 
   TaskModel MakeModel(const model::BertOptions& options) const override {
     auto impl = std::make_shared<model::BertForPreTrainingImpl>(options);
@@ -98,10 +94,6 @@ class PretrainingTask : public Task {
             {"nsp_loss", m.NspLoss()},
             {"nsp_accuracy", m.NspAccuracy()}};
   }
-  std::string Progress(const std::vector<double>& sums) const override {
-    const PretrainingMetrics m = PretrainingMetrics::From(sums);
-    return absl::StrFormat("mlm %.1f%%  nsp %.1f%%", 100 * m.MlmAccuracy(), 100 * m.NspAccuracy());
-  }
   double TrainingFlops(const model::BertOptions& options,
                        const model::BatchWork& work) const override {
     return model::TrainingFlops(options, work);
@@ -113,9 +105,6 @@ class PretrainingTask : public Task {
   ExportHead Export() const override { return {"BertForPreTraining", {}, false}; }
 
  private:
-  const std::string name_ = kPretraining;
-  std::unique_ptr<PackedSet> train_;
-  std::vector<PackedSet> evaluation_;
   model::MlmLossMode mode_;
 };
 

@@ -76,18 +76,13 @@ class SquadEvaluation : public SetEvaluation {
 absl::StatusOr<std::unique_ptr<Task>> MakeSquad(const TaskSetup& setup) {
   auto log = logging::Get("finetune");
   const FinetuneConfig& c = setup.finetune;
-  if (c.eval_file.empty() || (setup.training && c.train_file.empty())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("finetune needs finetune.", c.eval_file.empty() ? "eval_file" : "train_file",
-                     " (the task's ", c.eval_file.empty() ? "dev" : "training",
-                     " file as distributed)"));
-  }
   ASSIGN_OR_RETURN(std::shared_ptr<const data::Tokenizer> tokenizer, FineTuningTokenizer(setup));
   const int length = c.SequenceLength();
   SquadOptions options = c.squad;
   options.max_seq_length = length;
   FineTuning parts;
-  parts.name = c.task;
+  std::unique_ptr<PackedSet> train_set;
+  std::vector<PackedSet> evaluation;
   parts.head = HeadKind::kSpan;
   parts.export_head = {"BertForQuestionAnswering", {}, false};
   if (setup.training) {
@@ -105,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Task>> MakeSquad(const TaskSetup& setup) {
                   : "");
     ASSIGN_OR_RETURN(PackedSet train, PackFeatures("train", "finetune.train_file", c.train_file,
                                                    FeaturesOf(features), setup));
-    parts.train = std::make_unique<PackedSet>(std::move(train));
+    train_set = std::make_unique<PackedSet>(std::move(train));
   }
   auto dev = std::make_shared<SquadDev>();
   ASSIGN_OR_RETURN(dev->set, ReadSquad(c.eval_file));
@@ -116,12 +111,13 @@ absl::StatusOr<std::unique_ptr<Task>> MakeSquad(const TaskSetup& setup) {
             dev->features.features.size());
   ASSIGN_OR_RETURN(PackedSet eval, PackFeatures("dev", "finetune.eval_file", c.eval_file,
                                                 FeaturesOf(dev->features), setup));
-  parts.evaluation.push_back(std::move(eval));
+  evaluation.push_back(std::move(eval));
   std::shared_ptr<const SquadDev> shared = dev;
   parts.evaluate = [shared, length](const PackedSet&, const c10::Device& device) {
     return std::make_unique<SquadEvaluation>(shared, length, device);
   };
-  return MakeFineTuningTask(std::move(parts));
+  return MakeFineTuningTask(c.task, std::move(train_set), std::move(evaluation),
+                            std::move(parts));
 }
 
 }  // namespace pbert::tasks

@@ -124,15 +124,16 @@ struct ExportHead {
 
 class Task {
  public:
+  // `name`: "pretraining", "squad", "mnli", ...; the sequences it trains on
+  // (null for a task made only to evaluate) and those it evaluates, each
+  // packed.
+  Task(std::string name, std::unique_ptr<PackedSet> train, std::vector<PackedSet> evaluation)
+      : name_(std::move(name)), train_(std::move(train)), evaluation_(std::move(evaluation)) {}
   virtual ~Task() = default;
 
-  // "pretraining", "squad", "mnli", ...
-  virtual const std::string& name() const = 0;
-
-  // The sequences it trains on (null for a task made only to evaluate)
-  // and those it evaluates, each packed.
-  virtual const PackedSet* train() const = 0;
-  virtual const std::vector<PackedSet>& evaluation() const = 0;
+  const std::string& name() const { return name_; }
+  const PackedSet* train() const { return train_.get(); }
+  const std::vector<PackedSet>& evaluation() const { return evaluation_; }
 
   // A new model, its weights drawn from the generators as they stand.
   virtual TaskModel MakeModel(const model::BertOptions& options) const = 0;
@@ -156,10 +157,9 @@ class Task {
                               const at::Tensor& totals) const = 0;
   // The names of the sums, in order.
   virtual const std::vector<std::string>& SumNames() const = 0;
-  // From sums added over steps: the training metrics a progress line and
-  // metrics.jsonl show, and the progress line's words for them.
+  // From sums added over steps: the training metrics metrics.jsonl shows
+  // (the progress line, its accuracies).
   virtual Metrics TrainMetrics(const std::vector<double>& sums) const = 0;
-  virtual std::string Progress(const std::vector<double>& sums) const = 0;
   // The model's FLOPs of training on a batch of `work` (model/flops.h).
   virtual double TrainingFlops(const model::BertOptions& options,
                                const model::BatchWork& work) const = 0;
@@ -170,6 +170,11 @@ class Task {
 
   // The Hugging Face head of the exported model.
   virtual ExportHead Export() const = 0;
+
+ private:
+  const std::string name_;
+  const std::unique_ptr<PackedSet> train_;
+  const std::vector<PackedSet> evaluation_;
 };
 
 }  // namespace pbert::tasks

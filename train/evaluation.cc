@@ -9,32 +9,6 @@
 
 namespace pbert::train {
 
-void to_json(nlohmann::json& json, const EvaluationState& state) {
-  nlohmann::json metrics = nlohmann::json::array();
-  for (const auto& [name, value] : state.metrics) metrics.push_back({name, value});
-  json = {{"next_samples", state.next_samples},
-          {"evaluations", state.evaluations},
-          {"last_score", state.last_score},
-          {"best_score", state.best_score},
-          {"samples_to_target", state.samples_to_target},
-          {"metrics", metrics}};
-}
-
-void from_json(const nlohmann::json& json, EvaluationState& state) {
-  json.at("next_samples").get_to(state.next_samples);
-  json.at("evaluations").get_to(state.evaluations);
-  const bool v2 = json.contains("last_mlm_accuracy");
-  json.at(v2 ? "last_mlm_accuracy" : "last_score").get_to(state.last_score);
-  json.at(v2 ? "best_mlm_accuracy" : "best_score").get_to(state.best_score);
-  json.at("samples_to_target").get_to(state.samples_to_target);
-  state.metrics.clear();
-  if (json.contains("metrics")) {
-    for (const auto& item : json.at("metrics")) {
-      state.metrics.emplace_back(item.at(0).get<std::string>(), item.at(1).get<double>());
-    }
-  }
-}
-
 Evaluation::Evaluation(std::vector<std::unique_ptr<Evaluator>> evaluators,
                        const EvaluationOptions& options)
     : evaluators_(std::move(evaluators)), options_(options) {

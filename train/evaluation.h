@@ -27,10 +27,9 @@ struct EvaluationState {
   double best_score = 0;
   uint64_t samples_to_target = 0;  // sequences seen when the target was reached; 0: not yet
   tasks::Metrics metrics;          // the last evaluation's
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(EvaluationState, next_samples, evaluations, last_score,
+                                 best_score, samples_to_target, metrics)
 };
-void to_json(nlohmann::json& json, const EvaluationState& state);
-// Also reads the version-2 names (last_mlm_accuracy, best_mlm_accuracy).
-void from_json(const nlohmann::json& json, EvaluationState& state);
 
 struct EvaluationOptions {
   uint64_t every_samples = 0;  // sequences between evaluations

@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "optim/config.h"
 #include "tasks/config.h"
+#include "tasks/tasks.h"
 #include "train/config.h"
 #include "train/device.h"
 #include "train/mllog.h"
@@ -93,6 +94,12 @@ struct ExperimentConfig {
 
   // The packing section with the row length and seed of the others.
   data::PackingOptions PackingOptions() const;
+  // What a task is made from (tasks::MakeTask): this rank's `share` of the
+  // store's shards; `training` false: only what an evaluation reads.
+  tasks::TaskSetup ForTask(data::ShardShare share, bool training) const {
+    return {data,  prepare, packing, model, finetune, static_cast<uint64_t>(run.seed),
+            train.eval_packed, share, training};
+  }
   // What `train` checks across sections: an ablation is no BERT, so a
   // closed-division MLPerf run may not train one.
   absl::Status CheckTrainable() const;

@@ -6,7 +6,9 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
@@ -28,28 +30,24 @@ using Clock = std::chrono::steady_clock;
 
 std::string ChecksumText(uint64_t checksum) { return absl::StrFormat("%016x", checksum); }
 
-// A set's checksum as saved in the loop's state; "" unknown.
-std::string DataChecksumText(const tasks::PackedSet* set) {
-  if (set == nullptr || set->checksum == 0) return "";
-  return ChecksumText(set->checksum);
-}
-
-// The evaluation sets' checksums, one after another; "" if any is unknown.
-std::string EvalChecksumText(const std::vector<tasks::PackedSet>& sets) {
-  std::vector<std::string> parts;
-  for (const tasks::PackedSet& set : sets) {
-    const std::string text = DataChecksumText(&set);
-    if (text.empty()) return "";
-    parts.push_back(text);
+// The checksum of `sets`' data as saved in the loop's state (several sets
+// one after the other); "" unknown. `what` gets the keys and paths that
+// named them, for messages.
+std::string DataChecksumText(const std::vector<const tasks::PackedSet*>& sets, std::string* what) {
+  std::vector<std::string> checksums, names;
+  for (const tasks::PackedSet* set : sets) {
+    if (set->checksum == 0) return "";
+    checksums.push_back(ChecksumText(set->checksum));
+    names.push_back(absl::StrCat(set->key, " ", set->path));
   }
-  return absl::StrJoin(parts, ",");
+  if (what != nullptr) *what = absl::StrJoin(names, ", ");
+  return absl::StrJoin(checksums, ",");
 }
 
-// The evaluation sets as the keys and paths that named them, for messages.
-std::string EvalKeys(const std::vector<tasks::PackedSet>& sets) {
-  std::vector<std::string> parts;
-  for (const tasks::PackedSet& set : sets) parts.push_back(absl::StrCat(set.key, " ", set.path));
-  return absl::StrJoin(parts, ", ");
+std::vector<const tasks::PackedSet*> EvaluationSets(const tasks::Task& task) {
+  std::vector<const tasks::PackedSet*> sets;
+  for (const tasks::PackedSet& set : task.evaluation()) sets.push_back(&set);
+  return sets;
 }
 
 // Fails if `what`'s data is not the data `checkpoint` was trained with:
@@ -216,8 +214,8 @@ absl::Status Trainer::InitNew() {
   TrainerState state;
   state.evaluation.next_samples = static_cast<uint64_t>(plan_.eval_every_samples);
   state.loop.train_index_checksum = ChecksumText(task_.train()->rows->Checksum());
-  state.loop.train_data_checksum = DataChecksumText(task_.train());
-  state.loop.eval_data_checksum = EvalChecksumText(task_.evaluation());
+  state.loop.train_data_checksum = DataChecksumText({task_.train()}, nullptr);
+  state.loop.eval_data_checksum = DataChecksumText(EvaluationSets(task_), nullptr);
   return OpenParts(state);
 }
 
@@ -262,12 +260,13 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
         train.key == "data.store" ? ", data.pack_index and packing settings"
                                   : " and packing settings"));
   }
-  const std::string train_data = DataChecksumText(&train);
-  const std::string eval_data = EvalChecksumText(task_.evaluation());
+  std::string train_sets, eval_sets;
+  const std::string train_data = DataChecksumText({&train}, &train_sets);
+  const std::string eval_data = DataChecksumText(EvaluationSets(task_), &eval_sets);
   RETURN_IF_ERROR(CheckSameData(state.loop.train_data_checksum, train_data, checkpoint.dir,
-                                absl::StrCat(train.key, " ", train.path), setup_.force));
+                                train_sets, setup_.force));
   RETURN_IF_ERROR(CheckSameData(state.loop.eval_data_checksum, eval_data, checkpoint.dir,
-                                EvalKeys(task_.evaluation()), setup_.force));
+                                eval_sets, setup_.force));
   state.loop.train_data_checksum = train_data;
   state.loop.eval_data_checksum = eval_data;
   if (!state.loop.status.empty()) {  // finished: nothing to load
@@ -425,10 +424,16 @@ void Trainer::ShowProgress(Progress& progress, const StepResult& step, double lr
   session_tokens_ += m.tokens;
   session_step_seconds_ += seconds;
   const double flops_per_s = m.flops / std::max(seconds, 1e-9);
-  const std::string task = task_.Progress(m.sums);
+  // The task's accuracies, as "mlm 41.2%" of "mlm_accuracy".
+  std::string accuracies;
+  for (const auto& [name, value] : task_.TrainMetrics(m.sums)) {
+    if (!absl::EndsWith(name, "accuracy")) continue;
+    const absl::string_view label = absl::StripSuffix(absl::StripSuffix(name, "accuracy"), "_");
+    absl::StrAppendFormat(&accuracies, "%s %.1f%%  ", label.empty() ? "acc" : label, 100 * value);
+  }
   progress.SetStatus(absl::StrFormat(
-      "%s seq  loss %.3f  %s%slr %.2e  |g| %.2f  %.0f tok/s  pad %.1f%%  %.3g TFLOP/s%s",
-      HumanCount(loop_.samples), m.loss, task, task.empty() ? "" : "  ", lr, step.grad_norm,
+      "%s seq  loss %.3f  %slr %.2e  |g| %.2f  %.0f tok/s  pad %.1f%%  %.3g TFLOP/s%s",
+      HumanCount(loop_.samples), m.loss, accuracies, lr, step.grad_norm,
       m.tokens / std::max(seconds, 1e-9), 100 * m.PaddingShare(plan_.metrics.max_len),
       flops_per_s / 1e12,
       peak_flops_ > 0 ? absl::StrFormat("  MFU %.1f%%", 100 * flops_per_s / peak_flops_) : ""));

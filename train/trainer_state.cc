@@ -36,7 +36,21 @@ nlohmann::json FromVersion1(const nlohmann::json& v1) {
           {"metrics", {{"bytes", v1.at("metrics_bytes")}}}};
 }
 
-// One part of version 2, read by its owner's type; errors name the part.
+// Version 2's evaluation part, in version 3's names: pretraining's score
+// was its MLM accuracy, and no metrics were kept.
+void FromVersion2(nlohmann::json& parts) {
+  nlohmann::json& evaluation = parts["evaluation"];
+  if (!evaluation.is_object()) return;  // the part's reader names it
+  for (const auto& [old, now] : {std::pair{"last_mlm_accuracy", "last_score"},
+                                 std::pair{"best_mlm_accuracy", "best_score"}}) {
+    if (!evaluation.contains(old)) continue;
+    evaluation[now] = evaluation[old];
+    evaluation.erase(old);
+  }
+  evaluation["metrics"] = nlohmann::json::array();
+}
+
+// One part of version 3, read by its owner's type; errors name the part.
 template <class T>
 absl::StatusOr<T> ReadPart(const nlohmann::json& parts, const char* name,
                            const std::string& what) {
@@ -91,9 +105,10 @@ absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
   nlohmann::json parts;
   try {
     const int version = json.at("version").get<int>();
-    if (version == 1) {
-      parts = FromVersion1(json);
-    } else if (version == 2 || version == kTrainerStateVersion) {
+    if (version == 1 || version == 2) {
+      parts = version == 1 ? FromVersion1(json) : json;
+      FromVersion2(parts);
+    } else if (version == kTrainerStateVersion) {
       parts = json;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -54,14 +54,13 @@ inline std::shared_ptr<const Task> TaskOf(std::vector<Feature> features, HeadKin
   auto set = PackFeatures("train", "test", "features", std::move(features), setup);
   if (!set.ok()) throw std::runtime_error(std::string(set.status().message()));
   FineTuning parts;
-  parts.name = "test";
   parts.head = head;
   parts.labels = head == HeadKind::kScore ? 1 : 3;
-  parts.train = std::make_unique<PackedSet>(std::move(*set));
   parts.evaluate = [](const PackedSet&, const c10::Device&) {
     return std::unique_ptr<SetEvaluation>();
   };
-  return MakeFineTuningTask(std::move(parts));
+  return MakeFineTuningTask("test", std::make_unique<PackedSet>(std::move(*set)), {},
+                            std::move(parts));
 }
 
 // Step `step`'s micro-batches of `set`: `batches` of `rows_per_batch` rows

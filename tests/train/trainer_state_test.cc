@@ -42,6 +42,21 @@ TEST(TrainerStateTest, Version3ReadsBackWhole) {
   ExpectSame(*read, s);
 }
 
+// Version 2 of earlier releases named pretraining's score (its MLM
+// accuracy) as such and kept no metrics: read into version 3's names.
+TEST(TrainerStateTest, Version2IsRead) {
+  nlohmann::json json = ToJson(Example());
+  json["version"] = 2;
+  nlohmann::json& evaluation = json["evaluation"];
+  evaluation["last_mlm_accuracy"] = evaluation["last_score"];
+  evaluation["best_mlm_accuracy"] = evaluation["best_score"];
+  for (const char* key : {"last_score", "best_score", "metrics"}) evaluation.erase(key);
+  auto read = TrainerStateFromJson(json, "v2/trainer_state.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectSame(*read, Example());
+  EXPECT_EQ(read->evaluation.best_score, 0.65);
+}
+
 // The event file's length joined the metrics part after version 2 was
 // released: a checkpoint without it has written no event file.
 TEST(TrainerStateTest, TheEventFilesLengthIsSavedAndMayBeAbsent) {
