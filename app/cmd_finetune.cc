@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -6,7 +7,9 @@
 #include "app/config.h"
 #include "app/training.h"
 #include "common/atomic_file.h"
+#include "common/folders.h"
 #include "common/logging.h"
+#include "common/outputs.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 #include "tasks/tasks.h"
@@ -22,6 +25,7 @@ const std::vector<FlagKey>& FinetuneShorthands() {
   static const std::vector<FlagKey> shorthands = {{"task", "finetune.task"},
                                                   {"train", "finetune.train_file"},
                                                   {"eval", "finetune.eval_file"},
+                                                  {"predict", "finetune.predict_file"},
                                                   {"init", "finetune.init_checkpoint"}};
   return shorthands;
 }
@@ -32,7 +36,7 @@ void AddFinetuneMetrics(const tasks::Metrics& metrics, nlohmann::ordered_json* o
 
 // The one JSON line a fine-tuning run prints.
 std::string FinetuneReport(const train::TrainResult& r, const ExperimentConfig& config,
-                   const std::string&) {
+                           const std::string&) {
   nlohmann::ordered_json out;
   out["task"] = config.finetune.task;
   out["status"] = r.status;
@@ -51,15 +55,31 @@ std::string FinetuneReport(const train::TrainResult& r, const ExperimentConfig& 
     }
   }
   if (!r.model_dir.empty()) out["model"] = r.model_dir;
+  if (!r.predict_dir.empty()) out["predict"] = r.predict_dir;
   if (!r.checkpoint.empty()) out["checkpoint"] = r.checkpoint;
   return out.dump() + "\n";
 }
 
-// --evaluate W: the weights of a fine-tuned model scored on the dev file,
-// nothing trained.
+// --evaluate W: the fine-tuned weights W scored on the dev file and
+// predicting the file without labels, nothing trained; the files go into
+// --output (RUN_DIR/evaluation), a folder written whole, never over a run.
 absl::Status RunEvaluate(const Args& args) {
+  const std::string weights = args.Get("evaluate");
+  if (weights.empty()) {
+    return absl::InvalidArgumentError(
+        "--evaluate needs the fine-tuned weights: a checkpoint of a finetune run, or its "
+        "model/model.safetensors");
+  }
+  for (const char* flag : {"train", "init", "resume", "force"}) {
+    if (args.Has(flag)) {
+      logging::Get("finetune")->warn("--{} does nothing here: --evaluate trains nothing", flag);
+    }
+  }
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, FinetuneShorthands()));
-  RETURN_IF_ERROR(CheckOutputDir(config));
+  const std::string output =
+      args.Has("output") ? args.Get("output") : config.run.output_dir + "/evaluation";
+  RETURN_IF_ERROR(
+      CheckOutputTarget(output, OutputKind::kEvaluation, args.Has("overwrite"), "--output"));
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
   ASSIGN_OR_RETURN(const c10::Device device,
                    train::ResolveDevice(config.run.device, environment.local_rank));
@@ -76,26 +96,38 @@ absl::Status RunEvaluate(const Args& args) {
   options.rank = communicator->rank();
   options.world_size = communicator->world_size();
   WarnIfSlowKernels();
-  ASSIGN_OR_RETURN(tasks::Scored scored,
-                   train::EvaluateWeights(*task, args.Get("evaluate"), config.model.bert,
-                                          precision, device, options, *communicator));
+  ASSIGN_OR_RETURN(train::WeightsEvaluation result,
+                   train::EvaluateWeights(*task, weights, config.model.bert, precision, device,
+                                          options, *communicator));
   if (communicator->rank() != 0) return absl::OkStatus();
   nlohmann::ordered_json out;
   out["task"] = config.finetune.task;
   out["status"] = "done";
-  AddFinetuneMetrics(scored.metrics, &out);
-  if (!scored.files.empty()) RETURN_IF_ERROR(CreateOutputDir(config));
-  for (const auto& [name, text] : scored.files) {
-    const std::string path = absl::StrCat(config.run.output_dir, "/", name);
-    RETURN_IF_ERROR(WriteFileAtomically(path, text));
-    if (name == "predictions.json") out["predictions"] = path;
+  out["weights"] = weights;
+  AddFinetuneMetrics(result.scored.metrics, &out);
+  AddFinetuneMetrics(result.predicted.counts, &out);
+  std::vector<std::pair<std::string, std::string>> files = std::move(result.scored.files);
+  for (auto& [name, text] : result.predicted.files) {
+    files.emplace_back("predict/" + name, std::move(text));
   }
+  out["output"] = output;
+  for (const auto& [name, text] : files) out["files"].push_back(name);
+  files.emplace_back("evaluation.json", out.dump(2) + "\n");
+  const std::string parent = std::filesystem::path(output).parent_path().string();
+  if (!parent.empty()) RETURN_IF_ERROR(CreateFolder(parent, "--output"));
+  RETURN_IF_ERROR(WriteFolderAtomically(output, files, ExistingOutput(args)));
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }
 
 absl::Status RunFinetune(const Args& args) {
   if (args.Has("evaluate")) return RunEvaluate(args);
+  for (const char* flag : {"output", "overwrite"}) {
+    if (args.Has(flag)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " is --evaluate's; a training run writes into run.output_dir"));
+    }
+  }
   TrainingCommand command;
   command.name = "finetune";
   command.regimen = train::Regimen::kFineTuning;
@@ -112,21 +144,28 @@ absl::Status RunFinetune(const Args& args) {
 Command FinetuneCommand() {
   Command command;
   command.name = "finetune";
-  command.summary = "fine-tune a pretrained BERT on SQuAD 1.1 or a GLUE task, packed";
+  command.summary = "fine-tune a pretrained BERT on SQuAD 1.1 or 2.0 or a GLUE task, packed";
   command.usage =
-      "finetune --config FILE [--task T --train F --eval F --init W] [--resume] [--force] "
-      "[--evaluate W] [--set SECTION.KEY=VALUE ...]";
+      "finetune --config FILE [--task T --train F --eval F --predict F --init W] [--resume] "
+      "[--force] [--set SECTION.KEY=VALUE ...]\n"
+      "       packed-bert finetune --config FILE --evaluate W [--eval F] [--predict F] [--output "
+      "DIR] "
+      "[--overwrite]";
   command.details =
-      "Reads the task's files as distributed (SQuAD's train-v1.1.json and dev-v1.1.json; a GLUE\n"
-      "task's train.tsv and dev.tsv), packs the features with the packing section, trains from\n"
+      "Reads the task's files as distributed (SQuAD's train-v1.1.json and dev-v1.1.json, or 2.0's\n"
+      "with finetune.version_2_with_negative; a GLUE task's train.tsv and dev.tsv, MNLI's\n"
+      "mismatched dev file beside), packs the features with the packing section, trains from\n"
       "finetune.init_checkpoint for finetune.epochs with Adam (decoupled weight decay) or LAMB\n"
       "in the training loop of `train` (its levers, logs, checkpoints and resume), evaluates\n"
       "after each epoch as the official scripts score (SQuAD: exact match and F1,\n"
-      "RUN_DIR/predictions.json; GLUE: the task's metrics) and exports RUN_DIR/model, a Hugging\n"
-      "Face folder. Writes RUN_DIR/metrics.jsonl, TensorBoard events and checkpoints/step-N;\n"
-      "SIGINT or SIGTERM saves and exits 0, --resume continues exactly. Prints one JSON line.\n"
-      "Under `packed-bert launch`, torchrun, Slurm or mpirun the ranks share each step's rows\n"
-      "and the evaluation; rank 0 writes the run's files and prints.";
+      "RUN_DIR/predictions.json; GLUE: the task's metrics), exports RUN_DIR/model, a Hugging\n"
+      "Face folder, and predicts the file without labels (--predict: SQuAD questions, a GLUE\n"
+      "test.tsv) into RUN_DIR/predict (predictions.json and nbest_predictions.json, or the GLUE\n"
+      "benchmark's submission file). Writes RUN_DIR/metrics.jsonl, TensorBoard events and\n"
+      "checkpoints/step-N; SIGINT or SIGTERM saves and exits 0, --resume continues exactly.\n"
+      "Prints one JSON line. --evaluate W trains nothing: it scores and predicts with W into\n"
+      "--output. Under `packed-bert launch`, torchrun, Slurm or mpirun the ranks share each\n"
+      "step's rows and the evaluation; rank 0 writes the run's files and prints.";
   command.flags = {
       {"task", "T", "squad, cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (finetune.task)"},
       {"train", "FILE", "the training file (finetune.train_file)"},
@@ -134,7 +173,14 @@ Command FinetuneCommand() {
       {"init", "W", "the pretrained weights (finetune.init_checkpoint)"},
       {"resume", "", "continue from the newest checkpoint in run.output_dir"},
       {"force", "", "resume even if training-relevant config keys changed"},
-      {"evaluate", "W", "only score the fine-tuned weights W on the dev file"},
+      {"predict", "FILE", "a file without labels to predict (finetune.predict_file)"},
+      {"evaluate", "W",
+       "train nothing: score the fine-tuned weights W on the dev file and predict the file to "
+       "predict, into --output"},
+      {"output", "DIR",
+       "--evaluate's folder, written whole (default RUN_DIR/evaluation): evaluation.json, the dev "
+       "file's predictions, predict/"},
+      OverwriteFlag(OutputKindName(OutputKind::kEvaluation)),
   };
   for (Flag f : ConfigFlags()) command.flags.push_back(f);
   command.run = RunFinetune;

@@ -272,6 +272,26 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   return writer.Commit();
 }
 
+absl::Status WriteFolderAtomically(const std::string& path,
+                                   const std::vector<std::pair<std::string, std::string>>& files,
+                                   Existing existing) {
+  ASSIGN_OR_RETURN(AtomicFolderWriter folder, AtomicFolderWriter::Create(path));
+  for (const auto& [name, contents] : files) {
+    const std::filesystem::path file = std::filesystem::path(folder.temp_path()) / name;
+    if (file.parent_path() != folder.temp_path()) {
+      std::error_code error;
+      std::filesystem::create_directories(file.parent_path(), error);
+      if (error) {
+        return ErrnoError(absl::StrCat("cannot create ", file.parent_path().string()),
+                          error.value());
+      }
+    }
+    RETURN_IF_ERROR(WriteFileAtomically(file.string(), contents));
+    if (file.parent_path() != folder.temp_path()) RETURN_IF_ERROR(SyncPath(file.parent_path()));
+  }
+  return folder.Commit(existing);
+}
+
 absl::Status SyncPath(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path), errno);
@@ -319,9 +339,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, uint64_t max_bytes
   } else if (const std::string kind = NotAFile(st.st_mode); !kind.empty()) {
     status = absl::InvalidArgumentError(absl::StrCat(path, " is ", kind, "; give a file"));
   } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    status = absl::InvalidArgumentError(absl::StrCat(path, " is ", st.st_size,
-                                                     " bytes, over the ", max_bytes,
-                                                     " its reader takes; it is not the file meant"));
+    status = absl::InvalidArgumentError(
+        absl::StrCat(path, " is ", st.st_size, " bytes, over the ", max_bytes,
+                     " its reader takes; it is not the file meant"));
   } else {
     out.reserve(static_cast<size_t>(st.st_size));
     char buffer[1 << 16];

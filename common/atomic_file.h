@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -112,6 +114,12 @@ int LockTemporary(const std::string& path);
 
 // Writes `contents` to `path` atomically.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+
+// Writes the folder `path` whole or not at all (AtomicFolderWriter): each
+// file's contents under its name, a relative path ("predict/CoLA.tsv").
+absl::Status WriteFolderAtomically(const std::string& path,
+                                   const std::vector<std::pair<std::string, std::string>>& files,
+                                   Existing existing);
 
 // Writes all of `data` to `fd` (retrying short writes and EINTR); `path`
 // names the file in the error.

@@ -2,10 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,15 +29,19 @@ constexpr char kRunMark[] = "run.lock";
 // A run folder's own files, beside checkpoints/.
 const std::set<std::string>& RunFiles() {
   static const std::set<std::string> files = {
-      "run.lock",   "mllog.txt", "metrics.jsonl",      "events.out.tfevents.packed-bert",
-      "config.yaml", "pack.json", "learning_curves.svg", "throughput.svg", "profile.md"};
+      "run.lock",    "mllog.txt", "metrics.jsonl",       "events.out.tfevents.packed-bert",
+      "config.yaml", "pack.json", "learning_curves.svg", "throughput.svg",
+      "profile.md"};
   return files;
 }
 
-const std::set<std::string>& HfFolderFiles() {
-  static const std::set<std::string> files = {"config.json", "model.safetensors", "vocab.txt",
+// The files of a folder output, the first the one that marks it.
+const std::vector<std::string>& FolderFiles(OutputKind kind) {
+  static const std::vector<std::string> hf = {"config.json", "model.safetensors", "vocab.txt",
                                               "tokenizer_config.json"};
-  return files;
+  static const std::vector<std::string> evaluation = {
+      "evaluation.json", "predictions.json", "nbest_predictions.json", "null_odds.json", "predict"};
+  return kind == OutputKind::kEvaluation ? evaluation : hf;
 }
 
 bool Has(const fs::path& dir, const char* name) {
@@ -67,6 +73,9 @@ const char* OutputKindName(OutputKind kind) {
       return "a pack index file";
     case OutputKind::kStore:
       return "an instance store";
+    case OutputKind::kEvaluation:
+      return "an evaluation folder that finetune --evaluate wrote (evaluation.json, "
+             "predictions, predict/)";
   }
   return "";
 }
@@ -74,7 +83,8 @@ const char* OutputKindName(OutputKind kind) {
 namespace {
 
 bool IsFileKind(OutputKind kind) {
-  return kind != OutputKind::kHfFolder && kind != OutputKind::kStore;
+  return kind != OutputKind::kHfFolder && kind != OutputKind::kStore &&
+         kind != OutputKind::kEvaluation;
 }
 
 // "" if the existing `path` is an output of `kind`; else what it is.
@@ -101,16 +111,17 @@ std::string NotOfKind(const fs::path& path, OutputKind kind) {
   }
   if (!S_ISDIR(st.st_mode)) return S_ISREG(st.st_mode) ? "a file" : NotAFile(st.st_mode);
   if (kind == OutputKind::kStore) return Has(path, kStoreMark) ? "" : "a folder but no store";
+  const std::vector<std::string>& files = FolderFiles(kind);
   std::vector<std::string> others;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(path, error)) {
     const std::string name = entry.path().filename().string();
-    if (!HfFolderFiles().count(name)) others.push_back(name);
+    if (std::find(files.begin(), files.end(), name) == files.end()) others.push_back(name);
   }
   if (error) return absl::StrCat("a folder that cannot be read (", error.message(), ")");
   if (others.size() > 3) others.resize(3), others.push_back("...");
   if (!others.empty()) return absl::StrCat("a folder holding ", absl::StrJoin(others, ", "));
-  return Has(path, "config.json") ? "" : "a folder without config.json";
+  return Has(path, files.front().c_str()) ? "" : absl::StrCat("a folder without ", files.front());
 }
 
 }  // namespace
@@ -153,9 +164,9 @@ absl::Status CheckOutputTarget(const std::string& given, OutputKind kind, bool o
           path, " already exists; add --overwrite to replace it, or choose another name"));
     }
     if (const std::string other = NotOfKind(path, kind); !other.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " ", path, " is ", other, "; --overwrite replaces only ", OutputKindName(kind),
-          ": move it away or choose another ", what));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", path, " is ", other, "; --overwrite replaces only ",
+                       OutputKindName(kind), ": move it away or choose another ", what));
     }
   }
   return CheckWritable(path, what, IsFileKind(kind) ? Writes::kFile : Writes::kFolder);

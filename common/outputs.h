@@ -19,6 +19,7 @@ enum class OutputKind {
   kHdf5File,     // an HDF5 file (export)
   kPackIndex,    // a pack index file (pack)
   kStore,        // an instance store folder (prepare)
+  kEvaluation,   // the folder of an evaluation of given weights (finetune --evaluate)
 };
 
 // Fails, before any work, where writing `path` as an output of `kind` would

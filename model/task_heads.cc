@@ -1,6 +1,7 @@
 #include "model/task_heads.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <limits>
 
@@ -9,6 +10,20 @@
 namespace pbert::model {
 
 namespace nn = torch::nn;
+
+namespace {
+
+// A head's product in fp32 (or the model's wider type) whatever autocast
+// runs (in bf16 a score or a logit would keep three significant digits): a
+// product of a few columns beside the encoder's.
+at::Tensor Fp32Linear(const nn::Linear& linear, const at::Tensor& x) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  const at::ScalarType dtype = at::promote_types(
+      at::promote_types(x.scalar_type(), linear->weight.scalar_type()), at::kFloat);
+  return at::linear(x.to(dtype), linear->weight.to(dtype), linear->bias.to(dtype));
+}
+
+}  // namespace
 
 BertForQuestionAnsweringImpl::BertForQuestionAnsweringImpl(const BertOptions& options)
     : options(options) {
@@ -29,12 +44,10 @@ SpanLogitsTensor BertForQuestionAnsweringImpl::forward(const Inputs& inputs) {
   const at::Tensor hidden = bert(inputs).reshape({-1, options.hidden_size()});
   // The head on each sequence's own tokens only: [N,L,2].
   const at::Tensor& tokens = inputs.sequence_token;
-  const at::Tensor logits = qa_outputs(hidden.index_select(0, tokens.reshape({-1})))
-                                .view({tokens.size(0), tokens.size(1), 2})
-                                .to(at::kFloat);
-  const at::Tensor masked =
-      logits.masked_fill(inputs.sequence_valid.logical_not().unsqueeze(-1),
-                         -std::numeric_limits<float>::infinity());
+  const at::Tensor logits = Fp32Linear(qa_outputs, hidden.index_select(0, tokens.reshape({-1})))
+                                .view({tokens.size(0), tokens.size(1), 2});
+  const at::Tensor masked = logits.masked_fill(inputs.sequence_valid.logical_not().unsqueeze(-1),
+                                               -std::numeric_limits<float>::infinity());
   return {masked.select(-1, 0), masked.select(-1, 1)};
 }
 
@@ -60,8 +73,8 @@ at::Tensor BertForSequenceClassificationImpl::forward(const Inputs& inputs) {
   const at::Tensor cls = hidden.index_select(0, inputs.cls_token.reshape({-1}))
                              .view({inputs.rows(), -1, h});  // [B,D,H]
   // Hugging Face's classifier dropout is the hidden dropout.
-  return classifier(Dropout(bert->pooler(cls), options.hidden_dropout(), is_training()))
-      .to(at::kFloat);
+  return Fp32Linear(classifier,
+                    Dropout(bert->pooler(cls), options.hidden_dropout(), is_training()));
 }
 
 void CopyEncoder(const BertModel& from, BertModel& to) {

@@ -8,7 +8,13 @@ word at its offset in the paragraph. A paragraph (at most 200 words, cut at
 a sentence end) gives up to two questions. Every fifth document goes to the dev
 file, so that it holds other documents than the training file.
 
+With --version-2 the files are SQuAD 2.0's: each paragraph after the first
+also gets a question it cannot answer (is_impossible, no answers): a cloze
+question of the paragraph before whose answer word this paragraph does not
+hold.
+
 usage: cloze_squad.py CORPUS TRAIN_JSON DEV_JSON [--questions N] [--seed S]
+                      [--version-2]
 """
 import argparse
 import json
@@ -66,10 +72,14 @@ def main():
     parser.add_argument("dev")
     parser.add_argument("--questions", type=int, default=4000, help="questions in all")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--version-2", action="store_true",
+                        help="SQuAD 2.0: questions without an answer too")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    outputs = ({"version": "1.1", "data": []}, {"version": "1.1", "data": []})
+    version = "v2.0" if args.version_2 else "1.1"
+    outputs = ({"version": version, "data": []}, {"version": version, "data": []})
     made = 0
+    previous = []  # the last paragraph's questions
     for d, (title, paragraphs) in enumerate(documents(args.corpus)):
         article = {"title": title, "paragraphs": []}
         for p, text in enumerate(paragraphs):
@@ -81,6 +91,14 @@ def main():
             if cut > 0:
                 context = context[:cut + 1]
             qas = list(questions(context, rng, f"{d}-{p}"))
+            if args.version_2 and qas:
+                words = {w.strip(".,;:!?\"'()").lower() for w in context.split()}
+                for q in previous:
+                    if q["answers"][0]["text"].lower() not in words:
+                        qas.append({"id": f"{d}-{p}-none", "question": q["question"],
+                                    "answers": [], "is_impossible": True})
+                        break
+                previous = [q for q in qas if not q.get("is_impossible")]
             if qas:
                 article["paragraphs"].append({"context": context, "qas": qas})
                 made += len(qas)

@@ -23,18 +23,19 @@ enum class FinetuneOptimizer {
 };
 inline constexpr Choice<FinetuneOptimizer> kFinetuneOptimizers[] = {
     {"adamw", FinetuneOptimizer::kAdamW}, {"lamb", FinetuneOptimizer::kLamb}};
-constexpr ChoiceList<FinetuneOptimizer> ChoicesOf(FinetuneOptimizer) {
-  return kFinetuneOptimizers;
-}
+constexpr ChoiceList<FinetuneOptimizer> ChoicesOf(FinetuneOptimizer) { return kFinetuneOptimizers; }
 
 struct FinetuneConfig {
   std::string task = "squad";
-  std::string train_file;  // train-v1.1.json, or a GLUE task's train.tsv
-  std::string eval_file;   // dev-v1.1.json, or dev.tsv (dev_matched.tsv, dev_mismatched.tsv)
-  std::string init_checkpoint;  // the pretrained weights (any format `train` reads)
-  int max_seq_length = 0;       // 0: the task's (384 for SQuAD, 128 for GLUE)
+  std::string train_file;               // train-v1.1.json, or a GLUE task's train.tsv
+  std::string eval_file;                // dev-v1.1.json, or dev.tsv (MNLI: dev_matched.tsv)
+  std::string eval_mismatched_file;     // MNLI: dev_mismatched.tsv, scored beside it
+  std::string predict_file;             // a file without labels to predict (test.tsv)
+  std::string predict_mismatched_file;  // MNLI: test_mismatched.tsv
+  std::string init_checkpoint;          // the pretrained weights (any format `train` reads)
+  int max_seq_length = 0;               // 0: the task's (384 for SQuAD, 128 for GLUE)
   double epochs = 2;
-  int64_t batch_size = 32;       // sequences per optimizer step (rows: this over the packing factor)
+  int64_t batch_size = 32;  // sequences per optimizer step (rows: this over the packing factor)
   int64_t micro_batch_rows = 0;  // rows per forward pass; 0: the step's rows, shared by the ranks
   int64_t eval_batch_rows = 64;  // rows per forward pass in evaluation
   double warmup_proportion = 0.1;
@@ -48,7 +49,16 @@ struct FinetuneConfig {
     v.Field("task", &task, "squad, cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte or wnli",
             config::OneOf(TaskNames()));
     v.Field("train_file", &train_file, "the task's training file as distributed");
-    v.Field("eval_file", &eval_file, "the task's dev file as distributed");
+    v.Field("eval_file", &eval_file,
+            "the task's dev file as distributed (MNLI: dev_matched.tsv), scored after each epoch");
+    v.Field("eval_mismatched_file", &eval_mismatched_file,
+            "MNLI: dev_mismatched.tsv, scored beside eval_file (its metrics named mismatched_*)");
+    v.Field("predict_file", &predict_file,
+            "a file without labels (SQuAD questions, a GLUE test.tsv) to predict at the end of "
+            "training, or with --evaluate: RUN_DIR/predict/ gets the predictions (SQuAD's "
+            "predictions.json and nbest_predictions.json, GLUE's submission file)");
+    v.Field("predict_mismatched_file", &predict_mismatched_file,
+            "MNLI: test_mismatched.tsv, predicted beside predict_file (MNLI-mm.tsv)");
     v.Field("init_checkpoint", &init_checkpoint,
             "pretrained weights: a train checkpoint, .safetensors, Hugging Face .bin/.pt, "
             "TensorFlow checkpoint");
@@ -77,7 +87,9 @@ struct FinetuneConfig {
   }
 
   bool is_squad() const { return task == "squad"; }
-  int SequenceLength() const { return max_seq_length > 0 ? max_seq_length : (is_squad() ? 384 : 128); }
+  int SequenceLength() const {
+    return max_seq_length > 0 ? max_seq_length : (is_squad() ? 384 : 128);
+  }
 };
 
 }  // namespace pbert::tasks

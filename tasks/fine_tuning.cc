@@ -119,14 +119,17 @@ std::unique_ptr<Task> MakeFineTuningTask(std::string name, std::unique_ptr<Packe
                                           std::move(parts));
 }
 
-absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(
-    const TaskSetup& setup) {
+absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(const TaskSetup& setup) {
   const FinetuneConfig& c = setup.finetune;
-  if (c.eval_file.empty() || (setup.training && c.train_file.empty())) {
-    const bool eval = c.eval_file.empty();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "finetune needs finetune.", eval ? "eval_file" : "train_file", " (the task's ",
-        eval ? "dev" : "training", " file as distributed)"));
+  // Training evaluates each epoch on the dev file; an evaluation of given
+  // weights scores the dev file, predicts the file to predict, or both.
+  const bool eval =
+      setup.training ? c.eval_file.empty() : c.eval_file.empty() && c.predict_file.empty();
+  if (eval || (setup.training && c.train_file.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("finetune needs finetune.", eval ? "eval_file" : "train_file", " (the task's ",
+                     eval ? "dev" : "training", " file as distributed)",
+                     eval && !setup.training ? ", or finetune.predict_file (--predict)" : ""));
   }
   if (setup.prepare.vocab.empty()) {
     return absl::InvalidArgumentError("finetune needs prepare.vocab (the model's vocab.txt)");
@@ -139,9 +142,9 @@ absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(
   }
   const int max_len = setup.finetune.SequenceLength();
   if (max_len > setup.model.bert.max_position_embeddings()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "finetune.max_seq_length ", max_len, " is more than model.max_position_embeddings ",
-        setup.model.bert.max_position_embeddings()));
+    return absl::InvalidArgumentError(absl::StrCat("finetune.max_seq_length ", max_len,
+                                                   " is more than model.max_position_embeddings ",
+                                                   setup.model.bert.max_position_embeddings()));
   }
   return std::make_shared<const data::Tokenizer>(
       std::make_shared<data::Vocabulary>(std::move(vocabulary)), setup.prepare.lower_case);
@@ -168,7 +171,8 @@ absl::StatusOr<PackedSet> PackFeatures(std::string name, std::string key, std::s
   data::InstanceLimits limits;
   limits.vocab_size = static_cast<uint32_t>(setup.model.bert.vocab_size());
   limits.max_len = static_cast<uint32_t>(max_len);
-  ASSIGN_OR_RETURN(set.sequences, data::MemorySource::Create(set.path, std::move(sequences), limits));
+  ASSIGN_OR_RETURN(set.sequences,
+                   data::MemorySource::Create(set.path, std::move(sequences), limits));
   data::PackingOptions options = setup.packing.options;
   options.max_len = max_len;
   options.max_depth = depth;

@@ -5,10 +5,14 @@
 #include <map>
 #include <numeric>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "common/text_lines.h"
 
@@ -17,16 +21,33 @@ namespace {
 
 const std::vector<GlueTask>& AllTasks() {
   static const auto* tasks = new std::vector<GlueTask>{
-      {"cola", "sentence", "", "label", {"0", "1"}, {"mcc", "accuracy"}},
-      {"sst2", "sentence", "", "label", {"0", "1"}, {"accuracy"}},
-      {"mrpc", "#1 String", "#2 String", "Quality", {"0", "1"}, {"f1", "accuracy"}},
-      {"stsb", "sentence1", "sentence2", "score", {}, {"pearson", "spearman"}},
-      {"qqp", "question1", "question2", "is_duplicate", {"0", "1"}, {"f1", "accuracy"}},
-      {"mnli", "sentence1", "sentence2", "gold_label", {"contradiction", "entailment", "neutral"},
-       {"accuracy"}},
-      {"qnli", "question", "sentence", "label", {"entailment", "not_entailment"}, {"accuracy"}},
-      {"rte", "sentence1", "sentence2", "label", {"entailment", "not_entailment"}, {"accuracy"}},
-      {"wnli", "sentence1", "sentence2", "label", {"0", "1"}, {"accuracy"}},
+      {"cola", "sentence", "", "label", {"0", "1"}, {"mcc", "accuracy"}, "CoLA"},
+      {"sst2", "sentence", "", "label", {"0", "1"}, {"accuracy"}, "SST-2"},
+      {"mrpc", "#1 String", "#2 String", "Quality", {"0", "1"}, {"f1", "accuracy"}, "MRPC"},
+      {"stsb", "sentence1", "sentence2", "score", {}, {"pearson", "spearman"}, "STS-B"},
+      {"qqp", "question1", "question2", "is_duplicate", {"0", "1"}, {"f1", "accuracy"}, "QQP"},
+      {"mnli",
+       "sentence1",
+       "sentence2",
+       "gold_label",
+       {"contradiction", "entailment", "neutral"},
+       {"accuracy"},
+       "MNLI"},
+      {"qnli",
+       "question",
+       "sentence",
+       "label",
+       {"entailment", "not_entailment"},
+       {"accuracy"},
+       "QNLI"},
+      {"rte",
+       "sentence1",
+       "sentence2",
+       "label",
+       {"entailment", "not_entailment"},
+       {"accuracy"},
+       "RTE"},
+      {"wnli", "sentence1", "sentence2", "label", {"0", "1"}, {"accuracy"}, "WNLI"},
   };
   return *tasks;
 }
@@ -83,20 +104,27 @@ const GlueTask* FindGlueTask(const std::string& name) {
   return nullptr;
 }
 
-absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const std::string& path) {
+absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const std::string& path,
+                                                  bool labeled) {
   ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, absl::StrCat(task.name, " file")));
-  const bool headerless = std::string(task.name) == "cola";
-  int first = 3, second = -1, label = 1;
+  // CoLA's train and dev files alone have no header (its test file has).
+  const bool headerless = labeled && std::string(task.name) == "cola";
+  int first = 3, second = -1, label = 1, index = -1;
   size_t columns = 4;
   std::string line;
   auto where = [&] { return absl::StrCat(path, ": line ", lines.line_number()); };
-  if (!headerless) {
-    if (!lines.Next(&line)) {
-      RETURN_IF_ERROR(lines.status());
-      return absl::InvalidArgumentError(absl::StrCat(path, ": empty (a ", task.name,
-                                                     " file starts with a header line)"));
-    }
+  auto next = [&] {
+    if (!lines.Next(&line)) return false;
+    if (lines.line_number() == 1 && absl::StartsWith(line, "\xEF\xBB\xBF")) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  };
+  if (!headerless) {
+    if (!next()) {
+      RETURN_IF_ERROR(lines.status());
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": empty (a ", task.name, " file starts with a header line)"));
+    }
     std::vector<std::string> header = absl::StrSplit(line, '\t');
     columns = header.size();
     auto find = [&](const char* name) {
@@ -106,37 +134,62 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     first = find(task.first);
     second = *task.second ? find(task.second) : -1;
     label = find(task.label);
+    index = find("index") >= 0 ? find("index") : find("id");
     std::vector<std::string> missing;
     if (first < 0) missing.push_back(task.first);
     if (*task.second && second < 0) missing.push_back(task.second);
-    if (label < 0) missing.push_back(task.label);
+    if (labeled && label < 0) missing.push_back(task.label);
+    if (!labeled && index < 0) missing.push_back("index");
     if (!missing.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where(), ": the header has no column \"", absl::StrJoin(missing, "\", \""),
-          "\" of task ", task.name, " (it has ", HeaderNames(header),
-          "): is it another task's file, or a test file without labels?"));
+          where(), ": the header has no column \"", absl::StrJoin(missing, "\", \""), "\" of task ",
+          task.name, " (it has ", HeaderNames(header), "): ",
+          labeled ? "is it another task's file, or a test file without labels (predict it with "
+                    "finetune.predict_file)?"
+                  : "is it another task's file?"));
+    }
+    if (!labeled && label >= 0) {
+      logging::Get("finetune")
+          ->warn(
+              "{}: has a label column \"{}\": predicted, not scored (a dev file to score is "
+              "finetune.eval_file)",
+              path, task.label);
     }
   }
   std::vector<GlueExample> examples;
-  while (lines.Next(&line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  while (next()) {
     std::vector<std::string> fields = absl::StrSplit(line, '\t');
     if (fields.size() != columns) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where(), ": ", fields.size(), " tab-separated columns, not the ", columns,
-                       headerless ? " of a CoLA file (source, label, mark, sentence)"
-                                  : " of its header"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), ": ", fields.size(), " tab-separated columns, not the ", columns,
+          headerless ? " of a CoLA file (source, label, mark, sentence)" : " of its header"));
     }
     GlueExample example;
     example.line = lines.line_number();
     example.first = fields[first];
     if (second >= 0) example.second = fields[second];
+    if (!labeled) {
+      const std::string& value = fields[index];
+      if (value.empty() || !std::all_of(value.begin(), value.end(), absl::ascii_isdigit) ||
+          !absl::SimpleAtoi(value, &example.index)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), ": the index \"", value, "\" is not a whole number"));
+      }
+      examples.push_back(std::move(example));
+      continue;
+    }
     const std::string& value = fields[label];
     if (task.regression()) {
-      double score;
-      if (!absl::SimpleAtod(value, &score) || !std::isfinite(score)) {
+      // Decimal notation only (no hexadecimal, no inf or nan), finite as
+      // the float a score is trained as.
+      double score = 0;
+      const bool decimal =
+          !value.empty() && value.find_first_not_of("0123456789.eE+-") == std::string::npos;
+      if (!decimal || !absl::SimpleAtod(value, &score) ||
+          !std::isfinite(static_cast<float>(score))) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where(), ": the ", task.label, " \"", value, "\" is not a number"));
+            absl::StrCat(where(), ": the ", task.label, " \"", value,
+                         "\" is not a number a float holds (decimal notation, within +-3.4e38)"));
       }
       example.label = static_cast<float>(score);
     } else {
@@ -155,6 +208,19 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     return absl::InvalidArgumentError(absl::StrCat(path, ": holds no example"));
   }
   return examples;
+}
+
+std::string SubmissionTsv(const GlueTask& task, const std::vector<GlueExample>& examples,
+                          const std::vector<float>& predictions) {
+  std::string out = "index\tprediction\n";
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const float p = predictions[i];
+    absl::StrAppend(&out, examples[i].index, "\t",
+                    task.regression() ? absl::StrFormat("%.9g", p)
+                                      : std::string(task.labels[static_cast<size_t>(p)]),
+                    "\n");
+  }
+  return out;
 }
 
 std::vector<Feature> MakeGlueFeatures(const std::vector<GlueExample>& examples,

@@ -1,9 +1,10 @@
 // The GLUE tasks as their TSV files are distributed (download_glue_data.py):
-// each task's columns, found by the header's names (CoLA's files have no
-// header: source, label, mark, sentence), its label set, sentence pairs
-// featurized as Google's run_classifier.py does ([CLS] A [SEP] B [SEP],
-// the longer side cut first), and each task's metric as the GLUE
-// benchmark reports it. docs/finetuning.md.
+// each task's columns, found by the header's names (CoLA's train and dev
+// files have no header: source, label, mark, sentence), its label set,
+// sentence pairs featurized as Google's run_classifier.py does ([CLS] A
+// [SEP] B [SEP], the longer side cut first), each task's metric as the
+// GLUE benchmark reports it, and the test files (an index column, no
+// label) predicted into the benchmark's submission files. docs/finetuning.md.
 #pragma once
 
 #include <string>
@@ -18,12 +19,13 @@
 namespace pbert::tasks {
 
 struct GlueTask {
-  const char* name;         // "cola", "sst2", ...
-  const char* first;        // the header's column of the first sentence
-  const char* second;       // of the second ("" for single sentences)
-  const char* label;        // of the label
-  std::vector<const char*> labels;  // the label values, in class order; empty: a score (STS-B)
+  const char* name;                  // "cola", "sst2", ...
+  const char* first;                 // the header's column of the first sentence
+  const char* second;                // of the second ("" for single sentences)
+  const char* label;                 // of the label
+  std::vector<const char*> labels;   // the label values, in class order; empty: a score (STS-B)
   std::vector<const char*> metrics;  // what an evaluation reports, the first the task's own
+  const char* submission;  // the benchmark's name of its predictions: "CoLA" (CoLA.tsv), ...
 
   bool regression() const { return labels.empty(); }
   int classes() const { return regression() ? 1 : static_cast<int>(labels.size()); }
@@ -35,14 +37,27 @@ const GlueTask* FindGlueTask(const std::string& name);
 
 struct GlueExample {
   std::string first, second;
-  float label = 0;  // the class's index, or the score
+  float label = 0;    // the class's index, or the score
+  int64_t index = 0;  // a test file's
   uint64_t line = 0;
 };
 
-// Reads a train or dev file of `task`, checking its header, every line's
-// columns and label; an error names the file and line, and a file of
-// another task says which columns it lacks.
-absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const std::string& path);
+// Reads a train or dev file of `task` (`labeled`), or a test file (not:
+// its index column, "index", or QQP's "id", and no label; one that has
+// labels is said so and read without them), checking its header, every
+// line's columns, label (a class of the task, or a score finite as a
+// float in decimal notation) and index (a whole number); an error names
+// the file and line, and a file of another task says which columns it
+// lacks. A UTF-8 byte-order mark before the header is no part of it.
+absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const std::string& path,
+                                                  bool labeled = true);
+
+// The benchmark's submission file of `predictions` (class indices, or
+// scores) of `examples` (a test file's): "index\tprediction", then each
+// example's index and label name, or score to 9 significant digits (the
+// float itself).
+std::string SubmissionTsv(const GlueTask& task, const std::vector<GlueExample>& examples,
+                          const std::vector<float>& predictions);
 
 // [CLS] first [SEP] (second [SEP]) of at most `max_seq_length` tokens, the
 // pair cut one token at a time from the longer side (run_classifier.py's

@@ -5,6 +5,7 @@
 #include <unicode/unistr.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "absl/container/flat_hash_map.h"
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 #include "tasks/text.h"
@@ -81,8 +83,7 @@ bool IsMaxContext(const std::vector<std::pair<int, int>>& windows, size_t curren
   for (size_t i = 0; i < windows.size(); ++i) {
     const int start = windows[i].first, end = windows[i].first + windows[i].second - 1;
     if (position < start || position > end) continue;
-    const double score =
-        std::min(position - start, end - position) + 0.01 * windows[i].second;
+    const double score = std::min(position - start, end - position) + 0.01 * windows[i].second;
     if (best_score < 0 || score > best_score) {
       best_score = score;
       best = i;
@@ -96,8 +97,7 @@ bool IsMaxContext(const std::vector<std::pair<int, int>>& windows, size_t curren
 std::vector<int> BestIndexes(const std::vector<float>& logits, int n) {
   std::vector<int> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return logits[a] > logits[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
   if (static_cast<int>(order.size()) > n) order.resize(n);
   return order;
 }
@@ -183,7 +183,7 @@ double TokenF1(const std::vector<std::u32string>& gold, const std::vector<std::u
 
 }  // namespace
 
-absl::StatusOr<SquadSet> ReadSquad(const std::string& path) {
+absl::StatusOr<SquadSet> ReadSquad(const std::string& path, const SquadReading& reading) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   json root;
   try {
@@ -197,6 +197,7 @@ absl::StatusOr<SquadSet> ReadSquad(const std::string& path) {
   set.path = path;
   ASSIGN_OR_RETURN(const json* articles, ArrayOf(root, "data", path, "the file"));
   absl::flat_hash_set<std::string> ids;
+  int64_t ignored_answers = 0;
   for (size_t a = 0; a < articles->size(); ++a) {
     const std::string article_name = absl::StrCat("data[", a, "]");
     ASSIGN_OR_RETURN(const json* paragraphs,
@@ -207,19 +208,48 @@ absl::StatusOr<SquadSet> ReadSquad(const std::string& path) {
       ASSIGN_OR_RETURN(const json* questions, ArrayOf(paragraph, "qas", path, paragraph_name));
       ASSIGN_OR_RETURN(std::string context, StringOf(paragraph, "context", path, paragraph_name));
       const SplitContext split = Split(context);
+      if (split.words.empty() && !questions->empty()) {
+        return Bad(path, paragraph_name,
+                   "its context holds no word (only whitespace): no question can be answered "
+                   "from it");
+      }
       for (size_t q = 0; q < questions->size(); ++q) {
         const json& qa = (*questions)[q];
         std::string name = absl::StrCat(paragraph_name, ".qas[", q, "]");
-        ASSIGN_OR_RETURN(const json* answers, ArrayOf(qa, "answers", path, name));
+        if (!qa.is_object()) return Bad(path, name, "is not a JSON object");
         SquadExample example;
         ASSIGN_OR_RETURN(example.id, StringOf(qa, "id", path, name));
         name = absl::StrCat("question ", example.id);
         if (!ids.insert(example.id).second) return Bad(path, name, "its id is used twice");
         ASSIGN_OR_RETURN(example.question, StringOf(qa, "question", path, name));
-        if (answers->empty()) {
+        example.words = split.words;
+        if (const auto it = qa.find("is_impossible"); it != qa.end()) {
+          if (!it->is_boolean()) return Bad(path, name, "has an \"is_impossible\" that is no bool");
+          example.impossible = it->get<bool>();
+        }
+        if (!reading.answers) {
+          const auto it = qa.find("answers");
+          ignored_answers += it != qa.end() && it->is_array() && !it->empty();
+          set.examples.push_back(std::move(example));
+          continue;
+        }
+        if (example.impossible && !reading.version_2) {
           return Bad(path, name,
-                     "has no answer (SQuAD 1.1 gives every question one; SQuAD 2.0's "
-                     "unanswerable questions are not supported)");
+                     "is_impossible: a SQuAD 2.0 question; set "
+                     "finetune.version_2_with_negative: true to read the file as SQuAD 2.0");
+        }
+        ASSIGN_OR_RETURN(const json* answers, ArrayOf(qa, "answers", path, name));
+        if (example.impossible && !answers->empty()) {
+          return Bad(path, name,
+                     absl::StrCat("is_impossible and has ", answers->size(),
+                                  " answers: a question has answers or none"));
+        }
+        if (!example.impossible && answers->empty()) {
+          return Bad(path, name,
+                     reading.version_2
+                         ? "has no answer and is not is_impossible"
+                         : "has no answer (SQuAD 1.1 gives every question one; a SQuAD 2.0 file "
+                           "needs finetune.version_2_with_negative: true)");
         }
         for (size_t k = 0; k < answers->size(); ++k) {
           const json& answer = (*answers)[k];
@@ -229,19 +259,23 @@ absl::StatusOr<SquadSet> ReadSquad(const std::string& path) {
           if (start_it == answer.end() || !start_it->is_number_integer()) {
             return Bad(path, answer_name, "has no integer \"answer_start\"");
           }
-          const int64_t start = start_it->get<int64_t>();
+          // The parser keeps a number of 0 or more unsigned: 2^63 and over too.
+          const bool negative = !start_it->is_number_unsigned();
+          const uint64_t start = negative ? 0 : start_it->get<uint64_t>();
           const std::u32string answer_chars = ToCodePoints(answer_text);
           if (answer_chars.empty()) return Bad(path, answer_name, "is empty");
-          const int64_t size = static_cast<int64_t>(split.text.size());
-          if (start < 0 || start + static_cast<int64_t>(answer_chars.size()) > size ||
+          if (JoinedWords(answer_chars).empty())
+            return Bad(path, answer_name, "is only whitespace");
+          const uint64_t size = split.text.size();
+          if (negative || start > size || answer_chars.size() > size - start ||
               split.text.compare(start, answer_chars.size(), answer_chars) != 0) {
-            const std::u32string found =
-                start >= 0 && start < size ? split.text.substr(start, answer_chars.size())
-                                           : std::u32string();
+            const std::u32string found = !negative && start < size
+                                             ? split.text.substr(start, answer_chars.size())
+                                             : std::u32string();
             return Bad(path, answer_name,
-                       absl::StrCat("\"", answer_text, "\" is not at answer_start ", start,
-                                    " of its context (", size, " characters; there it reads \"",
-                                    ToUtf8(found), "\")"));
+                       absl::StrCat("\"", answer_text, "\" is not at answer_start ",
+                                    start_it->dump(), " of its context (", size,
+                                    " characters; there it reads \"", ToUtf8(found), "\")"));
           }
           if (k == 0) {
             example.start_word = std::max(0, split.char_to_word[start]);
@@ -249,12 +283,18 @@ absl::StatusOr<SquadSet> ReadSquad(const std::string& path) {
           }
           example.answers.push_back(std::move(answer_text));
         }
-        example.words = split.words;
         set.examples.push_back(std::move(example));
       }
     }
   }
   if (set.examples.empty()) return Bad(path, "the file", "holds no question");
+  if (ignored_answers > 0) {
+    logging::Get("finetune")
+        ->warn(
+            "{}: {} questions have answers; they are predicted, not scored (a dev file to score is "
+            "finetune.eval_file)",
+            path, ignored_answers);
+  }
   return set;
 }
 
@@ -291,7 +331,7 @@ absl::StatusOr<SquadFeatures> MakeSquadFeatures(const SquadSet& set,
       }
     }
     int answer_start = -1, answer_end = -1;
-    if (training) {
+    if (training && !example.impossible) {
       // run_squad.py leaves out answers it cannot find in their words.
       std::string spanned;
       for (int w = example.start_word; w <= example.end_word; ++w) {
@@ -351,7 +391,7 @@ absl::StatusOr<SquadFeatures> MakeSquadFeatures(const SquadSet& set,
       s.segment_ids.push_back(1);
       f.word.push_back(-1);
       f.max_context.push_back(0);
-      if (training && answer_start >= start && answer_end <= start + length - 1) {
+      if (answer_start >= 0 && answer_start >= start && answer_end <= start + length - 1) {
         const int offset = static_cast<int>(query.size()) + 2 - start;
         f.feature.start = answer_start + offset;
         f.feature.end = answer_end + offset;
@@ -362,15 +402,132 @@ absl::StatusOr<SquadFeatures> MakeSquadFeatures(const SquadSet& set,
   return out;
 }
 
-absl::StatusOr<SquadPredictions> PredictAnswers(const SquadSet& set,
-                                                const SquadFeatures& features,
+namespace {
+
+// A candidate answer of write_predictions: a span of a feature (start 0:
+// the null answer) and its logits.
+struct Candidate {
+  size_t feature;
+  int start, end;
+  double start_logit, end_logit;
+  double score() const { return start_logit + end_logit; }
+};
+
+// The text of `c`'s span, mapped back to the context (get_final_text).
+std::string SpanText(const SquadExample& example, const SquadFeature& f, const Candidate& c,
+                     const data::Tokenizer& tokenizer) {
+  const data::Vocabulary& vocabulary = tokenizer.vocabulary();
+  std::string pieces;
+  for (int p = c.start; p <= c.end; ++p) {
+    absl::StrAppend(&pieces, p > c.start ? " " : "",
+                    vocabulary.token(f.feature.sequence.input_ids[p]));
+  }
+  std::u32string text = ToCodePoints(pieces);
+  // tok_text.replace(" ##", "").replace("##", "")
+  for (const std::u32string marker : {U" ##", U"##"}) {
+    for (size_t at; (at = text.find(marker)) != std::u32string::npos;)
+      text.erase(at, marker.size());
+  }
+  text = JoinedWords(text);
+  std::string orig;
+  for (int w = f.word[c.start]; w <= f.word[c.end]; ++w) {
+    absl::StrAppend(&orig, w > f.word[c.start] ? " " : "", example.words[w]);
+  }
+  return ToUtf8(FinalText(text, ToCodePoints(orig), tokenizer));
+}
+
+// _compute_softmax: of the scores, in double, the largest subtracted.
+std::vector<double> Softmax(const std::vector<double>& scores) {
+  const double largest = *std::max_element(scores.begin(), scores.end());
+  std::vector<double> out;
+  double total = 0;
+  for (double s : scores) total += out.emplace_back(std::exp(s - largest));
+  for (double& p : out) p /= total;
+  return out;
+}
+
+// One example's answer from its features `mine` (write_predictions).
+SquadAnswer AnswerOf(const SquadExample& example, const SquadFeatures& features,
+                     const std::vector<size_t>& mine, const std::vector<SpanLogits>& logits,
+                     const data::Tokenizer& tokenizer, const SquadOptions& options) {
+  const bool v2 = options.version_2_with_negative;
+  std::vector<Candidate> candidates;
+  Candidate null{0, 0, 0, 0, 0};
+  double null_score = 1e6;  // run_squad.py's "large and positive" start
+  for (size_t i : mine) {
+    const SquadFeature& f = features.features[i];
+    const std::vector<float>& start = logits[i].start;
+    const std::vector<float>& end = logits[i].end;
+    if (v2 && double{start[0]} + double{end[0]} < null_score) {
+      null_score = double{start[0]} + double{end[0]};
+      null = {i, 0, 0, start[0], end[0]};
+    }
+    const int n = static_cast<int>(f.word.size());
+    for (int s : BestIndexes(start, options.n_best)) {
+      for (int t : BestIndexes(end, options.n_best)) {
+        if (s >= n || t >= n || f.word[s] < 0 || f.word[t] < 0 || !f.max_context[s] || t < s ||
+            t - s + 1 > options.max_answer_length) {
+          continue;
+        }
+        candidates.push_back({i, s, t, start[s], end[t]});
+      }
+    }
+  }
+  if (v2) candidates.push_back(null);
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.score() > b.score(); });
+  // The n best distinct texts; the null answer (start 0) is "".
+  std::vector<std::pair<std::string, const Candidate*>> nbest;
+  absl::flat_hash_set<std::string> seen;
+  for (const Candidate& c : candidates) {
+    if (static_cast<int>(nbest.size()) >= options.n_best) break;
+    std::string text;
+    if (c.start > 0) {
+      text = SpanText(example, features.features[c.feature], c, tokenizer);
+      if (!seen.insert(text).second) continue;
+    } else {
+      seen.insert(text);
+    }
+    nbest.emplace_back(std::move(text), &c);
+  }
+  if (v2 && seen.count("") == 0) nbest.emplace_back("", &null);
+  const Candidate nonce{0, 0, 0, 0, 0};
+  if (nbest.empty()) nbest.emplace_back("empty", &nonce);  // run_squad.py's when nothing qualifies
+  SquadAnswer answer;
+  answer.id = example.id;
+  std::vector<double> scores;
+  for (const auto& [text, c] : nbest) scores.push_back(c->score());
+  const std::vector<double> probabilities = Softmax(scores);
+  int best = -1;  // the first entry with a text: the best span
+  for (size_t k = 0; k < nbest.size(); ++k) {
+    const Candidate& c = *nbest[k].second;
+    answer.nbest.push_back({nbest[k].first, probabilities[k], c.start_logit, c.end_logit});
+    if (best < 0 && !nbest[k].first.empty()) best = static_cast<int>(k);
+  }
+  if (!v2) {
+    answer.text = answer.nbest.front().text;
+    return answer;
+  }
+  // No span at all: the null answer, at the odds of the null score alone.
+  if (best < 0) {
+    answer.null_odds = null_score;
+    return answer;
+  }
+  const NbestAnswer& span = answer.nbest[best];
+  answer.null_odds = null_score - span.start_logit - span.end_logit;
+  answer.text = answer.null_odds > options.null_score_diff_threshold ? "" : span.text;
+  return answer;
+}
+
+}  // namespace
+
+absl::StatusOr<SquadPredictions> PredictAnswers(const SquadSet& set, const SquadFeatures& features,
                                                 const std::vector<SpanLogits>& logits,
                                                 const data::Tokenizer& tokenizer,
                                                 const SquadOptions& options) {
   if (logits.size() != features.features.size()) {
-    return absl::InternalError(absl::StrCat("PredictAnswers: ", logits.size(),
-                                            " logits for ", features.features.size(),
-                                            " features"));
+    return absl::InternalError(absl::StrCat("PredictAnswers: ", logits.size(), " logits for ",
+                                            features.features.size(), " features"));
   }
   std::vector<std::vector<size_t>> of_example(set.examples.size());
   for (size_t i = 0; i < features.features.size(); ++i) {
@@ -381,71 +538,40 @@ absl::StatusOr<SquadPredictions> PredictAnswers(const SquadSet& set,
     }
     of_example[f.example].push_back(i);
   }
-  const data::Vocabulary& vocabulary = tokenizer.vocabulary();
   SquadPredictions predictions;
   for (size_t e = 0; e < set.examples.size(); ++e) {
-    const SquadExample& example = set.examples[e];
-    struct Candidate {
-      size_t feature;
-      int start, end;
-      double score;
-    };
-    std::vector<Candidate> candidates;
-    for (size_t i : of_example[e]) {
-      const SquadFeature& f = features.features[i];
-      const int n = static_cast<int>(f.word.size());
-      const auto starts = BestIndexes(logits[i].start, options.n_best);
-      const auto ends = BestIndexes(logits[i].end, options.n_best);
-      for (int s : starts) {
-        for (int t : ends) {
-          if (s >= n || t >= n || f.word[s] < 0 || f.word[t] < 0 || !f.max_context[s] || t < s ||
-              t - s + 1 > options.max_answer_length) {
-            continue;
-          }
-          candidates.push_back({i, s, t,
-                                static_cast<double>(logits[i].start[s]) +
-                                    static_cast<double>(logits[i].end[t])});
-        }
-      }
-    }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
-    std::string answer = "empty";  // run_squad.py's answer when no span qualifies
-    if (!candidates.empty()) {
-      // The best candidate is the first of the n best: its text alone is kept.
-      const Candidate& best = candidates.front();
-      const SquadFeature& f = features.features[best.feature];
-      if (best.start > 0) {
-        std::string pieces;
-        for (int p = best.start; p <= best.end; ++p) {
-          absl::StrAppend(&pieces, p > best.start ? " " : "",
-                          vocabulary.token(f.feature.sequence.input_ids[p]));
-        }
-        std::u32string text = ToCodePoints(pieces);
-        // tok_text.replace(" ##", "").replace("##", "")
-        for (const std::u32string marker : {U" ##", U"##"}) {
-          for (size_t at; (at = text.find(marker)) != std::u32string::npos;) {
-            text.erase(at, marker.size());
-          }
-        }
-        text = JoinedWords(text);
-        std::string orig;
-        for (int w = f.word[best.start]; w <= f.word[best.end]; ++w) {
-          absl::StrAppend(&orig, w > f.word[best.start] ? " " : "", example.words[w]);
-        }
-        answer = ToUtf8(FinalText(text, ToCodePoints(orig), tokenizer));
-      } else {
-        answer = "";
-      }
-    }
-    predictions.emplace_back(example.id, std::move(answer));
+    predictions.push_back(
+        AnswerOf(set.examples[e], features, of_example[e], logits, tokenizer, options));
   }
   return predictions;
 }
 
 std::string PredictionsJson(const SquadPredictions& predictions) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (const auto& [id, answer] : predictions) out[id] = answer;
+  for (const SquadAnswer& a : predictions) out[a.id] = a.text;
+  return out.dump(4) + "\n";
+}
+
+std::string NbestJson(const SquadPredictions& predictions) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const SquadAnswer& a : predictions) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const NbestAnswer& n : a.nbest) {
+      nlohmann::ordered_json entry;
+      entry["text"] = n.text;
+      entry["probability"] = n.probability;
+      entry["start_logit"] = n.start_logit;
+      entry["end_logit"] = n.end_logit;
+      list.push_back(std::move(entry));
+    }
+    out[a.id] = std::move(list);
+  }
+  return out.dump(4) + "\n";
+}
+
+std::string NullOddsJson(const SquadPredictions& predictions) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const SquadAnswer& a : predictions) out[a.id] = a.null_odds;
   return out.dump(4) + "\n";
 }
 
@@ -483,34 +609,78 @@ std::string NormalizeAnswer(const std::string& text) {
 }
 
 SquadScore ScoreSquad(const SquadSet& set, const SquadPredictions& predictions) {
-  absl::flat_hash_map<std::string, const std::string*> by_id;
-  for (const auto& [id, answer] : predictions) by_id[id] = &answer;
+  absl::flat_hash_map<std::string, const SquadAnswer*> by_id;
+  for (const SquadAnswer& a : predictions) by_id[a.id] = &a;
+  // Each predicted question's scores, in the set's order.
+  struct Scored {
+    const SquadAnswer* answer;
+    bool has_answer;
+    double exact, f1;
+  };
+  std::vector<Scored> scored;
   SquadScore score;
-  double exact = 0, f1 = 0;
   for (const SquadExample& example : set.examples) {
     ++score.questions;
+    const bool has_answer = !example.answers.empty();
+    (has_answer ? score.has_answer : score.no_answer) += 1;
     auto it = by_id.find(example.id);
     if (it == by_id.end()) continue;  // the official script leaves it out
-    ++score.answered;
     std::vector<std::string> gold;
     for (const auto& a : example.answers) {
       if (!NormalizeAnswer(a).empty()) gold.push_back(a);
     }
     if (gold.empty()) gold.emplace_back();
-    const std::string predicted = NormalizeAnswer(*it->second);
-    const auto predicted_tokens = AnswerTokens(*it->second);
+    const std::string predicted = NormalizeAnswer(it->second->text);
+    const auto predicted_tokens = AnswerTokens(it->second->text);
     double best_exact = 0, best_f1 = 0;
     for (const auto& g : gold) {
       best_exact = std::max(best_exact, NormalizeAnswer(g) == predicted ? 1.0 : 0.0);
       best_f1 = std::max(best_f1, TokenF1(AnswerTokens(g), predicted_tokens));
     }
-    exact += best_exact;
-    f1 += best_f1;
+    scored.push_back({it->second, has_answer, best_exact, best_f1});
   }
-  if (score.answered > 0) {
-    score.exact_match = 100.0 * exact / static_cast<double>(score.answered);
-    score.f1 = 100.0 * f1 / static_cast<double>(score.answered);
-  }
+  score.answered = static_cast<int64_t>(scored.size());
+  if (scored.empty()) return score;
+  // make_eval_dict over every predicted question, those with answers and
+  // those without.
+  auto mean = [&](double Scored::*field, int kind) {
+    double sum = 0;
+    int64_t n = 0;
+    for (const Scored& s : scored) {
+      if (kind >= 0 && s.has_answer != (kind == 1)) continue;
+      sum += s.*field;
+      ++n;
+    }
+    return n > 0 ? 100.0 * sum / static_cast<double>(n) : 0.0;
+  };
+  score.exact_match = mean(&Scored::exact, -1);
+  score.f1 = mean(&Scored::f1, -1);
+  score.has_answer_exact = mean(&Scored::exact, 1);
+  score.has_answer_f1 = mean(&Scored::f1, 1);
+  score.no_answer_exact = mean(&Scored::exact, 0);
+  score.no_answer_f1 = mean(&Scored::f1, 0);
+  // find_best_thresh, the null odds as the probabilities of no answer: the
+  // questions by their odds (stable), each moving the score by what
+  // answering it earns.
+  std::vector<const Scored*> by_odds;
+  for (const Scored& s : scored) by_odds.push_back(&s);
+  std::stable_sort(by_odds.begin(), by_odds.end(), [](const Scored* a, const Scored* b) {
+    return a->answer->null_odds < b->answer->null_odds;
+  });
+  auto best = [&](double Scored::*field, double* threshold) {
+    double current = static_cast<double>(score.no_answer), top = current;
+    *threshold = 0.0;
+    for (const Scored* s : by_odds) {
+      current += s->has_answer ? s->*field : (s->answer->text.empty() ? 0.0 : -1.0);
+      if (current > top) {
+        top = current;
+        *threshold = s->answer->null_odds;
+      }
+    }
+    return 100.0 * top / static_cast<double>(scored.size());
+  };
+  score.best_exact = best(&Scored::exact, &score.best_exact_thresh);
+  score.best_f1 = best(&Scored::f1, &score.best_f1_thresh);
   return score;
 }
 

@@ -11,13 +11,16 @@ namespace pbert::train {
 
 Evaluation::Evaluation(std::vector<std::unique_ptr<Evaluator>> evaluators,
                        const EvaluationOptions& options)
-    : evaluators_(std::move(evaluators)), options_(options) {
+    : options_(options) {
+  for (auto& evaluator : evaluators) {
+    (evaluator->set().labeled ? scored_ : predicted_).push_back(std::move(evaluator));
+  }
   state_.next_samples = options.every_samples;
 }
 
 uint64_t Evaluation::sequences() const {
   uint64_t n = 0;
-  for (const auto& evaluator : evaluators_) n += evaluator->sequences();
+  for (const auto& evaluator : scored_) n += evaluator->sequences();
   return n;
 }
 
@@ -25,9 +28,9 @@ absl::StatusOr<tasks::Scored> Evaluation::Run(torch::nn::Module& model,
                                               distributed::Communicator& communicator,
                                               uint64_t samples) {
   tasks::Scored all;
-  for (size_t i = 0; i < evaluators_.size(); ++i) {
-    ASSIGN_OR_RETURN(tasks::Scored scored, evaluators_[i]->Run(model, communicator));
-    const std::string prefix = i == 0 ? "" : absl::StrCat(evaluators_[i]->set().name, "_");
+  for (size_t i = 0; i < scored_.size(); ++i) {
+    ASSIGN_OR_RETURN(tasks::Scored scored, scored_[i]->Run(model, communicator));
+    const std::string prefix = i == 0 ? "" : absl::StrCat(scored_[i]->set().name, "_");
     for (const auto& [name, value] : scored.metrics) all.metrics.emplace_back(prefix + name, value);
     for (const auto& [name, value] : scored.counts) all.counts.emplace_back(prefix + name, value);
     for (auto& [name, text] : scored.files) all.files.emplace_back(prefix + name, std::move(text));
@@ -50,6 +53,20 @@ absl::StatusOr<tasks::Scored> Evaluation::Run(torch::nn::Module& model,
   return all;
 }
 
+absl::StatusOr<tasks::Scored> Evaluation::Predict(torch::nn::Module& model,
+                                                  distributed::Communicator& communicator) const {
+  tasks::Scored all;
+  for (const auto& predictor : predicted_) {
+    ASSIGN_OR_RETURN(tasks::Scored predicted, predictor->Run(model, communicator));
+    const std::string& name = predictor->set().name;
+    for (const auto& [count, value] : predicted.counts) {
+      all.counts.emplace_back(absl::StrCat(name, "_", count), value);
+    }
+    for (auto& file : predicted.files) all.files.push_back(std::move(file));
+  }
+  return all;
+}
+
 absl::StatusOr<model::Precision> EvaluationPrecision(model::Precision configured,
                                                      const c10::Device& device) {
   if (configured == model::Precision::kFp8) {
@@ -61,11 +78,12 @@ absl::StatusOr<model::Precision> EvaluationPrecision(model::Precision configured
   return model::ResolvePrecision(configured, device);
 }
 
-absl::StatusOr<tasks::Scored> EvaluateWeights(const tasks::Task& task, const std::string& path,
-                                              const model::BertOptions& bert,
-                                              model::Precision precision, const c10::Device& device,
-                                              const data::LoaderOptions& options,
-                                              distributed::Communicator& communicator) {
+absl::StatusOr<WeightsEvaluation> EvaluateWeights(const tasks::Task& task, const std::string& path,
+                                                  const model::BertOptions& bert,
+                                                  model::Precision precision,
+                                                  const c10::Device& device,
+                                                  const data::LoaderOptions& options,
+                                                  distributed::Communicator& communicator) {
   std::vector<std::unique_ptr<Evaluator>> evaluators;
   for (const tasks::PackedSet& set : task.evaluation()) {
     evaluators.push_back(std::make_unique<Evaluator>(task, set, options, bert, precision, device));
@@ -77,10 +95,13 @@ absl::StatusOr<tasks::Scored> EvaluateWeights(const tasks::Task& task, const std
     RETURN_IF_ERROR(LoadVerifiedWeights(path, *model.module));
     model.module->to(device);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("cannot build the model on ", device.str(), ": ",
-                                            FirstLine(e)));
+    return absl::InternalError(
+        absl::StrCat("cannot build the model on ", device.str(), ": ", FirstLine(e)));
   }
-  return evaluation.Run(*model.module, communicator, 0);
+  WeightsEvaluation out;
+  ASSIGN_OR_RETURN(out.scored, evaluation.Run(*model.module, communicator, 0));
+  ASSIGN_OR_RETURN(out.predicted, evaluation.Predict(*model.module, communicator));
+  return out;
 }
 
 }  // namespace pbert::train

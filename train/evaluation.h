@@ -3,7 +3,8 @@
 // (the metrics of the last evaluation, the last and best score), and when
 // the target was reached (pretraining's MLM accuracy). Its state is saved
 // with each checkpoint. The evaluation of each set is an Evaluator's, which
-// `score` runs too.
+// `score` runs too. The task's sets without labels (a file to predict) are
+// not scored: `Predict` writes what the task makes of them.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,8 @@ struct EvaluationState {
   double best_score = 0;
   uint64_t samples_to_target = 0;  // sequences seen when the target was reached; 0: not yet
   tasks::Metrics metrics;          // the last evaluation's
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(EvaluationState, next_samples, evaluations, last_score,
-                                 best_score, samples_to_target, metrics)
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(EvaluationState, next_samples, evaluations, last_score, best_score,
+                                 samples_to_target, metrics)
 };
 
 struct EvaluationOptions {
@@ -41,27 +42,36 @@ struct EvaluationOptions {
 
 class Evaluation {
  public:
-  // One evaluator per set (none: the run does not evaluate).
+  // One evaluator per set, scored or (a set without labels) predicted;
+  // no set to score: the run does not evaluate.
   Evaluation(std::vector<std::unique_ptr<Evaluator>> evaluators, const EvaluationOptions& options);
 
-  bool enabled() const { return !evaluators_.empty(); }
+  bool enabled() const { return !scored_.empty(); }
   // An evaluation is due after `samples` sequences.
   bool Due(uint64_t samples) const { return enabled() && samples >= state_.next_samples; }
-  // Evaluates `model` on every set after `samples` sequences and records
-  // the result: the first set's metrics as the task names them, each other
-  // set's prefixed with its name and "_" (MNLI's dev_mismatched_accuracy).
+  // Evaluates `model` on every set to score after `samples` sequences and
+  // records the result: the first set's metrics and files as the task
+  // names them, each other set's prefixed with its name and "_" (MNLI's
+  // mismatched_accuracy).
   absl::StatusOr<tasks::Scored> Run(torch::nn::Module& model,
                                     distributed::Communicator& communicator, uint64_t samples);
 
+  // The sets without labels, predicted by `model`: each one's files (a
+  // GLUE submission file, SQuAD's predictions.json) as the task names
+  // them, and its counts. Nothing when there is no such set.
+  bool predicts() const { return !predicted_.empty(); }
+  absl::StatusOr<tasks::Scored> Predict(torch::nn::Module& model,
+                                        distributed::Communicator& communicator) const;
+
   bool reached() const { return state_.samples_to_target > 0; }
   const EvaluationOptions& options() const { return options_; }
-  // The sets' sequences.
+  // The sequences of the sets to score.
   uint64_t sequences() const;
   const EvaluationState& state() const { return state_; }
   void Restore(const EvaluationState& state) { state_ = state; }
 
  private:
-  std::vector<std::unique_ptr<Evaluator>> evaluators_;
+  std::vector<std::unique_ptr<Evaluator>> scored_, predicted_;
   const EvaluationOptions options_;
   EvaluationState state_;
 };
@@ -72,14 +82,18 @@ class Evaluation {
 absl::StatusOr<model::Precision> EvaluationPrecision(model::Precision configured,
                                                      const c10::Device& device);
 
-// Evaluates the weights at `path` (a model of the task: a checkpoint of
-// its run, or its model.safetensors) on every set of `task`, as a run's
-// evaluation does (of `bert` in `precision` on `device`, `options`' rows
-// per pass over this rank's share).
-absl::StatusOr<tasks::Scored> EvaluateWeights(const tasks::Task& task, const std::string& path,
-                                              const model::BertOptions& bert,
-                                              model::Precision precision, const c10::Device& device,
-                                              const data::LoaderOptions& options,
-                                              distributed::Communicator& communicator);
+// The weights at `path` (a model of the task: a checkpoint of its run, or
+// its model.safetensors) on every set of `task`, as a run's evaluation
+// does (of `bert` in `precision` on `device`, `options`' rows per pass over
+// this rank's share): the sets to score scored, the others predicted.
+struct WeightsEvaluation {
+  tasks::Scored scored, predicted;
+};
+absl::StatusOr<WeightsEvaluation> EvaluateWeights(const tasks::Task& task, const std::string& path,
+                                                  const model::BertOptions& bert,
+                                                  model::Precision precision,
+                                                  const c10::Device& device,
+                                                  const data::LoaderOptions& options,
+                                                  distributed::Communicator& communicator);
 
 }  // namespace pbert::train

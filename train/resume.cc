@@ -24,27 +24,29 @@ absl::Status CheckSameTraining(const CheckpointInfo& checkpoint, const Experimen
   for (const auto& [key, value] : now) {
     auto it = before.find(key);
     if (!ResumeMayChange(key) && (it == before.end() || it->second != value)) {
-      changed.push_back(absl::StrCat(key, " (", it == before.end() ? "unset" : it->second, " -> ",
-                                     value, ")"));
+      changed.push_back(
+          absl::StrCat(key, " (", it == before.end() ? "unset" : it->second, " -> ", value, ")"));
     }
   }
   if (changed.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the config differs from the one ", checkpoint.dir, " was trained with: ",
-      absl::StrJoin(changed, ", "), "; resume with the same config, or add --force"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("the config differs from the one ", checkpoint.dir, " was trained with: ",
+                   absl::StrJoin(changed, ", "), "; resume with the same config, or add --force"));
 }
 
 }  // namespace
 
 bool ResumeMayChange(const std::string& key) {
   static const char* const kSafe[] = {
-      "run.threads",         "run.log_level",       "run.output_dir",
-      "data.loader_threads", "data.prefetch_steps", "data.histogram",
+      "run.threads", "run.log_level", "run.output_dir", "data.loader_threads",
+      "data.prefetch_steps", "data.histogram",
       "data.pack_index",  // the rows themselves are checked by their checksum
       "train.checkpoint_every_steps", "train.keep_checkpoints", "train.log_every_steps",
-      "train.max_samples",   "train.max_bad_steps", "train.init_checkpoint",
-      "train.profile_steps", "finetune.log_every_steps", "finetune.checkpoint_every_steps",
-      "finetune.eval_batch_rows", "finetune.init_checkpoint"};
+      "train.max_samples", "train.max_bad_steps", "train.init_checkpoint", "train.profile_steps",
+      "finetune.log_every_steps", "finetune.checkpoint_every_steps", "finetune.eval_batch_rows",
+      "finetune.init_checkpoint",
+      // What the finished run predicts is no part of its training.
+      "finetune.predict_file", "finetune.predict_mismatched_file"};
   for (const char* safe : kSafe) {
     if (key == safe) return true;
   }

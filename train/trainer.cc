@@ -8,9 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/atomic_file.h"
 #include "common/config.h"
 #include "common/logging.h"
@@ -44,9 +44,12 @@ std::string DataChecksumText(const std::vector<const tasks::PackedSet*>& sets, s
   return absl::StrJoin(checksums, ",");
 }
 
+// The sets a run scores (a file to predict is no part of its data).
 std::vector<const tasks::PackedSet*> EvaluationSets(const tasks::Task& task) {
   std::vector<const tasks::PackedSet*> sets;
-  for (const tasks::PackedSet& set : task.evaluation()) sets.push_back(&set);
+  for (const tasks::PackedSet& set : task.evaluation()) {
+    if (set.labeled) sets.push_back(&set);
+  }
   return sets;
 }
 
@@ -57,10 +60,9 @@ std::vector<const tasks::PackedSet*> EvaluationSets(const tasks::Task& task) {
 absl::Status CheckSameData(const std::string& saved, const std::string& now,
                            const std::string& checkpoint, const std::string& what, bool force) {
   if (saved.empty() || now.empty() || saved == now) return absl::OkStatus();
-  const std::string differ =
-      absl::StrCat(checkpoint, " was trained with other data at ", what,
-                   ": its records or vocabulary differ (data checksum ", saved, ", now ", now,
-                   "; prepared again?)");
+  const std::string differ = absl::StrCat(checkpoint, " was trained with other data at ", what,
+                                          ": its records or vocabulary differ (data checksum ",
+                                          saved, ", now ", now, "; prepared again?)");
   if (force) {
     logging::Get("train")->warn("{}; going on with it (--force)", differ);
     return absl::OkStatus();
@@ -232,8 +234,8 @@ absl::Status Trainer::OpenLogs() {
       RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", name), text.substr(0, bytes)));
     }
   }
-  ASSIGN_OR_RETURN(mllog_, MlperfLog::Open(rank0_ && plan_.mllog ? dir + "/mllog.txt" : "",
-                                           log_state_.mllog));
+  ASSIGN_OR_RETURN(
+      mllog_, MlperfLog::Open(rank0_ && plan_.mllog ? dir + "/mllog.txt" : "", log_state_.mllog));
   if (rank0_) {
     const PeakFlops peak = DevicePeakFlops(plan_.device, plan_.precision);
     peak_flops_ = peak.flops * comm_.world_size();
@@ -265,8 +267,8 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
   const std::string eval_data = DataChecksumText(EvaluationSets(task_), &eval_sets);
   RETURN_IF_ERROR(CheckSameData(state.loop.train_data_checksum, train_data, checkpoint.dir,
                                 train_sets, setup_.force));
-  RETURN_IF_ERROR(CheckSameData(state.loop.eval_data_checksum, eval_data, checkpoint.dir,
-                                eval_sets, setup_.force));
+  RETURN_IF_ERROR(CheckSameData(state.loop.eval_data_checksum, eval_data, checkpoint.dir, eval_sets,
+                                setup_.force));
   state.loop.train_data_checksum = train_data;
   state.loop.eval_data_checksum = eval_data;
   if (!state.loop.status.empty()) {  // finished: nothing to load
@@ -275,8 +277,8 @@ absl::Status Trainer::InitResume(const CheckpointInfo& checkpoint) {
   }
   if (!setup_.force) RETURN_IF_ERROR(CheckSameBatch(checkpoint));
   RETURN_IF_ERROR(BuildModel());
-  RETURN_IF_ERROR(LoadCheckpointWeights(checkpoint.dir, trainee_->weights(),
-                                        trainee_->optimizer(), trainee_->device()));
+  RETURN_IF_ERROR(LoadCheckpointWeights(checkpoint.dir, trainee_->weights(), trainee_->optimizer(),
+                                        trainee_->device()));
   RETURN_IF_ERROR(trainee_->randomness().Restore(state.random));
   if (state.loop.world_size != comm_.world_size()) {
     Log()->warn("resuming a run of {} ranks on {}: the remaining rows are shared out anew",
@@ -350,12 +352,12 @@ absl::Status Trainer::Failed(const std::exception& e) {
 absl::Status Trainer::OutOfMemory(const std::exception& e) const {
   const std::string limits = ExhaustedLimits(/*out_of_memory=*/true);
   const bool pretraining = plan_.regimen == Regimen::kPretraining;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
-      limits.empty() ? "" : absl::StrCat("; ", limits), "); lower ",
-      pretraining ? "train.micro_batch_rows" : "finetune.micro_batch_rows", " (now ",
-      plan_.loader.rows_per_batch, ")",
-      pretraining ? " and raise optim.accumulation_steps to keep the batch" : ""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
+                   limits.empty() ? "" : absl::StrCat("; ", limits), "); lower ",
+                   pretraining ? "train.micro_batch_rows" : "finetune.micro_batch_rows", " (now ",
+                   plan_.loader.rows_per_batch, ")",
+                   pretraining ? " and raise optim.accumulation_steps to keep the batch" : ""));
 }
 
 // A collective failed: another rank died, stopped or hung past
@@ -417,8 +419,7 @@ absl::StatusOr<TrainResult> Trainer::Loop() {
   }
 }
 
-void Trainer::ShowProgress(Progress& progress, const StepResult& step, double lr,
-                           double seconds) {
+void Trainer::ShowProgress(Progress& progress, const StepResult& step, double lr, double seconds) {
   const StepMetrics& m = step.metrics;
   session_flops_ += m.flops;
   session_tokens_ += m.tokens;
@@ -449,8 +450,7 @@ absl::Status Trainer::EndBlock() {
 absl::Status Trainer::Evaluate() {
   const auto start = Clock::now();
   RETURN_IF_ERROR(mllog_->EvalStart(loop_.samples));
-  ASSIGN_OR_RETURN(tasks::Scored scored,
-                   evaluation_.Run(trainee_->model(), comm_, loop_.samples));
+  ASSIGN_OR_RETURN(tasks::Scored scored, evaluation_.Run(trainee_->model(), comm_, loop_.samples));
   RETURN_IF_ERROR(mllog_->EvalStop(loop_.samples, evaluation_.state().last_score));
   if (rank0_) {
     for (const auto& [name, text] : scored.files) {
@@ -467,9 +467,9 @@ absl::Status Trainer::Evaluate() {
                   ? ""
                   : absl::StrFormat(" (target %s %.4f)", options.target_metric, options.target),
               evaluation_.sequences(), seconds);
-  const std::string score =
-      options.target_metric.empty() && !scored.metrics.empty() ? scored.metrics.front().first
-                                                                : options.target_metric;
+  const std::string score = options.target_metric.empty() && !scored.metrics.empty()
+                                ? scored.metrics.front().first
+                                : options.target_metric;
   return metrics_->AddEvaluation(scored.metrics, score, seconds, Position());
 }
 
@@ -507,12 +507,35 @@ absl::StatusOr<TrainResult> Trainer::Finish() {
     Log()->warn("{}", unmet);
   }
   loop_.status = plan_.evaluation.target_metric.empty() ? "done"
-                 : evaluation_.reached()               ? "success"
-                                                       : "aborted";
+                 : evaluation_.reached()                ? "success"
+                                                        : "aborted";
   RETURN_IF_ERROR(mllog_->RunStop(loop_.status, loop_.samples));
   RETURN_IF_ERROR(Save(SaveReason::kEnd));
   RETURN_IF_ERROR(Export());
+  RETURN_IF_ERROR(Predict());
   return Result(loop_.status);
+}
+
+// The finished run's predictions of the files without labels, into
+// RUN_DIR/predict, whole (rank 0 writes; every rank predicts its share).
+absl::Status Trainer::Predict() {
+  if (!evaluation_.predicts()) return absl::OkStatus();
+  const auto start = Clock::now();
+  ASSIGN_OR_RETURN(tasks::Scored predicted, evaluation_.Predict(trainee_->model(), comm_));
+  if (!rank0_) return absl::OkStatus();
+  predict_dir_ = (std::filesystem::path(config_.run.output_dir) / "predict").string();
+  if (absl::Status written =
+          WriteFolderAtomically(predict_dir_, predicted.files, Existing::kReplace);
+      !written.ok()) {
+    return absl::Status(
+        written.code(),
+        absl::StrCat(
+            written.message(), "; the run is saved: predict with finetune --evaluate ",
+            model_dir_.empty() ? checkpointer_.last() : model_dir_ + "/model.safetensors"));
+  }
+  Log()->info("predicted{} into {} in {:.1f} s", MetricsText(predicted.counts), predict_dir_,
+              std::chrono::duration<double>(Clock::now() - start).count());
+  return absl::OkStatus();
 }
 
 // The finished run's model for Hugging Face, into RUN_DIR/model (rank 0).
@@ -585,6 +608,7 @@ TrainResult Trainer::Result(const std::string& status) const {
   r.checkpoint = checkpointer_.last();
   r.files = files_;
   r.model_dir = model_dir_;
+  r.predict_dir = predict_dir_;
   r.session_flops = session_flops_;
   r.session_tokens = session_tokens_;
   r.session_step_seconds = session_step_seconds_;

@@ -52,23 +52,23 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   uint64_t train_sequences = 0, train_rows = 0;  // of the training set
   double packing_factor = 1;
-  double train_seconds = 0;       // time spent in the loop, over all sessions
-  double run_seconds = 0;         // MLLOG run_start to run_stop (0 if not stopped)
+  double train_seconds = 0;  // time spent in the loop, over all sessions
+  double run_seconds = 0;    // MLLOG run_start to run_stop (0 if not stopped)
   // This session's steps: the model's FLOPs, the real tokens and the time
   // they took, and the devices' peak (all ranks; 0: unknown), for model
   // FLOP/s, MFU and tokens per second.
   double session_flops = 0, session_tokens = 0, session_step_seconds = 0, peak_flops = 0;
-  std::string checkpoint;         // the last one written
+  std::string checkpoint;          // the last one written
   std::vector<std::string> files;  // what the evaluations wrote into the run folder
-  std::string model_dir;          // the exported model ("" if none)
-  bool already_finished = false;  // the resumed checkpoint was of a finished run
+  std::string model_dir;           // the exported model ("" if none)
+  std::string predict_dir;         // the predictions of the files without labels ("" if none)
+  bool already_finished = false;   // the resumed checkpoint was of a finished run
 };
 
 // Writes the trained weights of `model` as a Hugging Face folder at `dir`
 // with the task's head (app/hf_export.h).
-using ModelExport =
-    std::function<absl::Status(const torch::nn::Module& model, const tasks::ExportHead& head,
-                               const std::string& dir)>;
+using ModelExport = std::function<absl::Status(
+    const torch::nn::Module& model, const tasks::ExportHead& head, const std::string& dir)>;
 
 // What a run is made of; everything it refers to outlives the trainer.
 struct TrainerSetup {
@@ -78,7 +78,7 @@ struct TrainerSetup {
   distributed::Communicator& communicator;
   const CheckpointInfo* resume = nullptr;  // the checkpoint to continue; null: a new run
   std::function<bool()> stop_requested;    // polled before each step (SIGINT, SIGTERM)
-  bool force = false;  // resume a checkpoint that trained other rows per step (--force)
+  bool force = false;        // resume a checkpoint that trained other rows per step (--force)
   ModelExport export_model;  // at the end of a finished run, into RUN_DIR/model; null: none
 };
 
@@ -115,6 +115,7 @@ class Trainer {
   absl::Status Save(SaveReason reason);
   absl::StatusOr<TrainResult> Finish();
   absl::Status Export();
+  absl::Status Predict();
   absl::Status Abort(const absl::Status& why);
   absl::Status Failed(const std::exception& e);
   absl::Status OutOfMemory(const std::exception& e) const;
@@ -156,6 +157,7 @@ class Trainer {
   double session_flops_ = 0, session_tokens_ = 0, session_step_seconds_ = 0;  // this session's
   std::vector<std::string> files_;  // written by the evaluations
   std::string model_dir_;
+  std::string predict_dir_;
   std::chrono::steady_clock::time_point session_start_;
   // A resumed run that had finished: its saved state, and nothing to train.
   std::unique_ptr<TrainerState> finished_;

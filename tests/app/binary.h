@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,10 +24,10 @@ struct Result {
 // Runs a shell command; its stdout, stderr (the whole command's) and exit code.
 inline Result RunShell(const std::string& shell_command) {
   // ctest runs tests in parallel processes: one stderr file per test.
-  std::string err_path =
-      std::filesystem::temp_directory_path() /
-      (std::string("pbert_cli_") + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-       ".stderr");
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string("pbert_cli_") + test->test_suite_name() + "_" + test->name();
+  std::replace(name.begin(), name.end(), '/', '_');  // parameterized tests
+  const std::string err_path = std::filesystem::temp_directory_path() / (name + ".stderr");
   // The CLI's tests are the CPU's: on a GPU machine the GPU is hidden, so
   // that run.device auto means the CPU there too (tests/train/cuda_test.cc
   // covers the GPU). A command may still set CUDA_VISIBLE_DEVICES itself.

@@ -4,22 +4,25 @@
 // exact resume after a stop or a crash, and bad input refused in one line
 // with nothing left behind.
 #include <ATen/ATen.h>
-
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
+#include "tests/scratch_folder.h"
 #include "tests/source_paths.h"
 
 namespace pbert::app {
@@ -67,8 +70,8 @@ json SquadFile(int paragraphs, uint32_t seed) {
                      {"question", question},
                      {"answers", {{{"text", words[at]}, {"answer_start", offsets[at]}}}}});
     }
-    data.push_back({{"title", absl::StrCat("t", p)},
-                    {"paragraphs", {{{"context", context}, {"qas", qas}}}}});
+    data.push_back(
+        {{"title", absl::StrCat("t", p)}, {"paragraphs", {{{"context", context}, {"qas", qas}}}}});
   }
   return {{"version", "1.1"}, {"data", data}};
 }
@@ -94,10 +97,7 @@ std::string MrpcFile(int pairs, uint32_t seed) {
 class FinetuneTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("pbert_finetune_") + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = pbert::testing::ScratchFolder();
     vocab_ = pbert::testing::WriteTestVocab((dir_ / "vocab.txt").string(), kVocab);
     WriteFile((dir_ / "train.json").string(), SquadFile(60, 1).dump());
     WriteFile((dir_ / "dev.json").string(), SquadFile(12, 2).dump());
@@ -166,9 +166,9 @@ TEST_F(FinetuneTest, SquadTrainsScoresAndExports) {
   const std::string script =
       std::string(pbert::testing::SharedDataDir()) + "/../tools/squad/evaluate-v2.0.py";
   if (fs::exists(script) && RunShell("/usr/bin/python3 -c 'import numpy'").exit_code == 0) {
-    const Result official = RunShell(absl::StrCat("/usr/bin/python3 ", script, " ",
-                                                  (dir_ / "dev.json").string(), " ",
-                                                  (run / "predictions.json").string()));
+    const Result official =
+        RunShell(absl::StrCat("/usr/bin/python3 ", script, " ", (dir_ / "dev.json").string(), " ",
+                              (run / "predictions.json").string()));
     ASSERT_EQ(official.exit_code, 0) << official.err;
     const json o = json::parse(official.out);
     EXPECT_NEAR(o["exact"].get<double>(), out["exact_match"].get<double>(), 1e-9);
@@ -289,9 +289,9 @@ TEST_F(FinetuneTest, TwoRanksEqualOneProcessAccumulating) {
       " --set optim.eps=1 --set optim.lr=1";
   const Result one = RunBinary(Mrpc("one") + common);
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const Result two = RunBinary(
-      "launch --nproc-per-node 2 --master-port 29741 --grace-s 20 -- packed-bert " + Mrpc("two") +
-      common);
+  const Result two =
+      RunBinary("launch --nproc-per-node 2 --master-port 29741 --grace-s 20 -- packed-bert " +
+                Mrpc("two") + common);
   ASSERT_EQ(two.exit_code, 0) << two.err;
   // Rank 0 alone prints (launch prefixes its lines).
   const size_t at = two.out.find("[rank 0] {");
@@ -312,12 +312,12 @@ TEST_F(FinetuneTest, TwoRanksEqualOneProcessAccumulating) {
   ASSERT_EQ(x.size(), y.size());
   double largest = 0;
   for (const auto& [name, w] : x) {
-    if (start.count(name)) largest = std::max(largest, (w - start.at(name)).abs().max().item<double>());
+    if (start.count(name))
+      largest = std::max(largest, (w - start.at(name)).abs().max().item<double>());
   }
   ASSERT_GT(largest, 0);
   // At most 10 rows of at most 64 tokens per micro-batch.
-  const double relative =
-      a["steps"].get<double>() * 640 * std::numeric_limits<float>::epsilon();
+  const double relative = a["steps"].get<double>() * 640 * std::numeric_limits<float>::epsilon();
   int compared = 0;
   for (const auto& [name, w] : x) {
     if (!start.count(name)) continue;  // the classifier: drawn, not loaded
@@ -383,8 +383,9 @@ TEST_F(FinetuneTest, TheLoopsLeversReachFineTuning) {
   ASSERT_TRUE(formats::WriteSafetensors(*weights, huge, {{"format", "pt"}}).ok());
   const Result bad = RunBinary(Mrpc("bad", "", "mrpc", huge) + " --set train.max_bad_steps=2");
   EXPECT_NE(bad.exit_code, 0) << bad.err;
-  EXPECT_NE(bad.err.find("2 steps in a row had a non-finite loss or gradient (train.max_bad_steps)"),
-            std::string::npos)
+  EXPECT_NE(
+      bad.err.find("2 steps in a row had a non-finite loss or gradient (train.max_bad_steps)"),
+      std::string::npos)
       << bad.err;
 }
 
@@ -414,9 +415,9 @@ TEST_F(FinetuneTest, AChangedTrainingFileIsRefusedOnResumeByName) {
 // A run holds its folder: a second one into it, while the first runs (here
 // stopped by SIGSTOP after its first step), is refused in one line.
 TEST_F(FinetuneTest, ASecondRunIntoAFolderInUseIsRefused) {
-  const Result started = RunShell(absl::StrCat("PBERT_FAULT=after-step:1:0:STOP ",
-                                               pbert::testing::BinaryPath(), " ", Mrpc("run"),
-                                               " >/dev/null 2>/dev/null & echo $!"));
+  const Result started =
+      RunShell(absl::StrCat("PBERT_FAULT=after-step:1:0:STOP ", pbert::testing::BinaryPath(), " ",
+                            Mrpc("run"), " >/dev/null 2>/dev/null & echo $!"));
   const int pid = std::stoi(started.out);
   auto stopped = [&] {
     const std::string stat = ReadText(absl::StrCat("/proc/", pid, "/stat"));
@@ -475,6 +476,332 @@ TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {
     EXPECT_FALSE(fs::exists(dir_ / run)) << run << " was left behind";
   }
 }
+
+// Each GLUE task as download_glue_data.py lays it out: the train and dev
+// files (CoLA's without a header, MNLI's dev files with five annotators'
+// labels), the test files (an index column, no label; QQP's "id"), and
+// the submission files the benchmark takes.
+struct GlueLayout {
+  std::string task;
+  std::string header, dev_header, test_header;  // "" no header
+  std::vector<std::string> labels;              // empty: a score (STS-B)
+  // A line of the train or dev file, of example i, sentences a and b.
+  std::function<std::string(int i, const std::string& a, const std::string& b,
+                            const std::string& label, bool dev)>
+      line;
+  std::function<std::string(int i, const std::string& a, const std::string& b)> test_line;
+  std::vector<std::string> submissions;  // matched, then (MNLI) mismatched
+  bool pair = true;
+};
+
+std::vector<GlueLayout> GlueLayouts() {
+  using S = const std::string&;
+  const std::string mnli_columns =
+      "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+      "sentence1_parse\tsentence2_parse\tsentence1\tsentence2";
+  const auto nli = [](int i, S a, S b, S label, bool) {
+    return absl::StrCat(i, "\t", a, "\t", b, "\t", label);
+  };
+  const auto nli_test = [](int i, S a, S b) { return absl::StrCat(i, "\t", a, "\t", b); };
+  return {
+      {"cola",
+       "",
+       "",
+       "index\tsentence",
+       {"0", "1"},
+       [](int, S a, S, S label, bool) {
+         return absl::StrCat("gj04\t", label, "\t", label == "0" ? "*" : "", "\t", a);
+       },
+       [](int i, S a, S) { return absl::StrCat(i, "\t", a); },
+       {"CoLA.tsv"},
+       false},
+      {"sst2",
+       "sentence\tlabel",
+       "",
+       "index\tsentence",
+       {"0", "1"},
+       [](int, S a, S, S label, bool) { return absl::StrCat(a, " \t", label); },
+       [](int i, S a, S) { return absl::StrCat(i, "\t", a); },
+       {"SST-2.tsv"},
+       false},
+      {"mrpc",
+       "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+       "",
+       "index\t#1 ID\t#2 ID\t#1 String\t#2 String",
+       {"0", "1"},
+       [](int i, S a, S b, S label, bool) {
+         return absl::StrCat(label, "\t", 1000 + i, "\t", 2000 + i, "\t", a, "\t", b);
+       },
+       [](int i, S a, S b) {
+         return absl::StrCat(i, "\t", 1000 + i, "\t", 2000 + i, "\t", a, "\t", b);
+       },
+       {"MRPC.tsv"}},
+      {"stsb",
+       "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+       "",
+       "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2",
+       {},
+       [](int i, S a, S b, S score, bool) {
+         return absl::StrCat(i, "\tmain-captions\tMSRvid\t2012test\t", 5000 + i, "\tnone\tnone\t",
+                             a, "\t", b, "\t", score);
+       },
+       [](int i, S a, S b) {
+         return absl::StrCat(i, "\tmain-news\theadlines\t2015\t", 5000 + i, "\tnone\tnone\t", a,
+                             "\t", b);
+       },
+       {"STS-B.tsv"}},
+      {"qqp",
+       "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+       "",
+       "id\tquestion1\tquestion2",
+       {"0", "1"},
+       [](int i, S a, S b, S label, bool) {
+         return absl::StrCat(300000 + i, "\t", 2 * i, "\t", 2 * i + 1, "\t", a, "\t", b, "\t",
+                             label);
+       },
+       [](int i, S a, S b) { return absl::StrCat(i, "\t", a, "\t", b); },
+       {"QQP.tsv"}},
+      {"mnli",
+       mnli_columns + "\tlabel1\tgold_label",
+       mnli_columns + "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label",
+       mnli_columns,
+       {"contradiction", "entailment", "neutral"},
+       [](int i, S a, S b, S label, bool dev) {
+         return absl::StrCat(
+             i, "\t", 7000 + i, "\t", 7000 + i, "n\tfiction\t( ", a, " )\t( ", b, " )\t(ROOT ", a,
+             ")\t(ROOT ", b, ")\t", a, "\t", b, "\t", label,
+             dev ? absl::StrCat("\t", label, "\tneutral\t", label, "\t", label) : std::string(),
+             "\t", label);
+       },
+       [](int i, S a, S b) {
+         return absl::StrCat(i, "\t", 9000 + i, "\t", 9000 + i, "c\tslate\t( ", a, " )\t( ", b,
+                             " )\t(ROOT ", a, ")\t(ROOT ", b, ")\t", a, "\t", b);
+       },
+       {"MNLI-m.tsv", "MNLI-mm.tsv"}},
+      {"qnli",
+       "index\tquestion\tsentence\tlabel",
+       "",
+       "index\tquestion\tsentence",
+       {"entailment", "not_entailment"},
+       nli,
+       nli_test,
+       {"QNLI.tsv"}},
+      {"rte",
+       "index\tsentence1\tsentence2\tlabel",
+       "",
+       "index\tsentence1\tsentence2",
+       {"entailment", "not_entailment"},
+       nli,
+       nli_test,
+       {"RTE.tsv"}},
+      {"wnli",
+       "index\tsentence1\tsentence2\tlabel",
+       "",
+       "index\tsentence1\tsentence2",
+       {"0", "1"},
+       nli,
+       nli_test,
+       {"WNLI.tsv"}},
+  };
+}
+
+// Examples over the test vocabulary's words whose label (or score) the
+// words tell: the first sentence's words come from a band of the
+// vocabulary of their class (STS-B: of their score, 0 to 5), so that a
+// tiny model learns it in a few epochs; one label in ten is drawn at random.
+struct GlueExamples {
+  std::vector<std::string> a, b, labels;
+};
+
+GlueExamples MakeGlueExamples(const GlueLayout& layout, int n, uint32_t seed) {
+  std::mt19937 random(seed);
+  const int classes = layout.labels.empty() ? 6 : static_cast<int>(layout.labels.size());
+  const int band = (kVocab - 110) / classes;
+  GlueExamples out;
+  for (int i = 0; i < n; ++i) {
+    const int c = std::uniform_int_distribution<int>(0, classes - 1)(random);
+    std::uniform_int_distribution<int> in_band(110 + c * band, 110 + (c + 1) * band - 1);
+    std::string a, b;
+    const int la = std::uniform_int_distribution<int>(2, 20)(random);
+    const int lb = std::uniform_int_distribution<int>(2, 20)(random);
+    for (int k = 0; k < la; ++k) a += (k ? " w" : "w") + std::to_string(in_band(random));
+    for (int k = 0; k < lb; ++k) b += (k ? " " : "") + Word(random);
+    const int label = random() % 10 == 0 ? static_cast<int>(random() % classes) : c;
+    out.a.push_back(a);
+    out.b.push_back(layout.pair ? b : "");
+    out.labels.push_back(layout.labels.empty()
+                             ? absl::StrFormat("%.3f", label + (random() % 5) / 10.0)
+                             : layout.labels[static_cast<size_t>(label)]);
+  }
+  return out;
+}
+
+std::string GlueFileOf(const GlueLayout& layout, const GlueExamples& e, bool dev) {
+  const std::string& header = dev && !layout.dev_header.empty() ? layout.dev_header : layout.header;
+  std::string out = header.empty() ? "" : header + "\n";
+  for (size_t i = 0; i < e.a.size(); ++i) {
+    out += layout.line(static_cast<int>(i), e.a[i], e.b[i], e.labels[i], dev) + "\n";
+  }
+  return out;
+}
+
+// The dev file's pairs in the test file's layout.
+std::string GlueTestFileOf(const GlueLayout& layout, const GlueExamples& e) {
+  std::string out = layout.test_header + "\n";
+  for (size_t i = 0; i < e.a.size(); ++i) {
+    out += layout.test_line(static_cast<int>(i), e.a[i], e.b[i]) + "\n";
+  }
+  return out;
+}
+
+class GlueTaskTest : public FinetuneTest, public ::testing::WithParamInterface<GlueLayout> {};
+
+// A GLUE task end to end through the binary: trained on its train file,
+// scored on its dev file (MNLI's matched and mismatched in one run, both
+// logged), its test file predicted into the benchmark's submission file;
+// the test files here hold the dev files' pairs, so that scikit-learn's and
+// scipy's metrics of the predictions written equal the run's. The model's
+// weights scored and predicting alone (--evaluate) write the same files.
+TEST_P(GlueTaskTest, TrainsScoresAndPredictsItsSubmission) {
+  const GlueLayout& layout = GetParam();
+  const bool mnli = layout.task == "mnli";
+  const GlueExamples train = MakeGlueExamples(layout, 120, 11);
+  std::vector<GlueExamples> devs = {MakeGlueExamples(layout, 40, 12)};
+  if (mnli) devs.push_back(MakeGlueExamples(layout, 30, 13));
+  const std::string files = (dir_ / "glue").string();
+  WriteFile(files + "/train.tsv", GlueFileOf(layout, train, false));
+  const char* dev_names[] = {"dev_matched.tsv", "dev_mismatched.tsv"};
+  const char* test_names[] = {"test_matched.tsv", "test_mismatched.tsv"};
+  for (size_t d = 0; d < devs.size(); ++d) {
+    WriteFile(files + "/" + dev_names[d], GlueFileOf(layout, devs[d], true));
+    WriteFile(files + "/" + test_names[d], GlueTestFileOf(layout, devs[d]));
+  }
+  std::string sets =
+      absl::StrCat(" --eval ", files, "/dev_matched.tsv --predict ", files, "/test_matched.tsv");
+  if (mnli) {
+    absl::StrAppend(&sets, " --set finetune.eval_mismatched_file=", files,
+                    "/dev_mismatched.tsv --set finetune.predict_mismatched_file=", files,
+                    "/test_mismatched.tsv");
+  }
+  const std::string common = absl::StrCat("finetune", model_, " --task ", layout.task, sets,
+                                          " --set finetune.max_seq_length=48");
+  const fs::path run = dir_ / "run";
+  const Result r = RunBinary(
+      absl::StrCat(common, " --train ", files, "/train.tsv --init ",
+                   (dir_ / "init.safetensors").string(), " --set run.output_dir=", run.string(),
+                   " --set finetune.epochs=10 --set finetune.batch_size=8 --set optim.lr=3e-3"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["predict"], (run / "predict").string());
+  // Each epoch's evaluation in metrics.jsonl holds every dev file's metrics.
+  int evaluations = 0;
+  std::istringstream lines(ReadText((run / "metrics.jsonl").string()));
+  for (std::string line; std::getline(lines, line);) {
+    const json parsed = json::parse(line);
+    if (parsed["kind"] != "eval") continue;
+    ++evaluations;
+    EXPECT_TRUE(parsed.contains(layout.labels.empty() ? "pearson" : "accuracy")) << line;
+    if (mnli) EXPECT_TRUE(parsed.contains("mismatched_accuracy")) << line;
+  }
+  EXPECT_EQ(evaluations, 10);
+  // The submission files, scored by scikit-learn and scipy against the dev
+  // files' labels.
+  json reference_input = json::array();
+  for (size_t d = 0; d < devs.size(); ++d) {
+    const std::string submission = (run / "predict" / layout.submissions[d]).string();
+    ASSERT_TRUE(fs::exists(submission)) << submission;
+    reference_input.push_back({{"file", submission},
+                               {"labels", devs[d].labels},
+                               {"names", layout.labels},
+                               {"task", layout.task}});
+  }
+  std::vector<std::string> listed;
+  for (const auto& e : fs::directory_iterator(run / "predict")) {
+    listed.push_back(e.path().filename().string());
+  }
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, layout.submissions);
+  WriteFile((dir_ / "reference.json").string(), reference_input.dump());
+  const std::string script = R"(
+import csv, json, sys
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from scipy.stats import pearsonr, spearmanr
+out = []
+for case in json.load(open(sys.argv[1])):
+    with open(case["file"], newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    assert rows[0] == ["index", "prediction"], rows[0]
+    assert [int(r[0]) for r in rows[1:]] == list(range(len(case["labels"]))), "indices"
+    names = case["names"]
+    if names:
+        truth = [names.index(x) for x in case["labels"]]
+        predicted = [names.index(r[1]) for r in rows[1:]]
+        m = {"accuracy": accuracy_score(truth, predicted)}
+        if case["task"] in ("mrpc", "qqp"):
+            m["f1"] = f1_score(truth, predicted)
+        if case["task"] == "cola":
+            m["mcc"] = matthews_corrcoef(truth, predicted)
+        m["distinct"] = len(set(predicted))
+    else:
+        truth = [float(x) for x in case["labels"]]
+        predicted = [float(r[1]) for r in rows[1:]]
+        m = {"pearson": pearsonr(predicted, truth)[0], "spearman": spearmanr(predicted, truth)[0]}
+        m["distinct"] = len(set(predicted))
+    out.append(m)
+json.dump(out, open(sys.argv[2], "w"))
+)";
+  WriteFile((dir_ / "reference.py").string(), script);
+  const Result reference = RunShell(absl::StrCat(
+      "/usr/bin/python3 ", (dir_ / "reference.py").string(), " ",
+      (dir_ / "reference.json").string(), " ", (dir_ / "reference_out.json").string()));
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const json expected = json::parse(ReadText((dir_ / "reference_out.json").string()));
+  // Not a constant answer: the metrics are of predictions that differ.
+  EXPECT_GT(expected[0]["distinct"].get<int>(), 1) << expected.dump();
+  for (size_t d = 0; d < devs.size(); ++d) {
+    for (const auto& [metric, value] : expected[d].items()) {
+      if (metric == "distinct") continue;
+      const std::string name = d == 0 ? metric : "mismatched_" + metric;
+      ASSERT_TRUE(out.contains(name)) << name << " " << r.out;
+      // Scores are written to 9 significant digits, each within 5e-9 of
+      // itself: the correlations move by less than 1e-6.
+      EXPECT_NEAR(out[name].get<double>(), value.get<double>(),
+                  layout.labels.empty() ? 1e-6 : 1e-12)
+          << name;
+    }
+  }
+  // Scored and predicted alone, into a folder of its own, written whole.
+  const fs::path evaluation = dir_ / "evaluation";
+  const std::string model = (run / "model" / "model.safetensors").string();
+  const Result alone =
+      RunBinary(absl::StrCat(common, " --evaluate ", model, " --output ", evaluation.string()));
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  const json scored = json::parse(alone.out);
+  const json written = json::parse(ReadText((evaluation / "evaluation.json").string()));
+  EXPECT_EQ(written, scored);
+  for (const auto& [metric, value] : expected[0].items()) {
+    if (metric != "distinct") EXPECT_EQ(scored[metric], out[metric]) << metric;
+  }
+  for (const std::string& submission : layout.submissions) {
+    EXPECT_EQ(ReadText((evaluation / "predict" / submission).string()),
+              ReadText((run / "predict" / submission).string()))
+        << submission;
+  }
+  // Again into the same folder: refused without --overwrite, which
+  // replaces it.
+  const Result again =
+      RunBinary(absl::StrCat(common, " --evaluate ", model, " --output ", evaluation.string()));
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("add --overwrite"), std::string::npos) << again.err;
+  const Result replaced = RunBinary(absl::StrCat(common, " --evaluate ", model, " --output ",
+                                                 evaluation.string(), " --overwrite"));
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTask, GlueTaskTest, ::testing::ValuesIn(GlueLayouts()),
+                         [](const ::testing::TestParamInfo<GlueLayout>& info) {
+                           return info.param.task;
+                         });
 
 }  // namespace
 }  // namespace pbert::app

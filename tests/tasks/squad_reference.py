@@ -1,20 +1,26 @@
 #!/usr/bin/python3
-"""An independent SQuAD 1.1 featurizer and answer extractor for parity
-tests, written from Google's published algorithm (google-research/bert
+"""An independent SQuAD 1.1 and 2.0 featurizer and answer extractor for
+parity tests, written from Google's published algorithm (google-research/bert
 run_squad.py: read_squad_examples, convert_examples_to_features with
 _improve_answer_span and _check_is_max_context, write_predictions with
-_get_best_indexes and get_final_text), in Python with the reference
+_get_best_indexes, get_final_text and _compute_softmax, and
+version_2_with_negative's null answer), in Python with the reference
 tokenizer of tests/data/bert_tokenizer_reference.py, so that it shares no
 code with the C++ one.
 
     squad_reference.py VOCAB SQUAD_JSON MAX_SEQ DOC_STRIDE MAX_QUERY TRAINING \
-        FEATURES_OUT [LOGITS_JSON N_BEST MAX_ANSWER PREDICTIONS_OUT]
+        FEATURES_OUT [--version-2] [--logits LOGITS_JSON --n-best N \
+        --max-answer M --null-threshold T --predictions PREDICTIONS_OUT]
 
 FEATURES_OUT gets one JSON line per feature: example, ids, segments, start,
 end, word (-1 outside the context), max_context. LOGITS_JSON holds
-[[start logits], [end logits]] per feature, in that order.
+[[start logits], [end logits]] per feature, in that order. PREDICTIONS_OUT
+gets {"predictions": ..., "nbest": ..., "null_odds": ...} as run_squad.py
+writes predictions.json, nbest_predictions.json and null_odds.json.
 """
+import argparse
 import json
+import math
 import os
 import sys
 
@@ -43,7 +49,7 @@ def is_whitespace(c):
     return c in " \t\r\n" or ord(c) == 0x202F
 
 
-def read_examples(path, training):
+def read_examples(path, training, version_2):
     examples = []
     for entry in json.load(open(path, encoding="utf-8"))["data"]:
         for paragraph in entry["paragraphs"]:
@@ -61,8 +67,9 @@ def read_examples(path, training):
                 char_to_word.append(len(doc_tokens) - 1)
             for qa in paragraph["qas"]:
                 ex = {"id": qa["id"], "question": qa["question"], "doc_tokens": doc_tokens,
-                      "answers": [a["text"] for a in qa["answers"]], "skip": False}
-                if training:
+                      "answers": [a["text"] for a in qa.get("answers", [])], "skip": False,
+                      "impossible": version_2 and qa.get("is_impossible", False)}
+                if training and not ex["impossible"]:
                     answer = qa["answers"][0]
                     offset, length = answer["answer_start"], len(answer["text"])
                     ex["start"] = char_to_word[offset]
@@ -107,7 +114,7 @@ def features(examples, tokenizer, max_seq, stride, max_query, training):
             for sub in tokenizer.tokenize(token):
                 tok_to_orig.append(i)
                 all_tokens.append(sub)
-        if training:
+        if training and not ex["impossible"]:
             ts = orig_to_tok[ex["start"]]
             te = (orig_to_tok[ex["end"] + 1] - 1 if ex["end"] < len(ex["doc_tokens"]) - 1
                   else len(all_tokens) - 1)
@@ -136,7 +143,7 @@ def features(examples, tokenizer, max_seq, stride, max_query, training):
             word.append(-1)
             maxc.append(0)
             s = t = 0
-            if training and ts >= start and te <= start + length - 1:
+            if training and not ex["impossible"] and ts >= start and te <= start + length - 1:
                 offset = len(query) + 2
                 s, t = ts - start + offset, te - start + offset
             out.append({"example": e, "ids": [tokenizer.vocab[x] for x in tokens],
@@ -180,16 +187,27 @@ def final_text(pred, orig, tokenizer):
     return orig[os_:oe + 1]
 
 
-def predictions(examples, feats, logits, tokenizer, n_best, max_answer):
+def softmax(scores):
+    largest = max(scores)
+    exps = [math.exp(x - largest) for x in scores]
+    total = sum(exps)
+    return [x / total for x in exps]
+
+
+def predictions(examples, feats, logits, tokenizer, n_best, max_answer, version_2, threshold):
     by_example = {}
     for i, f in enumerate(feats):
         by_example.setdefault(f["example"], []).append(i)
-    out = {}
+    answers, nbests, null_odds = {}, {}, {}
     for e, ex in enumerate(examples):
         prelim = []
+        score_null, null_feature, null_start, null_end = 1000000, 0, 0, 0
         for i in by_example.get(e, []):
             f = feats[i]
             starts, ends = logits[i]
+            if version_2 and starts[0] + ends[0] < score_null:
+                score_null, null_feature = starts[0] + ends[0], i
+                null_start, null_end = starts[0], ends[0]
             for s in best_indexes(starts, n_best):
                 for t in best_indexes(ends, n_best):
                     if s >= len(f["tokens"]) or t >= len(f["tokens"]):
@@ -198,36 +216,73 @@ def predictions(examples, feats, logits, tokenizer, n_best, max_answer):
                         continue
                     if t < s or t - s + 1 > max_answer:
                         continue
-                    prelim.append((i, s, t, starts[s] + ends[t]))
-        prelim.sort(key=lambda x: x[3], reverse=True)
-        if not prelim:
-            out[ex["id"]] = "empty"
+                    prelim.append((i, s, t, starts[s], ends[t]))
+        if version_2:
+            prelim.append((null_feature, 0, 0, null_start, null_end))
+        prelim.sort(key=lambda x: x[3] + x[4], reverse=True)
+        nbest, seen = [], set()
+        for i, s, t, start_logit, end_logit in prelim:
+            if len(nbest) >= n_best:
+                break
+            if s > 0:
+                f = feats[i]
+                tok_text = " ".join(f["tokens"][s:t + 1]).replace(" ##", "").replace("##", "")
+                tok_text = " ".join(tok_text.strip().split())
+                orig_text = " ".join(ex["doc_tokens"][f["word"][s]:f["word"][t] + 1])
+                text = final_text(tok_text, orig_text, tokenizer)
+                if text in seen:
+                    continue
+            else:
+                text = ""
+            seen.add(text)
+            nbest.append((text, start_logit, end_logit))
+        if version_2 and "" not in seen:
+            nbest.append(("", null_start, null_end))
+        if not nbest:
+            nbest.append(("empty", 0.0, 0.0))
+        probs = softmax([a + b for _, a, b in nbest])
+        nbests[ex["id"]] = [{"text": text, "probability": p, "start_logit": a, "end_logit": b}
+                            for (text, a, b), p in zip(nbest, probs)]
+        if not version_2:
+            answers[ex["id"]] = nbest[0][0]
             continue
-        i, s, t, _ = prelim[0]
-        f = feats[i]
-        tok_text = " ".join(f["tokens"][s:t + 1]).replace(" ##", "").replace("##", "")
-        tok_text = " ".join(tok_text.strip().split())
-        orig_text = " ".join(ex["doc_tokens"][f["word"][s]:f["word"][t] + 1])
-        out[ex["id"]] = final_text(tok_text, orig_text, tokenizer)
-    return out
+        best = next((n for n in nbest if n[0]), None)
+        if best is None:  # run_squad.py fails here; the null answer is its only one
+            null_odds[ex["id"]] = score_null
+            answers[ex["id"]] = ""
+            continue
+        diff = score_null - best[1] - best[2]
+        null_odds[ex["id"]] = diff
+        answers[ex["id"]] = "" if diff > threshold else best[0]
+    return {"predictions": answers, "nbest": nbests, "null_odds": null_odds}
 
 
 def main():
-    vocab, path, max_seq, stride, max_query, training, features_out = sys.argv[1:8]
-    tokenizer = Tokenizer(vocab)
-    training = training == "1"
-    examples = read_examples(path, training)
-    feats = features(examples, tokenizer, int(max_seq), int(stride), int(max_query), training)
-    with open(features_out, "w", encoding="utf-8") as f:
+    parser = argparse.ArgumentParser()
+    for name in ("vocab", "path", "max_seq", "stride", "max_query", "training", "features_out"):
+        parser.add_argument(name)
+    parser.add_argument("--version-2", action="store_true")
+    parser.add_argument("--logits")
+    parser.add_argument("--n-best", type=int, default=20)
+    parser.add_argument("--max-answer", type=int, default=30)
+    parser.add_argument("--null-threshold", type=float, default=0.0)
+    parser.add_argument("--predictions")
+    args = parser.parse_args()
+    tokenizer = Tokenizer(args.vocab)
+    training = args.training == "1"
+    examples = read_examples(args.path, training, args.version_2)
+    feats = features(examples, tokenizer, int(args.max_seq), int(args.stride),
+                     int(args.max_query), training)
+    with open(args.features_out, "w", encoding="utf-8") as f:
         for feat in feats:
             feat = dict(feat)
             del feat["tokens"]
             f.write(json.dumps(feat) + "\n")
-    if len(sys.argv) > 8:
-        logits_path, n_best, max_answer, predictions_out = sys.argv[8:12]
-        logits = json.load(open(logits_path))
-        preds = predictions(examples, feats, logits, tokenizer, int(n_best), int(max_answer))
-        with open(predictions_out, "w", encoding="utf-8") as f:
+    if args.logits:
+        logits = json.load(open(args.logits))
+        preds = predictions(examples, feats, logits, tokenizer, args.n_best, args.max_answer,
+                            args.version_2, args.null_threshold)
+        with open(args.predictions, "w", encoding="utf-8") as f:
             json.dump(preds, f, ensure_ascii=False)
 
 
