@@ -54,9 +54,9 @@ struct FinetuneConfig {
     v.Field("eval_mismatched_file", &eval_mismatched_file,
             "MNLI: dev_mismatched.tsv, scored beside eval_file (its metrics named mismatched_*)");
     v.Field("predict_file", &predict_file,
-            "a file without labels (SQuAD questions, a GLUE test.tsv) to predict at the end of "
-            "training, or with --evaluate: RUN_DIR/predict/ gets the predictions (SQuAD's "
-            "predictions.json and nbest_predictions.json, GLUE's submission file)");
+            "a file without labels (SQuAD questions, a GLUE test.tsv) that the finished model "
+            "predicts into RUN_DIR/predict/ (--evaluate: into --output's predict/): SQuAD's "
+            "predictions.json and nbest_predictions.json, GLUE's submission file");
     v.Field("predict_mismatched_file", &predict_mismatched_file,
             "MNLI: test_mismatched.tsv, predicted beside predict_file (MNLI-mm.tsv)");
     v.Field("init_checkpoint", &init_checkpoint,

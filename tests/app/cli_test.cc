@@ -54,24 +54,25 @@ std::string WriteConfig(const std::string& name, const std::string& text) {
 TEST(CliTest, HelpListsCommands) {
   Result r = RunBinary("--help");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.out,
-            "packed-bert: BERT pretraining and fine-tuning on packed sequences\n\n"
-            "usage: packed-bert <command> [flags]\n\n"
-            "commands:\n"
-            "  prepare        turn raw text or MLPerf/NVIDIA HDF5 into an instance store\n"
-            "  tokenize       print the WordPiece ids of text lines\n"
-            "  verify         check an instance store or a pack index\n"
-            "  export         write an instance store as MLPerf HDF5\n"
-            "  pack           decide which sequences share a row, and report how well\n"
-            "  train          pretrain BERT on packed data with the MLPerf evaluation loop\n"
-            "  finetune       fine-tune a pretrained BERT on SQuAD 1.1 or a GLUE task, packed\n"
-            "  score          evaluate weights on MLPerf HDF5 data or a store, packed or not\n"
-            "  model          create or convert model weights\n"
-            "  launch         start the workers of a data-parallel run on this node\n"
-            "  mlperf-summary time to train and the MLPerf score of finished runs\n"
-            "  plot           draw learning curves and throughput of training runs as SVG\n"
-            "  config         print the effective config (defaults < --config file < --set)\n\n"
-            "Run 'packed-bert <command> --help' for the flags of a command.\n");
+  EXPECT_EQ(
+      r.out,
+      "packed-bert: BERT pretraining and fine-tuning on packed sequences\n\n"
+      "usage: packed-bert <command> [flags]\n\n"
+      "commands:\n"
+      "  prepare        turn raw text or MLPerf/NVIDIA HDF5 into an instance store\n"
+      "  tokenize       print the WordPiece ids of text lines\n"
+      "  verify         check an instance store or a pack index\n"
+      "  export         write an instance store as MLPerf HDF5\n"
+      "  pack           decide which sequences share a row, and report how well\n"
+      "  train          pretrain BERT on packed data with the MLPerf evaluation loop\n"
+      "  finetune       fine-tune a pretrained BERT on SQuAD 1.1 or 2.0 or a GLUE task, packed\n"
+      "  score          evaluate weights on MLPerf HDF5 data or a store, packed or not\n"
+      "  model          create or convert model weights\n"
+      "  launch         start the workers of a data-parallel run on this node\n"
+      "  mlperf-summary time to train and the MLPerf score of finished runs\n"
+      "  plot           draw learning curves and throughput of training runs as SVG\n"
+      "  config         print the effective config (defaults < --config file < --set)\n\n"
+      "Run 'packed-bert <command> --help' for the flags of a command.\n");
   r = RunBinary("export --help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("  --store DIR                  the instance store (required)\n"),
@@ -79,8 +80,9 @@ TEST(CliTest, HelpListsCommands) {
       << r.out;
   r = RunBinary("export --out x.hdf5");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert export: error: export needs --store DIR; see 'packed-bert "
-                   "export --help'\n");
+  EXPECT_EQ(r.err,
+            "packed-bert export: error: export needs --store DIR; see 'packed-bert "
+            "export --help'\n");
 }
 
 TEST(CliTest, ConfigTypoIsOneClearLine) {
@@ -141,10 +143,12 @@ TEST(CliTest, AFolderWhereAFileBelongs) {
   const std::string folder = std::filesystem::temp_directory_path().string();
   Result r = RunBinary("config dump --config " + folder);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert config: error: config file " + folder + " is a folder; give a file\n");
+  EXPECT_EQ(r.err,
+            "packed-bert config: error: config file " + folder + " is a folder; give a file\n");
   r = RunBinary("tokenize --vocab " + folder);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert tokenize: error: vocabulary " + folder + " is a folder; give a file\n");
+  EXPECT_EQ(r.err,
+            "packed-bert tokenize: error: vocabulary " + folder + " is a folder; give a file\n");
 }
 
 TEST(CliTest, UnknownFlag) {
@@ -161,6 +165,19 @@ TEST(CliTest, ConfigDumpAppliesPriorities) {
   EXPECT_NE(r.out.find("threads: 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("seed: 7"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("log_level: warn"), std::string::npos) << r.out;
+}
+
+// Every config of the checkout reads as it is (keys, values, ranges).
+TEST(CliTest, EveryShippedConfigReads) {
+  int configs = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(pbert::testing::SourceDir()) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const Result r = RunBinary("config dump --config " + entry.path().string());
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << ": " << r.err;
+    ++configs;
+  }
+  EXPECT_GE(configs, 9);
 }
 
 TEST(CliTest, PackPrintsOneJsonObjectPerAlgorithm) {
@@ -220,9 +237,9 @@ TEST(CliTest, ScoreOfPackedAndUnpackedDataAgree) {
       data::WriteHdf5(data, pbert::testing::RandomInstances(60, 70, 90, 500, 3), 100, 40).ok());
   wide = RunBinary("score" + model + " --weights " + weights + " --data " + data);
   EXPECT_EQ(wide.exit_code, 2);
-  EXPECT_EQ(ErrorLine(wide).rfind("packed-bert score: error: " + data + " holds sequences of up to ",
-                                  0),
-            0u)
+  EXPECT_EQ(
+      ErrorLine(wide).rfind("packed-bert score: error: " + data + " holds sequences of up to ", 0),
+      0u)
       << wide.err;
   EXPECT_EQ(wide.err.find("up to 100 tokens"), std::string::npos) << wide.err;
 }
@@ -298,15 +315,17 @@ TEST(CliTest, ExportHfWritesWhatTransformersLoads) {
   testing::WriteFile((dir / "wrong" / "config.json").string(), config);
   Result wrong = testing::RunShell(check + (dir / "wrong").string() + " " + vocab);
   EXPECT_EQ(wrong.exit_code, 1);
-  EXPECT_NE(wrong.out.find("model.safetensors: bert.encoder.layer.2.output.dense.weight is missing"),
-            std::string::npos)
+  EXPECT_NE(
+      wrong.out.find("model.safetensors: bert.encoder.layer.2.output.dense.weight is missing"),
+      std::string::npos)
       << wrong.out << wrong.err;
   // Read back: scoring through the export gives the checkpoint's numbers.
   const std::string data = (dir / "d.hdf5").string();
   ASSERT_TRUE(
       data::WriteHdf5(data, pbert::testing::RandomInstances(20, 5, 40, 500, 9), 64, 40).ok());
   Result before = RunBinary("score" + model + " --weights " + checkpoint + " --data " + data);
-  Result after = RunBinary("score" + model + " --weights " + out + "/model.safetensors --data " + data);
+  Result after =
+      RunBinary("score" + model + " --weights " + out + "/model.safetensors --data " + data);
   ASSERT_EQ(before.exit_code, 0) << before.err;
   ASSERT_EQ(after.exit_code, 0) << after.err;
   auto b = nlohmann::json::parse(before.out), a = nlohmann::json::parse(after.out);
@@ -319,10 +338,10 @@ TEST(CliTest, ExportHfWritesWhatTransformersLoads) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert model: error: " + out +
                        " already exists; add --overwrite to replace it, or choose another name\n");
-  EXPECT_EQ(RunBinary("model export-hf " + checkpoint + " " + out + " --vocab " + vocab +
-                      " --overwrite")
-                .exit_code,
-            0);
+  EXPECT_EQ(
+      RunBinary("model export-hf " + checkpoint + " " + out + " --vocab " + vocab + " --overwrite")
+          .exit_code,
+      0);
   r = RunBinary("model export-hf " + checkpoint + " " + (dir / "b").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
@@ -343,8 +362,8 @@ TEST(CliTest, ExportHfWritesWhatTransformersLoads) {
   std::vector<std::string> left;
   for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename());
   std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"big.txt", "d.hdf5", "hf", "step-00000010",
-                                            "vocab.txt", "wrong"}));
+  EXPECT_EQ(left, (std::vector<std::string>{"big.txt", "d.hdf5", "hf", "step-00000010", "vocab.txt",
+                                            "wrong"}));
   fs::remove_all(dir);
 }
 
@@ -371,10 +390,11 @@ TEST(CliTest, OverwriteNeverReplacesWhatTheCommandDidNotMake) {
   state.loop.samples = 20;
   state.loader.rows = 2;
   testing::WriteFile(checkpoint + "/trainer_state.json", pbert::train::ToJson(state).dump() + "\n");
-  ASSERT_EQ(RunBinary("model init" + model + " --out " + checkpoint + "/model.safetensors")
-                .exit_code,
-            2) << "a weights file may not be written into a checkpoint";
-  ASSERT_EQ(RunBinary("model init" + model + " --out " + (dir / "w.safetensors").string()).exit_code, 0);
+  ASSERT_EQ(
+      RunBinary("model init" + model + " --out " + checkpoint + "/model.safetensors").exit_code, 2)
+      << "a weights file may not be written into a checkpoint";
+  ASSERT_EQ(
+      RunBinary("model init" + model + " --out " + (dir / "w.safetensors").string()).exit_code, 0);
   fs::copy_file(dir / "w.safetensors", checkpoint + "/model.safetensors");
   Result dump = RunBinary("config dump" + model);
   testing::WriteFile(checkpoint + "/config.yaml", dump.out);
@@ -397,12 +417,14 @@ TEST(CliTest, OverwriteNeverReplacesWhatTheCommandDidNotMake) {
       {export_hf + run + "/mllog.txt" + flags, " is the run folder " + run + "'s mllog.txt"},
       {export_hf + (dir / "store").string() + flags, " is a folder holding store.json;"},
       {export_hf + (dir / "store" / "hf").string() + flags, " lies in the instance store "},
-      {export_hf + (dir / "mine").string() + flags, " is a folder holding thesis.tex; --overwrite "
-                                                    "replaces only a Hugging Face model folder"},
+      {export_hf + (dir / "mine").string() + flags,
+       " is a folder holding thesis.tex; --overwrite "
+       "replaces only a Hugging Face model folder"},
       {export_hf + vocab + flags, vocab + " is a file; --overwrite replaces only"},
       {"model init" + model + " --overwrite --out " + vocab, " is a file of another format;"},
       {"model init" + model + " --overwrite --out " + (dir / "mine").string(), " is a folder;"},
-      {"model convert " + (dir / "w.safetensors").string() + " " + run + "/metrics.jsonl --overwrite",
+      {"model convert " + (dir / "w.safetensors").string() + " " + run +
+           "/metrics.jsonl --overwrite",
        "'s metrics.jsonl"},
   };
   for (const auto& [command, why] : refused) {
@@ -462,9 +484,10 @@ TEST(CliTest, AResultThatCannotBeWrittenFails) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
   Result r = RunBinary("config dump >/dev/full");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "packed-bert config: error: the result could not be written to standard output "
-                   "(No space left on device); it is lost: run the command again with its output "
-                   "going where there is room\n");
+  EXPECT_EQ(r.err,
+            "packed-bert config: error: the result could not be written to standard output "
+            "(No space left on device); it is lost: run the command again with its output "
+            "going where there is room\n");
 }
 
 std::string SharedData(const std::string& name) {
@@ -542,8 +565,8 @@ TEST(CliTest, NegativeCountsAndFailedPacksLeaveNothing) {
   const fs::path dir = fs::temp_directory_path() / "pbert_cli_counts";
   const std::string store = MakeStore(dir, 30, 4);
   ASSERT_FALSE(store.empty());
-  Result r = RunBinary("export --store " + store + " --out " + (dir / "e.hdf5").string() +
-                       " --limit -3");
+  Result r =
+      RunBinary("export --store " + store + " --out " + (dir / "e.hdf5").string() + " --limit -3");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert export: error: --limit -3: must be 1 or more\n");
   // No rows is no MLPerf file: a reader would refuse it.
@@ -588,8 +611,8 @@ TEST(CliTest, ExportFailuresAreOneLineAndLeaveNothing) {
   ASSERT_EQ(lines.size(), 2u) << r.err;
   EXPECT_NE(lines[0].find("[progress] export  100.0%"), std::string::npos) << r.err;
   EXPECT_EQ(lines[1], "packed-bert export: error: cannot write " + out +
-                         ": File too large (files may grow to 8192 bytes in this process: raise "
-                         "ulimit -f)");
+                          ": File too large (files may grow to 8192 bytes in this process: raise "
+                          "ulimit -f)");
   EXPECT_TRUE(fs::is_empty(dir / "out")) << "the temporary file was left";
 
   const std::string shard = store + "/shard-00000.pbstore";
@@ -692,8 +715,7 @@ TEST(CliTest, LaunchNamesAWorkerThatASignalEndsWhileTheJobStops) {
       "launch --nproc-per-node 2 --grace-s 20 -- sh -c 'if [ $RANK = 0 ]; then "
       "sleep 0.5; exit 3; else trap \"kill -SEGV \\$\\$\" TERM; sleep 10 & wait; fi'");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("rank 0 exited with code 3; stopping the other workers"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("rank 0 exited with code 3; stopping the other workers"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("rank 1 was killed by signal 11 (Segmentation fault) while the job stopped"),
             std::string::npos)
@@ -862,10 +884,13 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
       WriteConfig("pbert_cli_prepare/specials.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n");
   r = RunBinary("prepare --log-level warn --vocab " + specials + " --out " + out + " " + text);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert prepare: error: 100.0% of the 6 tokens of the inputs are [UNK]: "
-                   "the vocabulary " + specials + " does not fit their text (another "
-                   "language's, or a cased one: set prepare.lower_case false); give the "
-                   "vocabulary of the model\n");
+  EXPECT_EQ(r.err,
+            "packed-bert prepare: error: 100.0% of the 6 tokens of the inputs are [UNK]: "
+            "the vocabulary " +
+                specials +
+                " does not fit their text (another "
+                "language's, or a cased one: set prepare.lower_case false); give the "
+                "vocabulary of the model\n");
   EXPECT_FALSE(fs::exists(out));
   std::string empty = WriteConfig("pbert_cli_prepare/empty.txt", "");
   std::string full_vocab = WriteConfig("pbert_cli_prepare/full_vocab.txt",
@@ -1129,7 +1154,8 @@ TEST(CliTest, HostileStructureIsOneLineNamingTheFile) {
   const fs::path checkpoint = root / "run" / "checkpoints" / "step-00000002";
   fs::create_directories(checkpoint);
   fs::copy_file(weights, checkpoint / "model.safetensors");
-  for (const char* file : {"optimizer.pt", "config.yaml"}) testing::WriteFile((checkpoint / file).string(), "x");
+  for (const char* file : {"optimizer.pt", "config.yaml"})
+    testing::WriteFile((checkpoint / file).string(), "x");
   testing::WriteFile((checkpoint / "trainer_state.json").string(), deep);
   Result r = RunBinary("score" + model + " --weights " + checkpoint.string() + " --data " + store);
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -1163,8 +1189,7 @@ TEST(CliTest, AFolderGivenForWeightsIsNamedForWhatItIs) {
                        "/checkpoints/step-N) or a weights file\n");
   r = RunBinary("model convert " + root.string() + " " + out);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find(root.string() + " is a folder without model.safetensors"),
-            std::string::npos)
+  EXPECT_NE(r.err.find(root.string() + " is a folder without model.safetensors"), std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(out));
   fs::remove_all(root);
@@ -1182,25 +1207,30 @@ TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
       std::string(" --config ") + pbert::testing::SourceDir() + "/configs/bert-tiny.yaml";
   const std::string out = (root / "w.safetensors").string();
   Result r = testing::RunShell("ulimit -f 8; exec " + std::string(pbert::testing::BinaryPath()) +
-                      " model init" + model + " --out " + out);
+                               " model init" + model + " --out " + out);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "packed-bert model: error: cannot write " + out +
                        ": File too large (files may grow to 4096 bytes in this process: raise "
                        "ulimit -f)\n");
   EXPECT_FALSE(fs::exists(out));
-  r = testing::RunShell("ulimit -n 32; exec " + std::string(pbert::testing::BinaryPath()) + " config dump");
+  r = testing::RunShell("ulimit -n 32; exec " + std::string(pbert::testing::BinaryPath()) +
+                        " config dump");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "packed-bert config: error: this process may open only 32 files (ulimit -n), "
-                   "and packed-bert needs 64: raise the limit (ulimit -n 64)\n");
+  EXPECT_EQ(r.err,
+            "packed-bert config: error: this process may open only 32 files (ulimit -n), "
+            "and packed-bert needs 64: raise the limit (ulimit -n 64)\n");
   // 4 GB of weights in a 3 GB address space.
-  r = testing::RunShell("ulimit -v 3000000; exec " + std::string(pbert::testing::BinaryPath()) +
-               " model init" + model +
-               " --set model.vocab_size=4000000 --set model.hidden_size=256 --set model.num_heads=4 "
-               "--set model.intermediate_size=1024 --log-level warn --out " + out);
+  r = testing::RunShell(
+      "ulimit -v 3000000; exec " + std::string(pbert::testing::BinaryPath()) + " model init" +
+      model +
+      " --set model.vocab_size=4000000 --set model.hidden_size=256 --set model.num_heads=4 "
+      "--set model.intermediate_size=1024 --log-level warn --out " +
+      out);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(ErrorLine(r), "packed-bert model: error: out of memory (the address space is limited "
-                          "to 2929 MiB (ulimit -v)); give the process more memory (ulimit -v, "
-                          "the container's limit)");
+  EXPECT_EQ(ErrorLine(r),
+            "packed-bert model: error: out of memory (the address space is limited "
+            "to 2929 MiB (ulimit -v)); give the process more memory (ulimit -v, "
+            "the container's limit)");
   // An address space too small for LibTorch and OpenBLAS to start in (their
   // initialisers would abort, or retry an allocation for ever): one line
   // before they run, for every command.
@@ -1213,7 +1243,7 @@ TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << command;
     EXPECT_EQ(r.exit_code, 2) << command;
     EXPECT_TRUE(absl::StartsWith(r.err, named + ": error: the address space is limited to 683 "
-                                                 "MiB (ulimit -v), and packed-bert needs at least "))
+                                                "MiB (ulimit -v), and packed-bert needs at least "))
         << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
@@ -1265,7 +1295,6 @@ TEST(CliTest, ExitCodesFollowTheStatus) {
   EXPECT_EQ(ExitCodeFor(absl::ResourceExhaustedError("x")), 1);
   EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0);
 }
-
 
 // The path of docs/mlperf.md on files other tools wrote: NVIDIA packed and
 // MLPerf HDF5 from h5py, a TensorFlow phase-1 checkpoint from the
@@ -1327,7 +1356,8 @@ TEST(CliTest, MlperfPathOnFilesOtherToolsWrote) {
                 train_store + "/packs.pbpack --set data.eval=" + eval_store +
                 " --set train.init_checkpoint=" + ckpt +
                 " --set train.max_samples=40 --set train.micro_batch_rows=4"
-                " --set train.eval_every_samples=20 --set run.output_dir=" + run);
+                " --set train.eval_every_samples=20 --set run.output_dir=" +
+                run);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string mllog = testing::ReadText(run + "/mllog.txt");
   EXPECT_NE(mllog.find("\"key\":\"eval_accuracy\""), std::string::npos) << mllog;

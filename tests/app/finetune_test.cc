@@ -76,6 +76,36 @@ json SquadFile(int paragraphs, uint32_t seed) {
   return {{"version", "1.1"}, {"data", data}};
 }
 
+// The same as SQuAD 2.0: each paragraph also asks a question of a word
+// it does not hold (is_impossible, no answers). `answers` false: the
+// questions alone, as a file to predict.
+json SquadFileV2(int paragraphs, uint32_t seed, bool answers = true) {
+  json file = SquadFile(paragraphs, seed);
+  file["version"] = "v2.0";
+  int n = 0;
+  for (json& article : file["data"]) {
+    for (json& paragraph : article["paragraphs"]) {
+      const std::string context = paragraph["context"];
+      std::string absent = "w110";
+      for (int w = 110; context.find(absent) != std::string::npos; ++w) {
+        absent = "w" + std::to_string(w);
+      }
+      std::string question = paragraph["qas"][0]["question"];
+      question.replace(question.find("[MASK]"), 6, absent + " [MASK]");
+      paragraph["qas"].push_back({{"id", absl::StrCat("none", n++)},
+                                  {"question", question},
+                                  {"answers", json::array()},
+                                  {"is_impossible", true}});
+      if (answers) continue;
+      for (json& qa : paragraph["qas"]) {
+        qa.erase("answers");
+        qa.erase("is_impossible");
+      }
+    }
+  }
+  return file;
+}
+
 // An MRPC-format file: pairs of word lists, label 1 when they share their
 // first word.
 std::string MrpcFile(int pairs, uint32_t seed) {
@@ -191,6 +221,78 @@ TEST_F(FinetuneTest, SquadTrainsScoresAndExports) {
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_NE(twice.err.find("holds a run with checkpoints"), std::string::npos) << twice.err;
   EXPECT_NE(twice.err.find("continue it with --resume,"), std::string::npos) << twice.err;
+}
+
+// SQuAD 2.0 through the binary: trained with unanswerable questions,
+// scored as evaluate-v2.0.py scores the dev predictions with the run's
+// null odds as --na-prob-file (every one of its numbers), and the same
+// questions without answers predicted into RUN_DIR/predict: the same
+// answers, n-best lists of at most 20 with their probabilities and logits.
+TEST_F(FinetuneTest, Squad2TrainsPredictsAndScoresAsTheOfficialScript) {
+  WriteFile((dir_ / "train2.json").string(), SquadFileV2(60, 1).dump());
+  WriteFile((dir_ / "dev2.json").string(), SquadFileV2(12, 2).dump());
+  WriteFile((dir_ / "test2.json").string(), SquadFileV2(12, 2, false).dump());
+  const std::string v2 = " --set finetune.version_2_with_negative=true";
+  const std::string dev = (dir_ / "dev2.json").string();
+  // A 2.0 file read as 1.1 is refused, naming the key that reads it.
+  const Result v1 = RunBinary(Squad("v1", dev));
+  EXPECT_EQ(v1.exit_code, 2);
+  EXPECT_NE(v1.err.find(dev + ": question none0: is_impossible: a SQuAD 2.0 question; set "
+                              "finetune.version_2_with_negative: true"),
+            std::string::npos)
+      << v1.err;
+  EXPECT_FALSE(fs::exists(dir_ / "v1"));
+  std::string command = Squad("run", (dir_ / "train2.json").string()) + v2 + " --predict " +
+                        (dir_ / "test2.json").string() + " --set finetune.epochs=2";
+  const std::string dev1 = (dir_ / "dev.json").string();
+  command.replace(command.find(dev1), dev1.size(), dev);
+  const Result r = RunBinary(command);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  const fs::path run = dir_ / "run";
+  const json predictions = json::parse(ReadText((run / "predictions.json").string()));
+  ASSERT_EQ(predictions.size(), 36u);
+  // The predicted questions: the dev file's, answered alike.
+  for (const char* name : {"predictions.json", "nbest_predictions.json", "null_odds.json"}) {
+    EXPECT_EQ(ReadText((run / "predict" / name).string()), ReadText((run / name).string())) << name;
+  }
+  const json nbest = json::parse(ReadText((run / "predict" / "nbest_predictions.json").string()));
+  for (const auto& [id, list] : nbest.items()) {
+    ASSERT_GE(list.size(), 1u) << id;
+    EXPECT_LE(list.size(), 20u) << id;
+    double total = 0;
+    for (const json& entry : list) {
+      for (const char* key : {"text", "probability", "start_logit", "end_logit"}) {
+        EXPECT_TRUE(entry.contains(key)) << id << " " << entry.dump();
+      }
+      total += entry["probability"].get<double>();
+    }
+    EXPECT_NEAR(total, 1.0, 1e-12) << id;
+  }
+  const std::string script =
+      std::string(pbert::testing::SharedDataDir()) + "/../tools/squad/evaluate-v2.0.py";
+  if (!fs::exists(script) || RunShell("/usr/bin/python3 -c 'import numpy'").exit_code != 0) {
+    GTEST_SKIP() << "the official scorer needs " << script << " and python3-numpy";
+  }
+  const Result official = RunShell(
+      absl::StrCat("/usr/bin/python3 ", script, " ", dev, " ", (run / "predictions.json").string(),
+                   " --na-prob-file ", (run / "null_odds.json").string()));
+  ASSERT_EQ(official.exit_code, 0) << official.err;
+  const json o = json::parse(official.out);
+  for (const auto& [ours, theirs] :
+       std::vector<std::pair<std::string, std::string>>{{"exact_match", "exact"},
+                                                        {"f1", "f1"},
+                                                        {"HasAns_exact", "HasAns_exact"},
+                                                        {"HasAns_f1", "HasAns_f1"},
+                                                        {"NoAns_exact", "NoAns_exact"},
+                                                        {"NoAns_f1", "NoAns_f1"},
+                                                        {"best_exact", "best_exact"},
+                                                        {"best_exact_thresh", "best_exact_thresh"},
+                                                        {"best_f1", "best_f1"},
+                                                        {"best_f1_thresh", "best_f1_thresh"}}) {
+    ASSERT_TRUE(out.contains(ours)) << ours << " " << r.out;
+    EXPECT_NEAR(out[ours].get<double>(), o[theirs].get<double>(), 1e-9) << ours;
+  }
 }
 
 TEST_F(FinetuneTest, GlueClassifiesAndExports) {
