@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -108,10 +109,16 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
                                                   bool labeled) {
   ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, absl::StrCat(task.name, " file")));
   // CoLA's train and dev files alone have no header (its test file has).
-  const bool headerless = labeled && std::string(task.name) == "cola";
+  const bool cola = std::string(task.name) == "cola";
+  bool headerless = labeled && cola;
+  // A labeled file given to predict is predicted, in file order where it
+  // has no index column.
+  bool numbered = false;
+  bool pending = false;  // the first line is an example, not a header
   int first = 3, second = -1, label = 1, index = -1;
   size_t columns = 4;
   std::string line;
+  std::vector<std::string> header;
   auto where = [&] { return absl::StrCat(path, ": line ", lines.line_number()); };
   auto next = [&] {
     if (!lines.Next(&line)) return false;
@@ -125,8 +132,21 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": empty (a ", task.name, " file starts with a header line)"));
     }
-    std::vector<std::string> header = absl::StrSplit(line, '\t');
+    header = absl::StrSplit(line, '\t');
     columns = header.size();
+    if (!labeled && cola && columns == 4 && (header[1] == "0" || header[1] == "1") &&
+        std::find(header.begin(), header.end(), "sentence") == header.end()) {
+      // CoLA's train or dev layout (source, label, mark, sentence).
+      logging::Get("finetune")
+          ->warn(
+              "{}: a labeled CoLA file (no header; source, label, mark, sentence): predicted "
+              "in file order (index 0, 1, ...), its labels not scored (a dev file to score is "
+              "finetune.eval_file)",
+              path);
+      headerless = numbered = pending = true;
+    }
+  }
+  if (!headerless) {
     auto find = [&](const char* name) {
       auto it = std::find(header.begin(), header.end(), name);
       return it == header.end() ? -1 : static_cast<int>(it - header.begin());
@@ -139,7 +159,8 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     if (first < 0) missing.push_back(task.first);
     if (*task.second && second < 0) missing.push_back(task.second);
     if (labeled && label < 0) missing.push_back(task.label);
-    if (!labeled && index < 0) missing.push_back("index");
+    numbered = !labeled && index < 0 && label >= 0;
+    if (!labeled && index < 0 && !numbered) missing.push_back("index");
     if (!missing.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           where(), ": the header has no column \"", absl::StrJoin(missing, "\", \""), "\" of task ",
@@ -151,13 +172,13 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     if (!labeled && label >= 0) {
       logging::Get("finetune")
           ->warn(
-              "{}: has a label column \"{}\": predicted, not scored (a dev file to score is "
-              "finetune.eval_file)",
-              path, task.label);
+              "{}: has a label column \"{}\": predicted{}, its labels not scored (a dev file to "
+              "score is finetune.eval_file)",
+              path, task.label, numbered ? " in file order (no index column: 0, 1, ...)" : "");
     }
   }
   std::vector<GlueExample> examples;
-  while (next()) {
+  while (std::exchange(pending, false) || next()) {
     std::vector<std::string> fields = absl::StrSplit(line, '\t');
     if (fields.size() != columns) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -168,6 +189,11 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     example.line = lines.line_number();
     example.first = fields[first];
     if (second >= 0) example.second = fields[second];
+    if (numbered) {
+      example.index = static_cast<int64_t>(examples.size());
+      examples.push_back(std::move(example));
+      continue;
+    }
     if (!labeled) {
       const std::string& value = fields[index];
       if (value.empty() || !std::all_of(value.begin(), value.end(), absl::ascii_isdigit) ||

@@ -44,7 +44,8 @@ struct GlueExample {
 
 // Reads a train or dev file of `task` (`labeled`), or a test file (not:
 // its index column, "index", or QQP's "id", and no label; one that has
-// labels is said so and read without them), checking its header, every
+// labels, a train or dev file, is said so and read without them, numbered
+// 0, 1, ... in file order where it has no index column), checking its header, every
 // line's columns, label (a class of the task, or a score finite as a
 // float in decimal notation) and index (a whole number); an error names
 // the file and line, and a file of another task says which columns it

@@ -778,8 +778,8 @@ TEST_P(GlueTaskTest, TrainsScoresAndPredictsItsSubmission) {
     WriteFile(files + "/" + dev_names[d], GlueFileOf(layout, devs[d], true));
     WriteFile(files + "/" + test_names[d], GlueTestFileOf(layout, devs[d]));
   }
-  std::string sets =
-      absl::StrCat(" --eval ", files, "/dev_matched.tsv --predict ", files, "/test_matched.tsv");
+  const std::string predict = absl::StrCat(" --predict ", files, "/test_matched.tsv");
+  std::string sets = absl::StrCat(" --eval ", files, "/dev_matched.tsv", predict);
   if (mnli) {
     absl::StrAppend(&sets, " --set finetune.eval_mismatched_file=", files,
                     "/dev_mismatched.tsv --set finetune.predict_mismatched_file=", files,
@@ -898,6 +898,42 @@ json.dump(out, open(sys.argv[2], "w"))
   const Result replaced = RunBinary(absl::StrCat(common, " --evaluate ", model, " --output ",
                                                  evaluation.string(), " --overwrite"));
   EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
+  // The dev file itself given to predict: said so, and predicted as its
+  // test twin (numbered in file order where it has no index column).
+  std::string other = common;
+  other.erase(other.find(predict), predict.size());
+  const fs::path labeled = dir_ / "labeled";
+  const Result predicted_dev =
+      RunBinary(absl::StrCat(other, " --evaluate ", model, " --predict ", files,
+                             "/dev_matched.tsv --output ", labeled.string()));
+  ASSERT_EQ(predicted_dev.exit_code, 0) << predicted_dev.err;
+  EXPECT_NE(predicted_dev.err.find(files + "/dev_matched.tsv: "), std::string::npos)
+      << predicted_dev.err;
+  EXPECT_NE(predicted_dev.err.find("its labels not scored"), std::string::npos)
+      << predicted_dev.err;
+  const auto predictions = [](const fs::path& path) {
+    std::vector<std::string> column;
+    std::istringstream in(ReadText(path.string()));
+    for (std::string line; std::getline(in, line);) column.push_back(line.substr(line.find('\t')));
+    return column;
+  };
+  const std::string submission = layout.submissions[0];
+  EXPECT_EQ(predictions(labeled / "predict" / submission),
+            predictions(run / "predict" / submission));
+  // A test file whose index is not a whole number: one line naming the
+  // file and line, nothing written.
+  std::string test = GlueTestFileOf(layout, devs[0]);
+  const size_t third = test.find('\n', test.find('\n', test.find('\n') + 1) + 1) + 1;
+  test.replace(third, test.find('\t', third) - third, "0x10");
+  const std::string bad = WriteFile(files + "/bad_test.tsv", test);
+  const fs::path refused = dir_ / "refused";
+  const Result bad_index = RunBinary(absl::StrCat(other, " --evaluate ", model, " --predict ", bad,
+                                                  " --output ", refused.string()));
+  EXPECT_EQ(bad_index.exit_code, 2) << bad_index.err;
+  EXPECT_NE(bad_index.err.find(bad + ": line 4: the index \"0x10\" is not a whole number"),
+            std::string::npos)
+      << bad_index.err;
+  EXPECT_FALSE(fs::exists(refused));
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTask, GlueTaskTest, ::testing::ValuesIn(GlueLayouts()),
