@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -53,6 +54,17 @@ absl::StatusOr<std::string> FileChecksum(const std::string& path) {
   return absl::StrFormat("%016x", Checksum64(file.bytes()));
 }
 
+// The state's own checksum (its key "checksum"): of its compact JSON
+// without that key, so that a changed count (a sample more) is found.
+constexpr char kStateChecksum[] = "checksum";
+std::string StateChecksum(nlohmann::json state) {
+  state.erase(kStateChecksum);
+  const std::string text = state.dump();
+  return absl::StrFormat(
+      "%016x", Checksum64(absl::Span<const uint8_t>(
+                   reinterpret_cast<const uint8_t*>(text.data()), text.size())));
+}
+
 // The step a folder named step-N is of; -1 for another name.
 int64_t StepOfFolder(const std::string& dir) {
   const std::string name = fs::path(dir).lexically_normal().filename().string();
@@ -80,24 +92,28 @@ std::string MissingFile(const fs::path& dir) {
 }
 
 // Complete checkpoint folders, oldest first; `incomplete` (if given) gets
-// each step-N folder that lacks a file, with the file.
-std::vector<std::string> Checkpoints(const std::string& root,
-                                     std::vector<std::string>* incomplete = nullptr) {
+// each step-N folder that lacks a file, and the file.
+std::vector<std::string> Checkpoints(
+    const std::string& root,
+    std::vector<std::pair<std::string, std::string>>* incomplete = nullptr) {
   std::vector<std::string> out;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(root, error)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || !absl::StartsWith(name, kPrefix) ||
-        absl::StrContains(name, kTempMarker)) {
+    if (!entry.is_directory() || StepOfFolder(name) < 0 || absl::StrContains(name, kTempMarker)) {
       continue;
     }
     if (const std::string missing = MissingFile(entry.path()); missing.empty()) {
       out.push_back(entry.path().string());
     } else if (incomplete != nullptr) {
-      incomplete->push_back(absl::StrCat(entry.path().string(), " (no ", missing, ")"));
+      incomplete->emplace_back(entry.path().string(), missing);
     }
   }
-  std::sort(out.begin(), out.end());  // zero-padded step numbers sort in order
+  // By step (names of more digits than the padding's sort as numbers).
+  const auto by_step = [](const std::string& a, const std::string& b) {
+    return std::make_pair(StepOfFolder(a), a) < std::make_pair(StepOfFolder(b), b);
+  };
+  std::sort(out.begin(), out.end(), by_step);
   if (incomplete != nullptr) std::sort(incomplete->begin(), incomplete->end());
   return out;
 }
@@ -201,6 +217,7 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   for (const char* file : kBoundFiles) {
     ASSIGN_OR_RETURN(bound["files"][file], FileChecksum(temp + "/" + file));
   }
+  bound[kStateChecksum] = StateChecksum(bound);
   RETURN_IF_ERROR(WriteFileAtomically(temp + "/trainer_state.json", bound.dump(2) + "\n"));
   RETURN_IF_ERROR(SyncPath(temp));
   // A checkpoint of the same step from an earlier attempt is replaced; it is
@@ -226,12 +243,14 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
 std::string LatestCheckpoint(const std::string& run_dir, std::vector<std::string>* passed_by) {
   const std::string root = run_dir + "/checkpoints";
   RemoveStaleTemporaries(root);
-  std::vector<std::string> incomplete;
+  std::vector<std::pair<std::string, std::string>> incomplete;
   std::vector<std::string> all = Checkpoints(root, &incomplete);
   const std::string newest = all.empty() ? "" : all.back();
   if (passed_by != nullptr) {
-    for (const std::string& folder : incomplete) {
-      if (folder > newest) passed_by->push_back(folder);
+    for (const auto& [folder, missing] : incomplete) {
+      if (StepOfFolder(folder) > StepOfFolder(newest)) {
+        passed_by->push_back(absl::StrCat(folder, " (no ", missing, ")"));
+      }
     }
   }
   return newest;
@@ -272,6 +291,16 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
   auto parsed = ParseJson(text, dir + "/trainer_state.json", kMaxStateBytes);
   if (!parsed.ok()) return Damaged(dir, parsed.status().message());
   info.state = std::move(*parsed);
+  // (States written before the state held its own checksum have none.)
+  if (info.state.is_object() && info.state.contains(kStateChecksum)) {
+    const nlohmann::json& saved = info.state[kStateChecksum];
+    const std::string now = StateChecksum(info.state);
+    if (!saved.is_string() || saved.get<std::string>() != now) {
+      return Damaged(dir, absl::StrCat(dir, "/trainer_state.json was changed after it was written "
+                                            "(its checksum is ",
+                                       now, ", it says ", saved.dump(), ")"));
+    }
+  }
   ASSIGN_OR_RETURN(info.config_yaml, ReadFile(dir + "/config.yaml"));
   // Read once, by the file's one reader; a state of another version is not
   // damage, and says so itself.

@@ -202,6 +202,20 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
                                                 "checkpoint is damaged"))
       << damaged.err;
   fs::rename(renamed, step6);
+  // A count of the state changed by hand (a sample more would shift every
+  // later MLLOG count): the state's own checksum finds it.
+  const std::string state_file = step6 + "/trainer_state.json";
+  const std::string state_text = testing::ReadText(state_file);
+  nlohmann::json state = nlohmann::json::parse(state_text);
+  state["loop"]["samples"] = state["loop"]["samples"].get<uint64_t>() + 1;
+  testing::WriteFile(state_file, state.dump(2) + "\n");
+  damaged = RunBinary(Args("damaged", "--resume auto"));
+  EXPECT_EQ(damaged.exit_code, 2);
+  EXPECT_TRUE(absl::StartsWith(damaged.err, "packed-bert train: error: " + state_file +
+                                                " was changed after it was written (its checksum "))
+      << damaged.err;
+  EXPECT_EQ(std::count(damaged.err.begin(), damaged.err.end(), '\n'), 1) << damaged.err;
+  testing::WriteFile(state_file, state_text);
   // A named pipe in its place is named by what it is, not waited on.
   fs::remove(step6 + "/optimizer.pt");
   ASSERT_EQ(::mkfifo((step6 + "/optimizer.pt").c_str(), 0600), 0);
