@@ -105,15 +105,25 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
                                                         const TrainingCommand& command,
                                                         const Setup& s, Parts& parts) {
   const ExperimentConfig& config = parts.config;
-  const std::string resume = command.resume_switch && args.Has("resume") ? "auto"
-                                                                          : args.Get("resume");
-  ASSIGN_OR_RETURN(parts.resume,
-                   train::FindResumePoint(resume, args.Has("force"), config, s.environment));
+  const std::string resume =
+      command.resume_switch && args.Has("resume") ? "auto" : args.Get("resume");
+  ASSIGN_OR_RETURN(parts.resume, train::FindResumePoint(resume, args.Has("force"), config,
+                                                        command.task(config), s.environment));
   if (s.folder && !parts.resume) {
     RETURN_IF_ERROR(s.folder->AcceptNewRun(command.resume_switch ? "--resume" : "--resume auto"));
   }
   // Each rank checks the checksums of its share of the store's shards.
   ASSIGN_OR_RETURN(parts.task, OpenTask(command, config, s.communicator));
+  if (s.folder) {
+    // No input is one of the outputs the run writes over.
+    RETURN_IF_ERROR(s.folder->CheckInput("prepare.vocab", config.prepare.vocab));
+    if (const tasks::PackedSet* train = parts.task->train()) {
+      RETURN_IF_ERROR(s.folder->CheckInput(train->key, train->path));
+    }
+    for (const tasks::PackedSet& set : parts.task->evaluation()) {
+      RETURN_IF_ERROR(s.folder->CheckInput(set.key, set.path));
+    }
+  }
   train::FaultPoint("checks", 0, s.communicator.rank());
   ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.task, command.regimen,
                                                          s.communicator.rank(),
@@ -153,7 +163,8 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
     if (!parts.resume) {
       const tasks::PackedSet& train = *parts.task->train();
       if (!train.packed_with.empty()) {
-        RETURN_IF_ERROR(train.rows->Write(config.run.output_dir + "/pack.pbpack", train.packed_with));
+        RETURN_IF_ERROR(
+            train.rows->Write(config.run.output_dir + "/pack.pbpack", train.packed_with));
       }
     }
     RETURN_IF_ERROR(WriteEffectiveConfig(config, parts.plan.description));
@@ -181,7 +192,8 @@ absl::Status RunTraining(const Args& args, const TrainingCommand& command) {
   std::optional<train::RunFolder> folder;
   std::vector<std::string> release_paths;
   if (communicator->rank() == 0) {
-    ASSIGN_OR_RETURN(train::RunFolder claimed, train::RunFolder::Claim(config.run.output_dir));
+    ASSIGN_OR_RETURN(train::RunFolder claimed,
+                     train::RunFolder::Claim(config.run.output_dir, command.task(config)));
     folder.emplace(std::move(claimed));
     release_paths = folder->ReleasePaths();
     InstallHandlersBeforeTraining(&release_paths);
@@ -191,10 +203,10 @@ absl::Status RunTraining(const Args& args, const TrainingCommand& command) {
   // wrote nothing (refused as it began to train, or resumed from a run that
   // had finished) as it found it.
   train::RunFolderRelease leave(folder);
-  ASSIGN_OR_RETURN(auto trainer,
-                   Prepare(args, command,
-                           {environment, device, *communicator, folder ? &*folder : nullptr},
-                           parts));
+  ASSIGN_OR_RETURN(
+      auto trainer,
+      Prepare(args, command, {environment, device, *communicator, folder ? &*folder : nullptr},
+              parts));
   leave.Started();
   InstallStopHandlers();
   WarnIfSlowKernels();

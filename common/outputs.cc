@@ -35,6 +35,20 @@ const std::set<std::string>& RunFiles() {
   return files;
 }
 
+// What else a run writes into its folder: a task's evaluation files, and
+// the folders of its export, predictions, profile and checkpoints.
+const std::set<std::string>& RunOutputs() {
+  static const std::set<std::string> outputs = {"predictions.json",
+                                                "nbest_predictions.json",
+                                                "null_odds.json",
+                                                "checkpoints",
+                                                "profile",
+                                                "predict",
+                                                "model",
+                                                "evaluation"};
+  return outputs;
+}
+
 // The files of a folder output, the first the one that marks it.
 const std::vector<std::string>& FolderFiles(OutputKind kind) {
   static const std::vector<std::string> hf = {"config.json", "model.safetensors", "vocab.txt",
@@ -148,6 +162,30 @@ std::string KeptContainerOf(const std::string& given) {
     }
     if (dir == dir.parent_path()) return "";
   }
+}
+
+std::string RunOutputOf(const std::string& path, const std::string& run_dir) {
+  std::error_code error;
+  const fs::path dir = fs::weakly_canonical(fs::absolute(run_dir, error), error);
+  const fs::path file = fs::weakly_canonical(fs::absolute(path, error), error);
+  if (error) return "";
+  const fs::path relative = file.lexically_relative(dir);
+  if (relative.empty() || relative.begin()->string() == "..") return "";
+  if (relative == ".") return "the run folder itself";
+  const std::string first = relative.begin()->string();
+  if (!RunFiles().count(first) && !RunOutputs().count(first)) return "";
+  return absl::StrCat(relative == relative.filename() ? "" : "in ", "the run folder's ", first);
+}
+
+std::string FolderOutputKind(const std::string& dir) {
+  const fs::path path(dir);
+  if (Has(path, kStoreMark)) return "an instance store (store.json)";
+  if (Has(path, kCheckpointMark)) return "a checkpoint (trainer_state.json)";
+  if (Has(path, "evaluation.json")) return "an evaluation folder (evaluation.json)";
+  if (Has(path, "config.json") && Has(path, "model.safetensors")) {
+    return "a Hugging Face model folder (config.json, model.safetensors)";
+  }
+  return "";
 }
 
 absl::Status CheckOutputTarget(const std::string& given, OutputKind kind, bool overwrite,

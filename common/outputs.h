@@ -42,4 +42,15 @@ const char* OutputKindName(OutputKind kind);
 // checkpoint runs/a/checkpoints/step-00000002".
 std::string KeptContainerOf(const std::string& path);
 
+// "" if `path` is none of what a run writes into its folder `run_dir` (its
+// logs, config, checkpoints, evaluation files, export, predictions); else
+// which, e.g. "the run folder's metrics.jsonl", "in the run folder's
+// checkpoints". The pack index a run packs for itself is its input too,
+// and none of these.
+std::string RunOutputOf(const std::string& path, const std::string& run_dir);
+
+// "" if the folder `dir` is none of the outputs of OutputKind's folders;
+// else what it is, e.g. "an instance store (store.json)".
+std::string FolderOutputKind(const std::string& dir);
+
 }  // namespace pbert

@@ -1,19 +1,18 @@
 #include "train/checkpointer.h"
 
-#include <torch/nn/module.h>
-#include <torch/serialize/archive.h>
-
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <torch/nn/module.h>
+#include <torch/serialize/archive.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <utility>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -60,9 +59,8 @@ constexpr char kStateChecksum[] = "checksum";
 std::string StateChecksum(nlohmann::json state) {
   state.erase(kStateChecksum);
   const std::string text = state.dump();
-  return absl::StrFormat(
-      "%016x", Checksum64(absl::Span<const uint8_t>(
-                   reinterpret_cast<const uint8_t*>(text.data()), text.size())));
+  return absl::StrFormat("%016x", Checksum64(absl::Span<const uint8_t>(
+                                      reinterpret_cast<const uint8_t*>(text.data()), text.size())));
 }
 
 // The step a folder named step-N is of; -1 for another name.
@@ -186,8 +184,7 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   std::error_code error;
   fs::create_directories(root, error);
   if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create ", root, ": ", error.message()));
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", root, ": ", error.message()));
   }
   RemoveStaleTemporaries(root);
   const std::string name = absl::StrFormat("%s%08d", kPrefix, step);
@@ -205,7 +202,7 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   } cleanup{temp};
 
   RETURN_IF_ERROR(model::SaveWeights(model, temp + "/model.safetensors",
-                                         {{"format", "pt"}, {"step", std::to_string(step)}}));
+                                     {{"format", "pt"}, {"step", std::to_string(step)}}));
   FaultPoint("checkpoint-write", step);
   ASSIGN_OR_RETURN(std::string optimizer_bytes, OptimizerBytes(optimizer));
   RETURN_IF_ERROR(WriteFileAtomically(temp + "/optimizer.pt", optimizer_bytes));
@@ -225,7 +222,8 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
   const std::string old = absl::StrCat(final_dir, kTempMarker, "old");
   if (fs::exists(final_dir)) {
     fs::rename(final_dir, old, error);
-    if (error) return absl::InternalError(absl::StrCat("cannot replace ", final_dir, ": ", error.message()));
+    if (error)
+      return absl::InternalError(absl::StrCat("cannot replace ", final_dir, ": ", error.message()));
   }
   fs::rename(temp, final_dir, error);
   if (error) {
@@ -272,10 +270,10 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
     // (Read only: a refusal removes nothing, not even stale temporaries.)
     const std::vector<std::string> complete = Checkpoints(dir + "/checkpoints");
     const std::string newest = complete.empty() ? "" : complete.back();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", dir, "' is a run folder, not one of its checkpoints; give ",
-        newest.empty() ? absl::StrCat(dir, "/checkpoints/step-N") : newest,
-        " or --resume auto (the newest checkpoint of run.output_dir)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", dir, "' is a run folder, not one of its checkpoints; give ",
+                     newest.empty() ? absl::StrCat(dir, "/checkpoints/step-N") : newest,
+                     " or --resume auto (the newest checkpoint of run.output_dir)"));
   }
   if (!fs::exists(dir + "/trainer_state.json")) {
     return absl::InvalidArgumentError(
@@ -296,8 +294,9 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
     const nlohmann::json& saved = info.state[kStateChecksum];
     const std::string now = StateChecksum(info.state);
     if (!saved.is_string() || saved.get<std::string>() != now) {
-      return Damaged(dir, absl::StrCat(dir, "/trainer_state.json was changed after it was written "
-                                            "(its checksum is ",
+      return Damaged(dir, absl::StrCat(dir,
+                                       "/trainer_state.json was changed after it was written "
+                                       "(its checksum is ",
                                        now, ", it says ", saved.dump(), ")"));
     }
   }
@@ -339,14 +338,13 @@ absl::Status Checkpointer::NotSaved(int64_t step, const absl::Status& why) const
   const std::string newest = LatestCheckpoint(options_.run_dir);
   return absl::Status(
       why.code(),
-      absl::StrCat(
-          "the checkpoint of step ", step, " was not written (", why.message(), "); ",
-          newest.empty()
-              ? "the run has no earlier checkpoint, so its training is lost when it ends"
-              : absl::StrCat("the newest usable checkpoint is ", newest,
-                             ": once the cause is fixed, continue with packed-bert train "
-                             "--config ",
-                             options_.run_dir, "/config.yaml --resume auto")));
+      absl::StrCat("the checkpoint of step ", step, " was not written (", why.message(), "); ",
+                   newest.empty()
+                       ? "the run has no earlier checkpoint, so its training is lost when it ends"
+                       : absl::StrCat("the newest usable checkpoint is ", newest,
+                                      ": once the cause is fixed, continue with packed-bert train "
+                                      "--config ",
+                                      options_.run_dir, "/config.yaml --resume auto")));
 }
 
 absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint) {
@@ -395,9 +393,7 @@ absl::StatusOr<CheckpointHold> CheckpointHold::Take(const std::string& path) {
   return hold;
 }
 
-CheckpointHold::CheckpointHold(CheckpointHold&& other) noexcept : fd_(other.fd_) {
-  other.fd_ = -1;
-}
+CheckpointHold::CheckpointHold(CheckpointHold&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
 
 CheckpointHold::~CheckpointHold() {
   if (fd_ >= 0) ::close(fd_);
@@ -434,9 +430,9 @@ absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& mo
     optimizer.load(archive);
   } catch (const optim::StateMismatch& e) {
     // The config's doing, not the file's.
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, "/optimizer.pt does not fit this model: ", e.what(),
-        "; resume with the config the checkpoint was trained with"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, "/optimizer.pt does not fit this model: ", e.what(),
+                     "; resume with the config the checkpoint was trained with"));
   } catch (const std::exception& e) {
     return Damaged(dir, absl::StrCat(dir, "/optimizer.pt cannot be read: ", FirstLine(e)));
   }

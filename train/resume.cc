@@ -54,7 +54,7 @@ bool ResumeMayChange(const std::string& key) {
 }
 
 absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
-    std::string resume, bool force, const ExperimentConfig& config,
+    std::string resume, bool force, const ExperimentConfig& config, const std::string& task,
     const distributed::Environment& environment) {
   auto log = logging::Get("train");
   if (environment.restart_count > 0 && resume.empty()) {
@@ -77,6 +77,13 @@ absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
   if (resume.empty()) return std::nullopt;
   ASSIGN_OR_RETURN(CheckpointInfo checkpoint, ReadCheckpointInfo(resume));
   RETURN_IF_ERROR(CheckBoundFiles(checkpoint));
+  const std::string& saved_task = checkpoint.trainer.loop.task;
+  if (!saved_task.empty() && saved_task != task) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        checkpoint.dir, " is a checkpoint of a ", saved_task, " run, which a ", task,
+        " run cannot continue; start a new run in another run.output_dir (its weights may be "
+        "its --init)"));
+  }
   ExperimentConfig saved;
   RETURN_IF_ERROR(
       Annotate(config::LoadText(checkpoint.config_yaml, checkpoint.dir + "/config.yaml", &saved),

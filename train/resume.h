@@ -15,12 +15,13 @@
 namespace pbert::train {
 
 // `resume`: "" (a new run, unless a launcher restarted the workers), "auto"
-// or a checkpoint folder. Unless `force`, a checkpoint made under a config
-// that trains differently is refused, naming the keys (docs/training.md
-// lists those that may change); the trainer checks the rows of a step
-// (train/trainer.h). None: a new run.
+// or a checkpoint folder. A checkpoint of another task than `task` is
+// refused, even with `force` (its weights have another head); unless
+// `force`, so is one made under a config that trains differently, naming
+// the keys (docs/training.md lists those that may change); the trainer
+// checks the rows of a step (train/trainer.h). None: a new run.
 absl::StatusOr<std::optional<CheckpointInfo>> FindResumePoint(
-    std::string resume, bool force, const ExperimentConfig& config,
+    std::string resume, bool force, const ExperimentConfig& config, const std::string& task,
     const distributed::Environment& environment);
 
 // The keys a resumed run may change: they alter how the run is watched,

@@ -11,10 +11,13 @@
 #include <system_error>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/append_log.h"
 #include "common/folders.h"
 #include "common/logging.h"
+#include "common/outputs.h"
 #include "common/status.h"
 #include "train/checkpointer.h"
 
@@ -25,18 +28,52 @@ namespace fs = std::filesystem;
 
 constexpr char kLockName[] = "run.lock";
 
-// The pid the holder of `fd`'s lock wrote, "" if there is none.
-std::string HolderPid(int fd) {
-  char text[32] = {};
+// The lock file's lines: the pid of the run that holds or held it, then
+// its task ("" where an earlier release wrote the pid alone).
+struct LockText {
+  std::string pid, task;
+};
+
+LockText ReadLock(int fd) {
+  char text[128] = {};
   const ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
-  const std::string pid(absl::StripAsciiWhitespace(std::string(text, n > 0 ? n : 0)));
-  const bool digits = !pid.empty() && std::all_of(pid.begin(), pid.end(), absl::ascii_isdigit);
-  return digits ? pid : "";
+  const std::vector<std::string> lines =
+      absl::StrSplit(std::string(text, n > 0 ? n : 0), '\n', absl::SkipWhitespace());
+  LockText lock;
+  if (!lines.empty()) lock.pid = std::string(absl::StripAsciiWhitespace(lines[0]));
+  if (!std::all_of(lock.pid.begin(), lock.pid.end(), absl::ascii_isdigit)) lock.pid.clear();
+  if (lines.size() > 1) lock.task = std::string(absl::StripAsciiWhitespace(lines[1]));
+  return lock;
+}
+
+// Whether `dir` holds a run's logs or checkpoints.
+bool HoldsARun(const std::string& dir) {
+  std::error_code error;
+  for (const char* name : kRunLogs) {
+    if (fs::exists(absl::StrCat(dir, "/", name), error)) return true;
+  }
+  return !fs::is_empty(absl::StrCat(dir, "/checkpoints"), error) && !error;
 }
 
 }  // namespace
 
-absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
+absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir, const std::string& task) {
+  // What is not a run folder is refused before anything is made in it.
+  const std::string kept = KeptContainerOf(dir);
+  if (!kept.empty() && !absl::StartsWith(kept, "is the run folder ")) {
+    return absl::InvalidArgumentError(absl::StrCat("run.output_dir ", dir, " ", kept,
+                                                   ", which a run must not write into; "
+                                                   "choose another run.output_dir"));
+  }
+  if (absl::StartsWith(kept, "is the run folder ") && absl::StrContains(kept, "'s ")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run.output_dir ", dir, " ", kept, ", not a folder; choose another run.output_dir"));
+  }
+  if (const std::string other = FolderOutputKind(dir); !other.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("run.output_dir ", dir, " is ", other,
+                                                   ", not a run folder; choose another "
+                                                   "run.output_dir"));
+  }
   CreatedFolders created(dir);  // removed again if the claim fails
   RETURN_IF_ERROR(CreateFolder(dir, "run.output_dir"));
   // Checkpoints go to RUN_DIR/checkpoints: a file there would fail the first
@@ -63,19 +100,28 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
   }
   if (fd < 0) {
     const std::string why = std::strerror(errno);
-    return absl::InvalidArgumentError(absl::StrCat("cannot write ", lock, ": ", why,
-                                                   "; choose a run.output_dir you can write"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", lock, ": ", why, "; choose a run.output_dir you can write"));
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const std::string pid = HolderPid(fd);
+    const std::string pid = ReadLock(fd).pid;
     close(fd);  // the lock file, and so the folder, are the other run's
     created.Keep();
-    return absl::AlreadyExistsError(absl::StrCat(
-        "run.output_dir '", dir, "' is in use by another packed-bert run",
-        pid.empty() ? "" : absl::StrCat(" (pid ", pid, ")"),
-        "; wait for it to end, or choose another run.output_dir"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("run.output_dir '", dir, "' is in use by another packed-bert run",
+                     pid.empty() ? "" : absl::StrCat(" (pid ", pid, ")"),
+                     "; wait for it to end, or choose another run.output_dir"));
   }
-  const std::string pid = absl::StrCat(getpid(), "\n");
+  // A folder holds one run: another task's is never continued or replaced.
+  if (const std::string held = ReadLock(fd).task;
+      !created_lock && !held.empty() && held != task && HoldsARun(dir)) {
+    close(fd);
+    created.Keep();
+    return absl::InvalidArgumentError(
+        absl::StrCat("run.output_dir ", dir, " holds a ", held, " run (", lock, "), which a ", task,
+                     " run must not write into; choose another run.output_dir"));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n", task, "\n");
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
     logging::Get("train")->debug("could not write the pid into {}", lock);
   }
@@ -84,9 +130,9 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir) {
 
 absl::Status RunFolder::AcceptNewRun(const std::string& resume) const {
   if (const std::string newest = LatestCheckpoint(dir_); !newest.empty()) {
-    return absl::AlreadyExistsError(
-        absl::StrCat(dir_, " holds a run with checkpoints (newest ", newest, "); continue it with ",
-                     resume, ", or choose another run.output_dir"));
+    return absl::AlreadyExistsError(absl::StrCat(dir_, " holds a run with checkpoints (newest ",
+                                                 newest, "); continue it with ", resume,
+                                                 ", or choose another run.output_dir"));
   }
   std::error_code error;
   for (const char* name : kRunLogs) {
@@ -97,6 +143,16 @@ absl::Status RunFolder::AcceptNewRun(const std::string& resume) const {
           dir_);
       break;
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunFolder::CheckInput(const std::string& key, const std::string& path) const {
+  if (path.empty()) return absl::OkStatus();
+  if (const std::string output = RunOutputOf(path, dir_); !output.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key, " ", path, " is ", output, ", which this run writes; keep the run's inputs out of ",
+        "what it writes (move or copy it elsewhere), or choose another run.output_dir"));
   }
   return absl::OkStatus();
 }

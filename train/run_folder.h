@@ -19,11 +19,16 @@ inline constexpr const char* kRunLogs[] = {"mllog.txt", "metrics.jsonl", kTensor
 
 class RunFolder {
  public:
-  // Takes `dir` (created if missing) for this process: locks RUN_DIR/run.lock
-  // and writes its pid there. Refuses (InvalidArgument or AlreadyExists, for
-  // exit 2) a path that is a file or cannot be created, one whose
-  // checkpoints path is a file, and a folder another `train` holds.
-  static absl::StatusOr<RunFolder> Claim(const std::string& dir);
+  // Takes `dir` (created if missing) for a run of `task` in this process:
+  // locks RUN_DIR/run.lock and writes its pid and the task there. Refuses
+  // (InvalidArgument or AlreadyExists, for exit 2), before anything is
+  // written, a path that is a file or cannot be created, one that is or
+  // lies in what a run keeps (a checkpoint, an instance store, a run
+  // folder's checkpoints or logs) or is another command's output folder
+  // (a store, a Hugging Face or evaluation folder), one whose checkpoints
+  // path is a file, a folder that holds another task's run, and a folder
+  // another run holds.
+  static absl::StatusOr<RunFolder> Claim(const std::string& dir, const std::string& task);
 
   // Checks that a new run may start here: refuses a folder whose run has
   // checkpoints (AlreadyExists), naming `resume` (the flag that continues
@@ -41,6 +46,11 @@ class RunFolder {
   // and the folders this claim created, if
   // they are empty.
   void Release();
+
+  // Refuses (InvalidArgument) an input file `path` (named by `key`) that
+  // is one of the run's outputs in this folder, which the run would
+  // overwrite after reading it.
+  absl::Status CheckInput(const std::string& key, const std::string& path) const;
 
   // After the run: Release if it wrote nothing into the folder (refused
   // when it started to train, or resumed from a run that had finished), so

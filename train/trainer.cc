@@ -215,6 +215,7 @@ absl::Status Trainer::InitNew() {
   RETURN_IF_ERROR(LoadStart());
   TrainerState state;
   state.evaluation.next_samples = static_cast<uint64_t>(plan_.eval_every_samples);
+  state.loop.task = task_.name();
   state.loop.train_index_checksum = ChecksumText(task_.train()->rows->Checksum());
   state.loop.train_data_checksum = DataChecksumText({task_.train()}, nullptr);
   state.loop.eval_data_checksum = DataChecksumText(EvaluationSets(task_), nullptr);

@@ -52,8 +52,7 @@ void FromVersion2(nlohmann::json& parts) {
 
 // One part of version 3, read by its owner's type; errors name the part.
 template <class T>
-absl::StatusOr<T> ReadPart(const nlohmann::json& parts, const char* name,
-                           const std::string& what) {
+absl::StatusOr<T> ReadPart(const nlohmann::json& parts, const char* name, const std::string& what) {
   return ReadSavedState<T>(parts.contains(name) ? parts.at(name) : nlohmann::json(),
                            absl::StrCat(what, ", part '", name, "'"));
 }
@@ -65,6 +64,7 @@ void to_json(nlohmann::json& json, const LoopState& s) {
           {"samples", s.samples},
           {"train_seconds", s.train_seconds},
           {"status", s.status},
+          {"task", s.task},
           {"world_size", s.world_size},
           {"rows_per_step", s.rows_per_step},
           {"rows_per_batch", s.rows_per_batch},
@@ -84,16 +84,21 @@ void from_json(const nlohmann::json& json, LoopState& s) {
   // (absent in checkpoints of earlier releases)
   s.train_data_checksum = json.value("train_data_checksum", std::string());
   s.eval_data_checksum = json.value("eval_data_checksum", std::string());
+  s.task = json.value("task", std::string());
   s.rows_per_step = json.value("rows_per_step", int64_t{0});
   s.rows_per_batch = json.value("rows_per_batch", int64_t{0});
   s.batches_per_step = json.value("batches_per_step", int64_t{0});
 }
 
 nlohmann::json ToJson(const TrainerState& s) {
-  nlohmann::json json = {{"version", kTrainerStateVersion}, {"loop", s.loop},
-                         {"loader", s.loader},              {"random", s.random},
-                         {"loss_scale", s.loss_scale},      {"evaluation", s.evaluation},
-                         {"stop", s.stop},                  {"mllog", s.mllog},
+  nlohmann::json json = {{"version", kTrainerStateVersion},
+                         {"loop", s.loop},
+                         {"loader", s.loader},
+                         {"random", s.random},
+                         {"loss_scale", s.loss_scale},
+                         {"evaluation", s.evaluation},
+                         {"stop", s.stop},
+                         {"mllog", s.mllog},
                          {"metrics", s.metrics}};
   if (s.fp8) json["fp8"] = *s.fp8;
   return json;

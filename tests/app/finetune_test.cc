@@ -579,6 +579,64 @@ TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {
   }
 }
 
+// A fine-tuning run folder belongs to its task: another task's run into
+// it is refused, and so is its checkpoint continued as another task's,
+// even with --force (the head is another); the run's own outputs are never
+// its inputs.
+TEST_F(FinetuneTest, AnotherTasksRunNeverContinuesOrReplacesOne) {
+  ASSERT_EQ(RunBinary(Mrpc("run") + " --set finetune.epochs=1").exit_code, 0);
+  const fs::path run = dir_ / "run";
+  std::string checkpoint;
+  for (const auto& e : fs::directory_iterator(run / "checkpoints")) checkpoint = e.path().string();
+  const auto listing = [](const fs::path& dir) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (e.is_regular_file()) files[e.path().string()] = ReadText(e.path().string());
+    }
+    return files;
+  };
+  const auto before = listing(run);
+  const Result into = RunBinary(Mrpc("run", "", "rte"));
+  EXPECT_EQ(into.exit_code, 2) << into.err;
+  EXPECT_NE(into.err.find("holds a mrpc run (" + (run / "run.lock").string() +
+                          "), which a rte run must not write into"),
+            std::string::npos)
+      << into.err;
+  // Its checkpoints copied to a folder of their own (no run.lock).
+  const fs::path other = dir_ / "other";
+  fs::create_directories(other);
+  fs::copy(run / "checkpoints", other / "checkpoints", fs::copy_options::recursive);
+  const auto copied = listing(other);
+  const std::string copy = (other / "checkpoints" / fs::path(checkpoint).filename()).string();
+  for (const char* force : {"", " --force"}) {
+    const Result continued = RunBinary(Mrpc("other", "", "wnli") + " --resume" + force);
+    EXPECT_EQ(continued.exit_code, 2) << continued.err;
+    EXPECT_NE(continued.err.find(
+                  copy + " is a checkpoint of a mrpc run, which a wnli run cannot continue"),
+              std::string::npos)
+        << continued.err;
+    EXPECT_EQ(listing(other), copied);
+  }
+  EXPECT_EQ(listing(run), before);
+  // The dev file kept where the run writes its predictions.
+  fs::create_directories(dir_ / "kept");
+  const std::string kept = (dir_ / "kept" / "predictions.json").string();
+  fs::copy_file(dir_ / "dev.json", kept);
+  std::string command = Squad("kept");
+  const std::string dev = (dir_ / "dev.json").string();
+  command.replace(command.find(dev), dev.size(), kept);
+  const Result input = RunBinary(command);
+  EXPECT_EQ(input.exit_code, 2) << input.err;
+  EXPECT_NE(input.err.find("finetune.eval_file " + kept +
+                           " is the run folder's predictions.json, which this run writes"),
+            std::string::npos)
+      << input.err;
+  EXPECT_EQ(ReadText(kept), ReadText(dev));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir_ / "kept")) left.push_back(e.path().string());
+  EXPECT_EQ(left, std::vector<std::string>{kept});
+}
+
 // Each GLUE task as download_glue_data.py lays it out: the train and dev
 // files (CoLA's without a header, MNLI's dev files with five annotators'
 // labels), the test files (an index column, no label; QQP's "id"), and

@@ -85,8 +85,8 @@ train:
   // The arguments of a run into `run`, plus `extra`.
   std::string Args(const std::string& run, const std::string& extra = "") const {
     return absl::StrCat("train --config ", config_, " --set data.store=", root_,
-                        "/train --set data.eval=", root_, "/eval --set run.output_dir=", root_,
-                        "/", run, " --threads 1 --log-level warn ", extra);
+                        "/train --set data.eval=", root_, "/eval --set run.output_dir=", root_, "/",
+                        run, " --threads 1 --log-level warn ", extra);
   }
 
   std::map<std::string, at::Tensor> Weights(const std::string& run, int step) const {
@@ -110,9 +110,10 @@ train:
   // MLLOG: its lines other than INFO.
   std::vector<std::string> CheckerProblems(const std::string& mllog) const {
     const std::string log = mllog + ".checker";
-    std::string command = absl::StrCat(
-        "cd ", Tools(), " && /usr/bin/python3 -m mlperf_logging.compliance_checker --usage training ",
-        "--ruleset 5.0.0 --werror --log_output ", log, " ", mllog, " >/dev/null 2>&1");
+    std::string command =
+        absl::StrCat("cd ", Tools(),
+                     " && /usr/bin/python3 -m mlperf_logging.compliance_checker --usage training ",
+                     "--ruleset 5.0.0 --werror --log_output ", log, " ", mllog, " >/dev/null 2>&1");
     EXPECT_NE(std::system(command.c_str()), 0) << "0.720 cannot be reached here";
     std::vector<std::string> problems;
     for (absl::string_view line : absl::StrSplit(testing::ReadText(log), '\n')) {
@@ -121,9 +122,10 @@ train:
     return problems;
   }
   static std::vector<std::string> OnlyTheUnreachableTarget() {
-    return {"WARNING -  Failed checks for eval_accuracy : (v['value'] >= 0.720) and "
-            "v['value'] < 1.0",
-            "ERROR - FAILED"};
+    return {
+        "WARNING -  Failed checks for eval_accuracy : (v['value'] >= 0.720) and "
+        "v['value'] < 1.0",
+        "ERROR - FAILED"};
   }
   // torchrun, its temporary folders (torchelastic_*, kept after it ends)
   // in the test's folder, which TearDown removes.
@@ -239,9 +241,8 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   // The metrics lines of the redone steps are not doubled, and say the same.
   auto lines = [&](const std::string& run) {
     std::vector<std::string> out;
-    for (absl::string_view line :
-         absl::StrSplit(testing::ReadText(root_ + "/" + run + "/metrics.jsonl"), '\n',
-                        absl::SkipEmpty())) {
+    for (absl::string_view line : absl::StrSplit(
+             testing::ReadText(root_ + "/" + run + "/metrics.jsonl"), '\n', absl::SkipEmpty())) {
       auto j = nlohmann::json::parse(line);
       out.push_back(absl::StrCat(j["kind"].get<std::string>(), " ", j["step"].get<int>(), " ",
                                  j["samples"].get<int>(), " ", j["mlm_accuracy"].get<double>()));
@@ -276,8 +277,8 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
   EXPECT_EQ(scalars("straight"), scalars("killed"));
   EXPECT_EQ(scalars("straight"), scalars("moved"));
   size_t index = 1;
-  for (absl::string_view line : absl::StrSplit(
-           testing::ReadText(root_ + "/straight/metrics.jsonl"), '\n', absl::SkipEmpty())) {
+  for (absl::string_view line : absl::StrSplit(testing::ReadText(root_ + "/straight/metrics.jsonl"),
+                                               '\n', absl::SkipEmpty())) {
     const auto j = nlohmann::json::parse(line);
     const auto& event = straight_events[index++];
     EXPECT_EQ(event.step, j["step"].get<int64_t>());
@@ -329,7 +330,7 @@ TEST_F(TrainTest, AKilledFp8RunResumesBitForBit) {
       testing::ReadText(root_ + "/straight/checkpoints/step-00000006/trainer_state.json"));
   ASSERT_TRUE(state.contains("fp8")) << state.dump();
   EXPECT_EQ(state["fp8"]["products"].get<int>(), 4);  // one layer, one QKV product
-  EXPECT_EQ(state["fp8"]["history"].get<int>(), 1);  // model.fp8_amax_history's default
+  EXPECT_EQ(state["fp8"]["history"].get<int>(), 1);   // model.fp8_amax_history's default
   Result killed = RunBinary(Args("killed", fp8), "PBERT_FAULT=after-step:9");
   EXPECT_EQ(killed.exit_code, -1) << "the process should have died by SIGKILL";
   Result resumed = RunBinary(Args("killed", fp8 + " --resume auto"));
@@ -337,14 +338,15 @@ TEST_F(TrainTest, AKilledFp8RunResumesBitForBit) {
   ExpectSameWeights("straight", "killed", 12);
   // Another history length (past the config check, --force) cannot take
   // the checkpoint's scales: one line.
-  Result other = RunBinary(Args("other", fp8 + " --set model.fp8_amax_history=16 --force --resume " +
-                                             root_ + "/straight/checkpoints/step-00000006"));
+  Result other =
+      RunBinary(Args("other", fp8 + " --set model.fp8_amax_history=16 --force --resume " + root_ +
+                                  "/straight/checkpoints/step-00000006"));
   EXPECT_EQ(other.exit_code, 2) << other.err;
   EXPECT_NE(other.err.find("model.fp8_amax_history 16"), std::string::npos) << other.err;
   EXPECT_EQ(std::count(other.err.begin(), other.err.end(), '\n'), 1) << other.err;
-  Result score = RunBinary(absl::StrCat(
-      "score --config ", config_, " ", fp8, " --weights ", root_,
-      "/straight/checkpoints/step-00000012 --data ", root_, "/eval --log-level warn"));
+  Result score = RunBinary(absl::StrCat("score --config ", config_, " ", fp8, " --weights ", root_,
+                                        "/straight/checkpoints/step-00000012 --data ", root_,
+                                        "/eval --log-level warn"));
   ASSERT_EQ(score.exit_code, 0) << score.err;
   EXPECT_NE(score.out.find("mlm_accuracy"), std::string::npos) << score.out;
 }
@@ -424,8 +426,9 @@ TEST_F(TrainTest, AKillDuringACheckpointWriteLeavesThePreviousOneUsable) {
 TEST_F(TrainTest, SigtermThenResumeGivesACompliantMllog) {
   if (!HaveChecker()) GTEST_SKIP() << "needs ../shared/tools/mlperf_logging and /usr/bin/python3";
   const std::string run = root_ + "/run";
-  const std::string args = Args("run", "--set train.target_mlm_accuracy=0.3 "
-                                       "--set optim.total_steps=60 --set train.log_every_steps=1");
+  const std::string args = Args("run",
+                                "--set train.target_mlm_accuracy=0.3 "
+                                "--set optim.total_steps=60 --set train.log_every_steps=1");
   // SIGTERM during step 2, before the first evaluation: the loop finishes
   // the step, saves and exits 0.
   Result stopped = RunBinary(args, "PBERT_FAULT=after-step:2:0:TERM");
@@ -482,8 +485,8 @@ TEST_F(TrainTest, ARunWhoseLogsWereCutOrMovedGoesOn) {
       const auto read = pbert::testing::ReadEvents(dir + events);
       ASSERT_FALSE(read.empty());
       EXPECT_EQ(read.back().step, 12);
-      for (absl::string_view line : absl::StrSplit(testing::ReadText(dir + "/metrics.jsonl"), '\n',
-                                                   absl::SkipEmpty())) {
+      for (absl::string_view line :
+           absl::StrSplit(testing::ReadText(dir + "/metrics.jsonl"), '\n', absl::SkipEmpty())) {
         EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << line;
       }
     } else {
@@ -602,16 +605,17 @@ TEST_F(TrainTest, LaunchAndTorchrunRunsGiveCompliantMllogs) {
   }
   // Debian 13's python3-torch 2.6 is built without libuv, and its torchrun
   // asks for libuv in every rendezvous: it cannot start any worker.
-  Result probe = testing::RunShell(
-      "timeout 120 " + Torchrun() + " --nproc_per_node 1 --no_python true");
+  Result probe =
+      testing::RunShell("timeout 120 " + Torchrun() + " --nproc_per_node 1 --no_python true");
   if (probe.exit_code != 0 && probe.err.find("without libuv support") != std::string::npos) {
     GTEST_SKIP() << "torchrun part skipped: this python3-torch's torchrun cannot start a worker "
                     "(built without libuv, which its rendezvous asks for; docs/distributed.md)";
   }
-  Result torchrun = testing::RunShell(absl::StrCat(
-      Torchrun(), " --no_python --nproc_per_node 2 --redirects 1 "
-      "--tee 1 --master_port 29736 ",
-      pbert::testing::BinaryPath(), " ", Args("torchrun", extra)));
+  Result torchrun =
+      testing::RunShell(absl::StrCat(Torchrun(),
+                                     " --no_python --nproc_per_node 2 --redirects 1 "
+                                     "--tee 1 --master_port 29736 ",
+                                     pbert::testing::BinaryPath(), " ", Args("torchrun", extra)));
   ASSERT_EQ(torchrun.exit_code, 0) << torchrun.err;
   EXPECT_NE(torchrun.out.find("status            success"), std::string::npos) << torchrun.out;
   EXPECT_EQ(CheckerProblems(root_ + "/torchrun/mllog.txt"), OnlyTheUnreachableTarget());
@@ -658,8 +662,8 @@ TEST_F(TrainTest, ResumingOnAnotherWorldSizeGoesOnWithTheSameRows) {
                           "optim.accumulation_steps), or add --force\n"),
             std::string::npos)
       << half.err;
-  Result rest = RunBinary(
-      Args("moved", rows + "--set optim.accumulation_steps=2 --resume auto --force"));
+  Result rest =
+      RunBinary(Args("moved", rows + "--set optim.accumulation_steps=2 --resume auto --force"));
   ASSERT_EQ(rest.exit_code, 0) << rest.err;
   auto a = Weights("two", 12), b = Weights("moved", 12);
   ASSERT_EQ(a.size(), b.size());
@@ -673,8 +677,9 @@ TEST_F(TrainTest, ResumingOnAnotherWorldSizeGoesOnWithTheSameRows) {
 TEST_F(TrainTest, BadInputIsOneClearLine) {
   Result r = RunBinary(absl::StrCat("train --config ", config_, " --log-level warn"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert train: error: train needs data.store: an instance store made by "
-                   "packed-bert prepare\n");
+  EXPECT_EQ(r.err,
+            "packed-bert train: error: train needs data.store: an instance store made by "
+            "packed-bert prepare\n");
   r = RunBinary(Args("small", "--set model.vocab_size=50"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: ", root_,
@@ -688,15 +693,16 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   // A profile of steps the run never takes would be no profile at all.
   r = RunBinary(Args("profile", "--set train.profile_steps=10:20"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "packed-bert train: error: train.profile_steps: steps 10 to 20 go past "
-                   "optim.total_steps 12; profile steps the run takes\n");
+  EXPECT_EQ(r.err,
+            "packed-bert train: error: train.profile_steps: steps 10 to 20 go past "
+            "optim.total_steps 12; profile steps the run takes\n");
   EXPECT_FALSE(fs::exists(root_ + "/profile")) << "a refused run leaves nothing";
 
   // Stores of two vocabularies (store.json's vocab_checksum).
   WriteStore(root_ + "/train_a", 100, 4, 0xaaaa);
   WriteStore(root_ + "/eval_b", 20, 5, 0xbbbb);
-  r = RunBinary(Args("vocab", "--set data.store=" + root_ + "/train_a --set data.eval=" + root_ +
-                                  "/eval_b"));
+  r = RunBinary(
+      Args("vocab", "--set data.store=" + root_ + "/train_a --set data.eval=" + root_ + "/eval_b"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: data.eval ", root_,
                                 "/eval_b was made with another vocabulary than data.store ", root_,
@@ -730,11 +736,12 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
                                 "' is a file; name a folder\n"));
   r = RunBinary(Args("x", "--set run.output_dir=" + config_ + "/run"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: cannot create run.output_dir '",
-                                config_, "/run': Not a directory; choose a folder you can write\n"));
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: cannot create run.output_dir '", config_,
+                                "/run': Not a directory; choose a folder you can write\n"));
   // A micro-batch no machine has the memory for (92 TB of activations).
-  r = RunBinary(Args("huge", "--set train.micro_batch_rows=1048576 --set model.num_layers=24 "
-                             "--set model.hidden_size=1024 --set model.intermediate_size=4096"));
+  r = RunBinary(Args("huge",
+                     "--set train.micro_batch_rows=1048576 --set model.num_layers=24 "
+                     "--set model.hidden_size=1024 --set model.intermediate_size=4096"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err.rfind("packed-bert train: error: train.micro_batch_rows 1048576 (of 64 tokens) "
                         "needs at least 92",
@@ -761,8 +768,11 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   ASSERT_EQ(RunBinary(Args("run", "--set optim.total_steps=6")).exit_code, 0);
   r = RunBinary(Args("run", "--set optim.total_steps=6"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: ", root_, "/run holds a run with "
-                                "checkpoints (newest ", root_, "/run/checkpoints/step-00000006); "
+  EXPECT_EQ(r.err, absl::StrCat("packed-bert train: error: ", root_,
+                                "/run holds a run with "
+                                "checkpoints (newest ",
+                                root_,
+                                "/run/checkpoints/step-00000006); "
                                 "continue it with --resume auto, or choose another "
                                 "run.output_dir\n"));
   r = RunBinary(Args("other", "--resume " + root_));
@@ -771,8 +781,9 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
                                 "' is not a checkpoint folder (no trainer_state.json); give a "
                                 "RUN_DIR/checkpoints/step-N folder or auto\n"));
   // A checkpoint of rows packed otherwise.
-  r = RunBinary(Args("run", "--set optim.total_steps=6 --set packing.algorithm=none --force "
-                            "--resume auto"));
+  r = RunBinary(Args("run",
+                     "--set optim.total_steps=6 --set packing.algorithm=none --force "
+                     "--resume auto"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("was trained on other rows"), std::string::npos) << r.err;
   // The same paths prepared again: other eval sequences; the same training
@@ -905,8 +916,8 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
                         " --nproc-per-node 1 --master-addr 10.231.0.1 --master-port ", port,
                         " --grace-s 5 -- packed-bert ", Args(run, rows + extra));
   };
-  std::vector<Result> r =
-      OnBothHosts(hosts, root_, {launch(0, 29741, "launched", ""), launch(1, 29741, "launched", "")});
+  std::vector<Result> r = OnBothHosts(
+      hosts, root_, {launch(0, 29741, "launched", ""), launch(1, 29741, "launched", "")});
   ASSERT_EQ(r[0].exit_code, 0) << r[0].err;
   ASSERT_EQ(r[1].exit_code, 0) << r[1].err;
   EXPECT_NE(r[0].out.find("[rank 0] steps             12 (0 skipped)"), std::string::npos)
@@ -921,8 +932,8 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
   std::string script;
   for (int n = 0; n < 2; ++n) {
     absl::StrAppend(&script, "(timeout 300 ", hosts.On(n, launch(n, 29743, "cut", lengthy)), " >",
-                    root_, "/cut", n, ".out 2>", root_, "/cut", n, ".err; echo $? >", root_,
-                    "/cut", n, ".rc) >/dev/null 2>&1 & ");
+                    root_, "/cut", n, ".out 2>", root_, "/cut", n, ".err; echo $? >", root_, "/cut",
+                    n, ".rc) >/dev/null 2>&1 & ");
   }
   testing::RunShell(script + "true");
   auto wait_for = [](const std::function<bool()>& done, int seconds) {
@@ -947,7 +958,8 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
           if (named[n] < 0 &&
               testing::ReadText(absl::StrCat(root_, "/cut", n, ".err")).find("lost contact") !=
                   std::string::npos) {
-            named[n] = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+            named[n] =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
           }
         }
         return named[0] >= 0 && named[1] >= 0;
@@ -957,29 +969,33 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
             << " s and rank 1 gave up in " << named[1] << " s (dist.timeout_s 5)\n";
   EXPECT_LT(named[0], 5 + 3 + 4) << "dist.timeout_s, the wait for other survivors, slack";
   EXPECT_LT(named[1], 5 + 5 + 4) << "dist.timeout_s twice (collective, store), slack";
-  ASSERT_TRUE(wait_for([&] { return fs::exists(root_ + "/cut0.rc") && fs::exists(root_ + "/cut1.rc"); },
-                       60));
+  ASSERT_TRUE(wait_for(
+      [&] { return fs::exists(root_ + "/cut0.rc") && fs::exists(root_ + "/cut1.rc"); }, 60));
   const std::string err0 = testing::ReadText(root_ + "/cut0.err");
   EXPECT_NE(testing::ReadText(root_ + "/cut0.rc"), "0\n");
-  EXPECT_NE(err0.find("[rank 0] packed-bert train: error: rank 0 lost contact with the other ranks: "
-                      "rank 1 is gone or not answering"),
-            std::string::npos)
+  EXPECT_NE(
+      err0.find("[rank 0] packed-bert train: error: rank 0 lost contact with the other ranks: "
+                "rank 1 is gone or not answering"),
+      std::string::npos)
       << err0;
   EXPECT_NE(testing::ReadText(root_ + "/cut1.rc"), "0\n");
-  EXPECT_NE(testing::ReadText(root_ + "/cut1.err").find("[rank 1] packed-bert train: error: rank 1 "
-                                                        "lost contact with the other ranks: rank 0, "
-                                                        "which hosts the rendezvous store, is "
-                                                        "unreachable"),
+  EXPECT_NE(testing::ReadText(root_ + "/cut1.err")
+                .find("[rank 1] packed-bert train: error: rank 1 "
+                      "lost contact with the other ranks: rank 0, "
+                      "which hosts the rendezvous store, is "
+                      "unreachable"),
             std::string::npos)
       << testing::ReadText(root_ + "/cut1.err");
   const std::string mllog = testing::ReadText(run + "/mllog.txt");
   EXPECT_NE(mllog.rfind("\"key\":\"run_stop\""), std::string::npos);
-  EXPECT_NE(mllog.find("\"status\":\"aborted\""), std::string::npos) << mllog.substr(mllog.size() - 400);
+  EXPECT_NE(mllog.find("\"status\":\"aborted\""), std::string::npos)
+      << mllog.substr(mllog.size() - 400);
 
   // Link up: the job resumes from the newest checkpoint and goes on (one
   // step here: train.max_samples, which a resume may change, ends it).
   ASSERT_EQ(testing::RunShell(hosts.SetLink(1, "up")).exit_code, 0);
-  const std::string newest = fs::path(testing::RunShell("ls -d " + run + "/checkpoints/step-* | tail -1").out).stem();
+  const std::string newest =
+      fs::path(testing::RunShell("ls -d " + run + "/checkpoints/step-* | tail -1").out).stem();
   int64_t step = 0;
   ASSERT_TRUE(absl::SimpleAtoi(std::string(newest).substr(5), &step)) << newest;
   const std::string resume = lengthy + " --set train.max_samples=1 --resume auto";
@@ -995,9 +1011,9 @@ TEST_F(TrainTest, TwoNodesOverANetwork) {
   if (std::system("/usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null") != 0) {
     GTEST_SKIP() << "torchrun part skipped: needs python3-torch (apt-get install python3-torch)";
   }
-  Result probe = testing::RunShell(
-      "timeout 120 " + Torchrun() + " --nproc_per_node 1 --redirects 1 "
-      "--tee 1 --no_python true");
+  Result probe = testing::RunShell("timeout 120 " + Torchrun() +
+                                   " --nproc_per_node 1 --redirects 1 "
+                                   "--tee 1 --no_python true");
   if (probe.exit_code != 0 && probe.err.find("without libuv support") != std::string::npos) {
     GTEST_SKIP() << "torchrun part skipped: this python3-torch's torchrun cannot start a worker "
                     "(built without libuv, which its rendezvous asks for; docs/distributed.md)";
@@ -1131,6 +1147,59 @@ TEST_F(TrainTest, ARunFolderHoldsOneRunAtATime) {
   // One run's MLLOG: a single run_start.
   const std::string mllog = testing::ReadText(run + "/mllog.txt");
   EXPECT_EQ(mllog.find("\"run_start\""), mllog.rfind("\"run_start\"")) << mllog;
+}
+
+// A run folder holds one run of one task, and a run writes only into a
+// folder that is a run's: another task's run folder, an instance store, a
+// checkpoint, a run's checkpoints, a Hugging Face or evaluation folder are
+// each refused in one line naming what the folder holds, before anything
+// is written; an input that is one of the run's outputs is refused too.
+TEST_F(TrainTest, ARunFolderHoldsOneRunOfOneTaskAndNothingElse) {
+  const std::string pre = root_ + "/pre";
+  ASSERT_EQ(RunBinary(Args("pre", "--set optim.total_steps=6")).exit_code, 0);
+  const std::string checkpoint = pre + "/checkpoints/step-00000006";
+  ASSERT_TRUE(fs::exists(checkpoint));
+  const std::string hf = root_ + "/hf";
+  testing::WriteFile(hf + "/config.json", "{}\n");  // as model export-hf names its files
+  fs::copy(checkpoint + "/model.safetensors", hf + "/model.safetensors");
+  testing::WriteFile(root_ + "/evaluation/evaluation.json", "{}\n");
+  // A fine-tuning run (its files need not exist: the folder is refused
+  // first) into the pretraining run's folder.
+  const std::string finetune =
+      absl::StrCat("finetune --config ", config_, " --task mrpc --train ", root_,
+                   "/none.tsv --eval ", root_, "/none.tsv --init ", checkpoint,
+                   " --set prepare.vocab=", root_, "/vocab.txt --log-level warn");
+  struct Case {
+    std::string command, dir, message;
+  } cases[] = {
+      {finetune, pre, "holds a pretraining run (" + pre + "/run.lock), which a mrpc run must not"},
+      {Args("x"), root_ + "/train", "is an instance store (store.json), not a run folder"},
+      {Args("x"), checkpoint, "is the checkpoint " + checkpoint},
+      {Args("x"), pre + "/checkpoints", "lies in the checkpoints of the run folder " + pre},
+      {Args("x"), hf, "is a Hugging Face model folder (config.json, model.safetensors)"},
+      {finetune, root_ + "/evaluation", "is an evaluation folder (evaluation.json)"},
+  };
+  const auto before = Contents(root_);
+  for (const Case& c : cases) {
+    const Result r = RunBinary(c.command + " --set run.output_dir=" + c.dir);
+    EXPECT_EQ(r.exit_code, 2) << c.dir << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_EQ(Contents(root_), before) << "a refused run wrote or removed something";
+  // The held-out store given as the evaluation data is fine; the run's own
+  // log given as an input is not.
+  const std::string fresh = root_ + "/fresh";
+  fs::create_directories(fresh + "/checkpoints");
+  fs::copy(root_ + "/eval", fresh + "/checkpoints/eval", fs::copy_options::recursive);
+  const Result input = RunBinary(Args("fresh", "--set data.eval=" + fresh + "/checkpoints/eval"));
+  EXPECT_EQ(input.exit_code, 2) << input.err;
+  EXPECT_NE(input.err.find("data.eval " + fresh +
+                           "/checkpoints/eval is in the run folder's checkpoints, which this "
+                           "run writes"),
+            std::string::npos)
+      << input.err;
+  EXPECT_FALSE(fs::exists(fresh + "/mllog.txt"));
 }
 
 }  // namespace

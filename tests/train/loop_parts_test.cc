@@ -3,7 +3,6 @@
 // interval, the metrics log and the MLLOG. Each test fails when its part's rule changes (the
 // mutation each was tried against is named above it).
 #include <sys/resource.h>
-
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "common/platform.h"
 #include "common/config.h"
+#include "common/platform.h"
 #include "data/packing/pack.h"
 #include "data/source.h"
 #include "distributed/environment.h"
 #include "gtest/gtest.h"
 #include "model/bert.h"
-#include "tests/train/model_batches.h"
 #include "tests/scratch_folder.h"
+#include "tests/train/model_batches.h"
 #include "train/checkpointer.h"
 #include "train/evaluation.h"
 #include "train/metrics_log.h"
@@ -107,6 +106,7 @@ class CheckpointerTest : public ::testing::Test {
     TrainerState state;
     state.loop.step = step;
     state.loop.samples = static_cast<uint64_t>(10 * step);
+    state.loop.task = "pretraining";
     state.loader.rows = static_cast<uint64_t>(step);
     return ToJson(state);
   }
@@ -214,10 +214,8 @@ TEST_F(CheckpointerTest, AFailedSaveKeepsThePreviousCheckpoint) {
   EXPECT_EQ(info->state["loop"]["step"], 1);
   // The error says what survived and how to go on from it.
   const std::string message(failed.message());
-  EXPECT_NE(message.find("the checkpoint of step 2 was not written"), std::string::npos)
-      << message;
-  EXPECT_NE(message.find("the newest usable checkpoint is " + previous.string()),
-            std::string::npos)
+  EXPECT_NE(message.find("the checkpoint of step 2 was not written"), std::string::npos) << message;
+  EXPECT_NE(message.find("the newest usable checkpoint is " + previous.string()), std::string::npos)
       << message;
   EXPECT_NE(message.find("--config " + dir_.string() + "/config.yaml --resume auto"),
             std::string::npos)
@@ -270,9 +268,9 @@ TEST_F(CheckpointerTest, ACheckpointWithoutItsFilesIsPassedByAndNamed) {
   fs::remove(root / "step-00000002" / "model.safetensors");
   std::vector<std::string> passed_by;
   EXPECT_EQ(LatestCheckpoint(dir_.string(), &passed_by), (root / "step-00000001").string());
-  EXPECT_EQ(passed_by, (std::vector<std::string>{
-                           (root / "step-00000002").string() + " (no model.safetensors)",
-                           (root / "step-00000003").string() + " (no config.yaml)"}));
+  EXPECT_EQ(passed_by,
+            (std::vector<std::string>{(root / "step-00000002").string() + " (no model.safetensors)",
+                                      (root / "step-00000003").string() + " (no config.yaml)"}));
   auto info = ReadCheckpointInfo((root / "step-00000003").string());
   ASSERT_FALSE(info.ok());
   EXPECT_NE(info.status().message().find("step-00000003 has no config.yaml; the checkpoint is "
@@ -281,9 +279,10 @@ TEST_F(CheckpointerTest, ACheckpointWithoutItsFilesIsPassedByAndNamed) {
       << info.status();
   const absl::Status weights =
       LoadVerifiedWeights((root / "step-00000002").string(), trainee_->model());
-  EXPECT_EQ(std::string(weights.message()),
-            "the checkpoint " + (root / "step-00000002").string() +
-                " has no model.safetensors (removed or lost); take an earlier checkpoint of its run");
+  EXPECT_EQ(
+      std::string(weights.message()),
+      "the checkpoint " + (root / "step-00000002").string() +
+          " has no model.safetensors (removed or lost); take an earlier checkpoint of its run");
   auto run = ReadCheckpointInfo(dir_.string());
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("is a run folder, not one of its checkpoints; give " +
@@ -305,22 +304,33 @@ TEST_F(CheckpointerTest, ResumeFindsTheNewestCheckpointAndRefusesAnotherTraining
   ASSERT_TRUE(Save(checkpointer, 4).ok());
   ASSERT_TRUE(Save(checkpointer, 8).ok());
   distributed::Environment alone;
-  auto found = FindResumePoint("auto", false, config, alone);
+  auto found = FindResumePoint("auto", false, config, "pretraining", alone);
   ASSERT_TRUE(found.ok()) << found.status();
   ASSERT_TRUE(found->has_value());
   EXPECT_EQ((*found)->dir, checkpointer.last());
 
   ExperimentConfig other_lr = config;
   other_lr.optim.schedule.peak_lr *= 2;
-  auto refused = FindResumePoint("auto", false, other_lr, alone);
+  auto refused = FindResumePoint("auto", false, other_lr, "pretraining", alone);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("optim.lr"), std::string::npos) << refused.status();
-  EXPECT_TRUE(FindResumePoint("auto", true, other_lr, alone).ok());  // --force
+  EXPECT_TRUE(FindResumePoint("auto", true, other_lr, "pretraining", alone).ok());  // --force
 
   ExperimentConfig watched = config;
   watched.train.log_every_steps = 1;
   watched.train.keep_checkpoints = 9;
-  EXPECT_TRUE(FindResumePoint("auto", false, watched, alone).ok());
+  EXPECT_TRUE(FindResumePoint("auto", false, watched, "pretraining", alone).ok());
+
+  // Another task's run is not continued, not even with --force.
+  for (const bool force : {false, true}) {
+    auto other_task = FindResumePoint("auto", force, config, "squad", alone);
+    ASSERT_FALSE(other_task.ok());
+    EXPECT_EQ(other_task.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(other_task.status().message().find(
+                  "is a checkpoint of a pretraining run, which a squad run cannot continue"),
+              std::string::npos)
+        << other_task.status();
+  }
 }
 
 // A checkpoint whose trainer state is of another step than its folder's
