@@ -85,7 +85,7 @@ int ExitCodeFor(const absl::Status& status) {
     case absl::StatusCode::kUnimplemented:
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kDataLoss:  // a damaged input file
+    case absl::StatusCode::kDataLoss:          // a damaged input file
     case absl::StatusCode::kPermissionDenied:  // a path the user may not write or read
       return 2;
     default:
@@ -112,8 +112,8 @@ std::string CommandLine::Help(const Command& command) {
   if (!command.flags.empty()) absl::StrAppend(&text, "\nflags:\n");
   for (const Flag& f : command.flags) {
     std::string left = absl::StrCat("--", f.name, f.value_name.empty() ? "" : " ", f.value_name);
-    absl::StrAppend(&text, absl::StrFormat("  %-28s %s%s\n", left, f.help,
-                                           f.required ? " (required)" : ""));
+    absl::StrAppend(
+        &text, absl::StrFormat("  %-28s %s%s\n", left, f.help, f.required ? " (required)" : ""));
   }
   absl::StrAppend(&text, absl::StrFormat("  %-28s %s\n", "--help", "show this help"));
   return text;
@@ -167,8 +167,8 @@ absl::StatusOr<Args> CommandLine::Parse(const Command& command,
   }
   for (const Flag& f : command.flags) {
     if (f.required && !args.Has(f.name)) {
-      return absl::InvalidArgumentError(absl::StrCat(command.name, " needs --", f.name, " ",
-                                                     f.value_name, hint));
+      return absl::InvalidArgumentError(
+          absl::StrCat(command.name, " needs --", f.name, " ", f.value_name, hint));
     }
   }
   return args;
@@ -195,11 +195,11 @@ absl::Status StatusOfException(const std::string& name) {
     if (e.code() == std::errc::resource_unavailable_try_again) {
       struct rlimit limit {};
       getrlimit(RLIMIT_NPROC, &limit);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot start a thread (", e.code().message(), "; this user may run ",
-          limit.rlim_cur == RLIM_INFINITY ? std::string("any number of")
-                                          : absl::StrCat(limit.rlim_cur),
-          " processes and threads: raise ulimit -u, or lower run.threads)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot start a thread (", e.code().message(), "; this user may run ",
+                       limit.rlim_cur == RLIM_INFINITY ? std::string("any number of")
+                                                       : absl::StrCat(limit.rlim_cur),
+                       " processes and threads: raise ulimit -u, or lower run.threads)"));
     }
     return absl::InternalError(absl::StrCat("unexpected failure: ", FirstLine(e),
                                             " (please report it with the command line)"));
@@ -221,8 +221,8 @@ void OnCpuLimit(int) {
   static const char kLine[] =
       ": error: the CPU-time limit of this process (ulimit -t) is reached; raise it, or run "
       "the command again (train continues with --resume auto)\n";
-  const ssize_t ignored = ::write(2, "packed-bert ", 12) + ::write(2, running_command,
-                                                                  std::strlen(running_command)) +
+  const ssize_t ignored = ::write(2, "packed-bert ", 12) +
+                          ::write(2, running_command, std::strlen(running_command)) +
                           ::write(2, kLine, sizeof(kLine) - 1);
   (void)ignored;
   std::_Exit(1);
@@ -239,20 +239,27 @@ void OnFatalSignal(int signal) {
                      : signal == SIGILL ? "SIGILL, an instruction this CPU lacks"
                                         : "SIGABRT, an abort";
   static const char kHow[] = "); please report it with the command line and its output\n";
-  const ssize_t ignored =
-      ::write(2, "packed-bert ", 12) + ::write(2, running_command, std::strlen(running_command)) +
-      ::write(2, ": error: the process crashed (", 30) + ::write(2, name, std::strlen(name)) +
-      ::write(2, kHow, sizeof(kHow) - 1);
+  const ssize_t ignored = ::write(2, "packed-bert ", 12) +
+                          ::write(2, running_command, std::strlen(running_command)) +
+                          ::write(2, ": error: the process crashed (", 30) +
+                          ::write(2, name, std::strlen(name)) + ::write(2, kHow, sizeof(kHow) - 1);
   (void)ignored;
   ::raise(signal);  // the default action again (SA_RESETHAND), at once (SA_NODEFER)
 }
 
 void InstallCrashHandlers() {
+  // On a stack of its own: a stack overflow leaves none to say so on.
+  static char alternate[64 << 10];
+  stack_t stack{};
+  stack.ss_sp = alternate;
+  stack.ss_size = sizeof(alternate);
+  ::sigaltstack(&stack, nullptr);
   struct sigaction action {};
   action.sa_handler = OnFatalSignal;
-  action.sa_flags = SA_RESETHAND | SA_NODEFER;
+  action.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
   sigemptyset(&action.sa_mask);
-  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::sigaction(signal, &action, nullptr);
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+    ::sigaction(signal, &action, nullptr);
 }
 
 // A worker thread's exception ends the process (std::terminate): one line
@@ -266,19 +273,18 @@ void InstallCrashHandlers() {
       static const char kLine[] =
           ": error: out of memory in a worker thread; give the process more memory (ulimit -v, "
           "the container's limit) or fewer threads (run.threads)\n";
-      const ssize_t ignored =
-          ::write(2, "packed-bert ", 12) +
-          ::write(2, running_command, std::strlen(running_command)) +
-          ::write(2, kLine, sizeof(kLine) - 1);
+      const ssize_t ignored = ::write(2, "packed-bert ", 12) +
+                              ::write(2, running_command, std::strlen(running_command)) +
+                              ::write(2, kLine, sizeof(kLine) - 1);
       (void)ignored;
       std::_Exit(1);
     } catch (...) {
     }
   }
-  absl::Status status = std::current_exception()
-                            ? StatusOfException(running_command)
-                            : absl::InternalError("the process was ended by std::terminate "
-                                                  "(please report it with the command line)");
+  absl::Status status = std::current_exception() ? StatusOfException(running_command)
+                                                 : absl::InternalError(
+                                                       "the process was ended by std::terminate "
+                                                       "(please report it with the command line)");
   std::cerr << "packed-bert " << running_command << ": error: " << status.message() << "\n";
   std::_Exit(ExitCodeFor(status) == 2 ? 2 : 1);
 }
@@ -320,6 +326,11 @@ absl::Status CommandLine::RunCommand(const Command& command,
   running_command = command.name.c_str();
   std::set_terminate(OnTerminate);
   std::signal(SIGXCPU, OnCpuLimit);
+  // A closed pipe (`| tee` ended by the same Ctrl-C, `| head`) fails the
+  // write that meets it, which the command survives (its result then
+  // fails, FlushResult), instead of ending the process before an
+  // interrupted run's checkpoint.
+  std::signal(SIGPIPE, SIG_IGN);
   InstallCrashHandlers();
   RETURN_IF_ERROR(PrepareResourceLimits(kFilesNeeded));
   absl::StatusOr<Args> args = Parse(command, rest);
@@ -332,8 +343,8 @@ absl::Status CommandLine::RunCommand(const Command& command,
   if (!status.ok()) {
     // A failure whose cause is a limit of the process's says so.
     if (const std::string limits = ExhaustedLimits(/*out_of_memory=*/false); !limits.empty()) {
-      status = absl::Status(status.code(), absl::StrCat(status.message(), " (", limits,
-                                                         ": raise the limit)"));
+      status = absl::Status(status.code(),
+                            absl::StrCat(status.message(), " (", limits, ": raise the limit)"));
     }
     return status;
   }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "app/hf_export.h"
 #include "common/config.h"
@@ -134,6 +135,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
            s.communicator.world_size(), parts.resume.has_value())) {
     logging::Get(command.name)->warn("{}", idle);
   }
+  parts.plan.checkpoint.resume_command = ResumeCommand(args, command);
   // The effective config, saved with every checkpoint.
   parts.plan.checkpoint.config_yaml =
       absl::StrCat(config::Dump(config), "\n# effective: ", parts.plan.description, "\n");
@@ -170,6 +172,25 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
     RETURN_IF_ERROR(WriteEffectiveConfig(config, parts.plan.description));
   }
   return trainer;
+}
+
+// A run that failed while it trained (a full disk under its logs, a lost
+// device, a rank gone) names what survived and the command that continues
+// it, unless its message does; a refusal of what the user gave does not.
+absl::Status WithResume(const absl::Status& status, const ExperimentConfig& config,
+                        const std::string& resume_command) {
+  const absl::StatusCode code = status.code();
+  if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kFailedPrecondition ||
+      code == absl::StatusCode::kOutOfRange || absl::StrContains(status.message(), "--resume")) {
+    return status;
+  }
+  const std::string newest = train::LatestCheckpoint(config.run.output_dir);
+  return absl::Status(
+      code, absl::StrCat(status.message(), "; ",
+                         newest.empty() ? "the run has no checkpoint to continue from"
+                                        : absl::StrCat("the newest checkpoint is ", newest,
+                                                       ": once the cause is fixed, continue with ",
+                                                       resume_command)));
 }
 
 }  // namespace
@@ -211,7 +232,7 @@ absl::Status RunTraining(const Args& args, const TrainingCommand& command) {
   InstallStopHandlers();
   WarnIfSlowKernels();
   absl::StatusOr<train::TrainResult> result = trainer->Train();
-  if (!result.ok()) return result.status();
+  if (!result.ok()) return WithResume(result.status(), config, ResumeCommand(args, command));
   if (folder) std::cout << command.report(*result, config, ResumeCommand(args, command));
   return absl::OkStatus();
 }

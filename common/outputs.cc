@@ -177,6 +177,25 @@ std::string RunOutputOf(const std::string& path, const std::string& run_dir) {
   return absl::StrCat(relative == relative.filename() ? "" : "in ", "the run folder's ", first);
 }
 
+absl::Status CheckRunOutputs(const std::string& run_dir) {
+  std::vector<std::string> names(RunFiles().begin(), RunFiles().end());
+  names.insert(names.end(), RunOutputs().begin(), RunOutputs().end());
+  for (const std::string& name : names) {
+    const fs::path path = fs::path(run_dir) / name;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) continue;  // (a link to a folder is one)
+    const bool folder = name.find('.') == std::string::npos;
+    if (folder ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) continue;
+    const std::string what = S_ISDIR(st.st_mode)   ? "a folder"
+                             : S_ISREG(st.st_mode) ? "a file"
+                                                   : NotAFile(st.st_mode);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path.string(), " is ", what, ", where the run writes its ", folder ? "folder " : "file ",
+        name, "; move it away, or choose another run.output_dir"));
+  }
+  return absl::OkStatus();
+}
+
 std::string FolderOutputKind(const std::string& dir) {
   const fs::path path(dir);
   if (Has(path, kStoreMark)) return "an instance store (store.json)";

@@ -49,6 +49,13 @@ std::string KeptContainerOf(const std::string& path);
 // and none of these.
 std::string RunOutputOf(const std::string& path, const std::string& run_dir);
 
+// Fails (InvalidArgument), before a run writes anything, if a name the run
+// writes in its folder `run_dir` holds something of another kind (a folder
+// where predictions.json or profile.md goes, a file where checkpoints/
+// goes), which would fail the write after the steps it was to
+// keep.
+absl::Status CheckRunOutputs(const std::string& run_dir);
+
 // "" if the folder `dir` is none of the outputs of OutputKind's folders;
 // else what it is, e.g. "an instance store (store.json)".
 std::string FolderOutputKind(const std::string& dir);

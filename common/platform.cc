@@ -1,7 +1,7 @@
 #include "common/platform.h"
 
-#include <dlfcn.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <malloc.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <csignal>
-
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -46,14 +45,14 @@ CpuFeatures Detect() {
   const bool osxsave = c & (1u << 27), fma = c & (1u << 12);
   if (!osxsave) return f;
   const uint64_t xcr0 = EnabledStates();
-  const bool ymm = (xcr0 & 0x6) == 0x6;          // SSE and AVX state
-  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
+  const bool ymm = (xcr0 & 0x6) == 0x6;            // SSE and AVX state
+  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;   // opmask, ZMM_Hi256, Hi16_ZMM
   const bool tiles = (xcr0 & 0x60000) == 0x60000;  // XTILECFG, XTILEDATA
   unsigned max_leaf = __get_cpuid_max(0, nullptr);
   if (max_leaf < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
-  const bool avx2 = b & (1u << 5), f512 = b & (1u << 16), dq = b & (1u << 17),
-             bw = b & (1u << 30), vl = b & (1u << 31), amx_bf16 = d & (1u << 22);
+  const bool avx2 = b & (1u << 5), f512 = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30),
+             vl = b & (1u << 31), amx_bf16 = d & (1u << 22);
   f.avx2 = ymm && avx2 && fma;
   f.avx512 = zmm && f512 && dq && bw && vl;
   f.amx_bf16 = tiles && amx_bf16;
@@ -120,24 +119,24 @@ BlasKernels Tune() {
   }
   if (wanted.empty()) return out;
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr) {
-    out.note = absl::StrCat(
-        "OPENBLAS_CORETYPE=", forced, " in the environment holds OpenBLAS to its ", out.loaded,
-        " kernels, but this CPU (", cpu.Describe(), ") runs faster ",
-        wanted == "SkylakeX" ? "AVX-512 (SkylakeX or newer)" : "AVX2 (Haswell)",
-        " kernels: unset OPENBLAS_CORETYPE to let packed-bert choose them");
+    out.note =
+        absl::StrCat("OPENBLAS_CORETYPE=", forced, " in the environment holds OpenBLAS to its ",
+                     out.loaded, " kernels, but this CPU (", cpu.Describe(), ") runs faster ",
+                     wanted == "SkylakeX" ? "AVX-512 (SkylakeX or newer)" : "AVX2 (Haswell)",
+                     " kernels: unset OPENBLAS_CORETYPE to let packed-bert choose them");
     out.slower = true;
     return out;
   }
   setenv("OPENBLAS_CORETYPE", wanted.c_str(), /*overwrite=*/1);
   if (!ReselectOpenBlasKernels()) {
     unsetenv("OPENBLAS_CORETYPE");
-    out.note = absl::StrCat("OpenBLAS was built for ", out.loaded, " only; this CPU has ",
-                            cpu.Describe());
+    out.note =
+        absl::StrCat("OpenBLAS was built for ", out.loaded, " only; this CPU has ", cpu.Describe());
     return out;
   }
   out.chosen = core_name();
-  out.note = absl::StrCat("OpenBLAS chose ", out.loaded, " kernels for this CPU (",
-                          cpu.Describe(), "); using ", out.chosen);
+  out.note = absl::StrCat("OpenBLAS chose ", out.loaded, " kernels for this CPU (", cpu.Describe(),
+                          "); using ", out.chosen);
   return out;
 }
 
@@ -174,8 +173,8 @@ const BlasKernels& TuneOpenBlasKernels() {
 
 absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
     const std::function<const char*(const char*)>& get_or_null) {
-  const auto get = get_or_null ? get_or_null
-                               : [](const char* name) -> const char* { return std::getenv(name); };
+  const auto get =
+      get_or_null ? get_or_null : [](const char* name) -> const char* { return std::getenv(name); };
   ThreadEnvironment out;
   auto bad = [](const char* name, const char* value, absl::string_view takes) {
     return absl::InvalidArgumentError(absl::StrCat("environment variable ", name, "='", value,
@@ -197,9 +196,9 @@ absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
       if (levels && i == 0) out.omp_num_threads = threads;
     }
   }
-  if (const char* policy = get("OMP_WAIT_POLICY");
-      policy != nullptr && !absl::EqualsIgnoreCase(policy, "active") &&
-      !absl::EqualsIgnoreCase(policy, "passive")) {
+  if (const char* policy = get("OMP_WAIT_POLICY"); policy != nullptr &&
+                                                   !absl::EqualsIgnoreCase(policy, "active") &&
+                                                   !absl::EqualsIgnoreCase(policy, "passive")) {
     return bad("OMP_WAIT_POLICY", policy, "ACTIVE or PASSIVE");
   }
   if (const char* spin = get("GOMP_SPINCOUNT"); spin != nullptr) {
@@ -225,11 +224,37 @@ void CheckStartEnvironment(int argc, char** argv, char** envp) {
     _exit(2);
   };
   struct rlimit limit {};
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const long cpus = std::max(1, sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1);
+  // A stack too small for LibTorch's and the parsers' depth ends in a crash
+  // that cannot even say so (the crash line needs a stack); the threads'
+  // stacks take the same size.
+  if (getrlimit(RLIMIT_STACK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      static_cast<long>(limit.rlim_cur >> 10) < kStackKiB) {
+    refuse(absl::StrCat("the stack is limited to ", limit.rlim_cur >> 10,
+                        " KiB (ulimit -s), and packed-bert needs at least ", kStackKiB,
+                        " KiB; raise the limit (ulimit -s 8192)"));
+  }
+  // Threads are processes to this limit: too few, and a thread pool waits
+  // for workers that never start. (It does not bind root.)
+  const long threads = kStartThreads + 2 * cpus;
+  if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      static_cast<long>(limit.rlim_cur) < threads) {
+    refuse(absl::StrCat("this user may run only ", limit.rlim_cur,
+                        " processes and threads (ulimit -u), and packed-bert starts up to ",
+                        threads, " threads with this process's ", cpus,
+                        " CPUs; raise the limit (ulimit -u ", threads * 4, ")"));
+  }
+  // ulimit -t sets the hard limit with the soft one: the kernel's SIGKILL at
+  // the hard limit would come with the SIGXCPU that lets the process say
+  // why it ends. One second earlier, SIGXCPU comes alone.
+  if (getrlimit(RLIMIT_CPU, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      limit.rlim_cur == limit.rlim_max && limit.rlim_max > 1) {
+    limit.rlim_cur = limit.rlim_max - 1;
+    setrlimit(RLIMIT_CPU, &limit);
+  }
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    const long cpus =
-        std::max(1, sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1);
     const long need = kStartMiB + kStartMiBPerCpu * cpus;
     const long have = static_cast<long>(limit.rlim_cur >> 20);
     if (have < need) {

@@ -95,11 +95,19 @@ absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
 // address space (ulimit -v) must hold the libraries' start (LibTorch's
 // initialisers abort, and OpenBLAS's retries its buffers' allocation for
 // ever, in less): kStartMiB, plus kStartMiBPerCpu for each CPU the process
-// may use (OpenBLAS's buffers per thread); and the thread pools' variables
+// may use (OpenBLAS's buffers per thread); the stack (ulimit -s) must hold
+// kStackKiB; a user other than root must be allowed kStartThreads plus two
+// per CPU processes and threads (ulimit -u); a CPU-time limit (ulimit -t)
+// whose hard limit equals its soft one gets its soft limit a second
+// earlier, so that SIGXCPU (and its line) comes before the kernel's
+// SIGKILL; and the thread pools' variables
 // must read (ReadThreadEnvironment), before libgomp reads them its own way.
 // Else one line naming the limit or the variable, to stderr, and exit code
 // 2. `argv[1]` names the command in the line.
 inline constexpr long kStartMiB = 640, kStartMiBPerCpu = 128;
+// The least stack (ulimit -s) it starts with, in KiB, and the threads it
+// may start besides two per CPU (ulimit -u).
+inline constexpr long kStackKiB = 1024, kStartThreads = 16;
 void CheckStartEnvironment(int argc, char** argv, char** envp);
 
 // The process's resource limits, as they bear on a failure.

@@ -338,13 +338,16 @@ absl::Status Checkpointer::NotSaved(int64_t step, const absl::Status& why) const
   const std::string newest = LatestCheckpoint(options_.run_dir);
   return absl::Status(
       why.code(),
-      absl::StrCat("the checkpoint of step ", step, " was not written (", why.message(), "); ",
-                   newest.empty()
-                       ? "the run has no earlier checkpoint, so its training is lost when it ends"
-                       : absl::StrCat("the newest usable checkpoint is ", newest,
-                                      ": once the cause is fixed, continue with packed-bert train "
-                                      "--config ",
-                                      options_.run_dir, "/config.yaml --resume auto")));
+      absl::StrCat(
+          "the checkpoint of step ", step, " was not written (", why.message(), "); ",
+          newest.empty()
+              ? "the run has no earlier checkpoint, so its training is lost when it ends"
+              : absl::StrCat("the newest usable checkpoint is ", newest,
+                             ": once the cause is fixed, continue with ",
+                             options_.resume_command.empty()
+                                 ? absl::StrCat("packed-bert train --config ", options_.run_dir,
+                                                "/config.yaml --resume auto")
+                                 : options_.resume_command)));
 }
 
 absl::Status CheckBoundFiles(const CheckpointInfo& checkpoint) {

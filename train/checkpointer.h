@@ -31,10 +31,13 @@ namespace pbert::train {
 // From run.output_dir, train.checkpoint_every_steps and keep_checkpoints.
 struct CheckpointOptions {
   std::string run_dir;
-  int64_t every_steps = 1000;  // 0: only when asked and at the end
-  int keep = 3;                // the newest kept; 0: all
-  std::string config_yaml;     // the effective config, saved with each
+  int64_t every_steps = 1000;     // 0: only when asked and at the end
+  int keep = 3;                   // the newest kept; 0: all
+  std::string config_yaml;        // the effective config, saved with each
   bool after_evaluation = false;  // also after each evaluation (fine-tuning's epochs)
+  // The command line that continues the run, for messages; "" says
+  // `packed-bert train --config RUN_DIR/config.yaml --resume auto`.
+  std::string resume_command;
 };
 
 // Saves a run's checkpoints when they are due: every

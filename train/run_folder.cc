@@ -76,21 +76,14 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir, const std::st
   }
   CreatedFolders created(dir);  // removed again if the claim fails
   RETURN_IF_ERROR(CreateFolder(dir, "run.output_dir"));
-  // Checkpoints go to RUN_DIR/checkpoints: a file there would fail the first
-  // save, after the training it was to keep.
-  std::error_code error;
-  const std::string checkpoints = absl::StrCat(dir, "/checkpoints");
-  if (fs::exists(checkpoints, error) && !fs::is_directory(checkpoints, error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(checkpoints,
-                     " is a file, where the run's checkpoints go; move it away, or choose "
-                     "another run.output_dir"));
-  }
   // The logs are appended to: anything but a file in their place (a named
   // pipe would hold the run) fails before anything is written.
   for (const char* name : kRunLogs) {
     RETURN_IF_ERROR(AppendLog::CheckPath(absl::StrCat(dir, "/", name)));
   }
+  // What is in the place of a file or folder the run writes would fail
+  // the write, after the training it was to keep.
+  RETURN_IF_ERROR(CheckRunOutputs(dir));
   const std::string lock = absl::StrCat(dir, "/", kLockName);
   bool created_lock = true;
   int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -1247,6 +1247,25 @@ TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
         << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+  // A stack too small to start on (a stack overflow could not even say so).
+  for (const char* stack : {"64", "512"}) {
+    r = testing::RunShell(
+        absl::StrCat("ulimit -s ", stack, "; exec ", pbert::testing::BinaryPath(), " config dump"));
+    EXPECT_EQ(r.exit_code, 2) << stack;
+    EXPECT_EQ(r.err, absl::StrCat("packed-bert config: error: the stack is limited to ", stack,
+                                  " KiB (ulimit -s), and packed-bert needs at least 1024 KiB; "
+                                  "raise the limit (ulimit -s 8192)\n"));
+  }
+  // ulimit -t sets the hard limit too: the line still comes before the end.
+  const std::string burn = (root / "burn.yaml").string();
+  testing::WriteFile(burn, "model:\n  vocab_size: 4000000\n  hidden_size: 64\n  num_heads: 1\n  intermediate_size: 64\n");
+  r = testing::RunShell(absl::StrCat("ulimit -t 2; exec ", pbert::testing::BinaryPath(),
+                                     " model init --config ", burn,
+                                     " --set model.num_layers=1 --log-level warn --out ", out));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "packed-bert model: error: the CPU-time limit of this process (ulimit -t) is "
+            "reached; raise it, or run the command again (train continues with --resume auto)\n");
   fs::remove_all(root);
 }
 

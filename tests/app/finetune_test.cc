@@ -579,6 +579,21 @@ TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {
   }
 }
 
+// Ctrl-C on `finetune ... | tee`: the same signal ends tee, and every
+// later write meets a closed pipe; the run still saves its interrupt
+// checkpoint (it was killed by SIGPIPE, status 141, before it), only its
+// result line is lost (exit 1), and --resume continues it to the end.
+TEST_F(FinetuneTest, AClosedPipeLosesNoCheckpoint) {
+  const Result piped = RunShell(absl::StrCat(
+      "bash -c 'PBERT_FAULT=after-step:3:0:INT ", pbert::testing::BinaryPath(), " ", Mrpc("piped"),
+      " --set finetune.epochs=1 2>&1 | true; echo ${PIPESTATUS[0]}'"));
+  EXPECT_EQ(piped.out, "1\n") << piped.err;
+  EXPECT_TRUE(fs::exists(dir_ / "piped" / "checkpoints" / "step-00000003"));
+  const Result resumed = RunBinary(Mrpc("piped") + " --set finetune.epochs=1 --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(json::parse(resumed.out)["status"], "done") << resumed.out;
+}
+
 // A fine-tuning run folder belongs to its task: another task's run into
 // it is refused, and so is its checkpoint continued as another task's,
 // even with --force (the head is another); the run's own outputs are never

@@ -1065,8 +1065,18 @@ TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
   Result odd = RunBinary(Args("odd"));
   EXPECT_EQ(odd.exit_code, 2);
   EXPECT_EQ(odd.err, "packed-bert train: error: " + root_ +
-                         "/odd/checkpoints is a file, where the run's checkpoints go; move it "
-                         "away, or choose another run.output_dir\n");
+                         "/odd/checkpoints is a file, where the run writes its folder "
+                         "checkpoints; move it away, or choose another run.output_dir\n");
+  fs::remove(root_ + "/odd/checkpoints");
+  // A folder where a file of the run goes, found before step 1.
+  fs::create_directories(root_ + "/odd/profile.md");
+  odd = RunBinary(Args("odd", "--set train.profile_steps=2:3"));
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_EQ(odd.err, "packed-bert train: error: " + root_ +
+                         "/odd/profile.md is a folder, where the run writes its file profile.md; "
+                         "move it away, or choose another run.output_dir\n");
+  fs::remove(root_ + "/odd/profile.md");
+  testing::WriteFile(root_ + "/odd/checkpoints", "a file");
   fs::remove(root_ + "/odd/checkpoints");
   ASSERT_EQ(::mkfifo((root_ + "/odd/metrics.jsonl").c_str(), 0600), 0);
   odd = RunBinary(Args("odd"));
