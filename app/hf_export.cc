@@ -16,6 +16,7 @@ namespace {
 nlohmann::ordered_json ConfigJson(const model::BertOptions& o, const HfExportOptions& e) {
   nlohmann::ordered_json c;
   c["architectures"] = {e.architecture};
+  if (!e.task.empty()) c["finetuning_task"] = e.task;
   c["model_type"] = "bert";
   c["vocab_size"] = o.vocab_size();
   c["hidden_size"] = o.hidden_size();
@@ -82,7 +83,8 @@ absl::Status ExportHuggingFace(const torch::nn::Module& bert, const model::BertO
   ASSIGN_OR_RETURN(std::string vocab_text, ReadFile(export_options.vocab));
   ASSIGN_OR_RETURN(AtomicFolderWriter folder, AtomicFolderWriter::Create(out));
   const std::string& dir = folder.temp_path();
-  RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", ConfigJson(options, export_options).dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json",
+                                      ConfigJson(options, export_options).dump(2) + "\n"));
   // Hugging Face's BertForQuestionAnswering has no pooler (add_pooling_layer
   // False): its weights are left out, as save_pretrained leaves them.
   const bool no_pooler = export_options.architecture == "BertForQuestionAnswering";
@@ -91,8 +93,7 @@ absl::Status ExportHuggingFace(const torch::nn::Module& bert, const model::BertO
     if (no_pooler && absl::StartsWith(name, "bert.pooler.")) continue;
     named.emplace_back(name, view);
   }
-  RETURN_IF_ERROR(
-      formats::WriteSafetensors(named, dir + "/model.safetensors", {{"format", "pt"}}));
+  RETURN_IF_ERROR(formats::WriteSafetensors(named, dir + "/model.safetensors", {{"format", "pt"}}));
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/vocab.txt", vocab_text));
   RETURN_IF_ERROR(
       WriteFileAtomically(dir + "/tokenizer_config.json",

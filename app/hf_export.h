@@ -28,6 +28,9 @@ struct HfExportOptions {
   std::string architecture = "BertForPreTraining";
   std::vector<std::string> labels;
   bool regression = false;
+  // The fine-tuning task (config.json "finetuning_task", as transformers'
+  // run_glue.py writes it); "" for none.
+  std::string task;
 };
 
 // Writes the folder `out` whole or not at all: config.json (the shape of

@@ -148,8 +148,9 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
                             args.Has("force"),
                             nullptr};
   if (command.exports) {
-    setup.export_model = [&config](const torch::nn::Module& model, const tasks::ExportHead& head,
-                                   const std::string& dir) {
+    setup.export_model = [&config, task = command.task(config)](const torch::nn::Module& model,
+                                                                const tasks::ExportHead& head,
+                                                                const std::string& dir) {
       HfExportOptions options;
       options.vocab = config.prepare.vocab;
       options.lower_case = config.prepare.lower_case;
@@ -157,6 +158,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
       options.architecture = head.architecture;
       options.labels = head.labels;
       options.regression = head.regression;
+      options.task = task;
       return ExportHuggingFace(model, config.model.bert, options, dir);
     };
   }

@@ -31,24 +31,26 @@ absl::StatusOr<std::string> WeightsPath(const std::string& given) {
   std::error_code error;
   if (!fs::is_directory(given, error)) return given;
   const fs::path dir(given);
-  if (fs::is_regular_file(dir / "model.safetensors", error)) return (dir / "model.safetensors").string();
+  if (fs::is_regular_file(dir / "model.safetensors", error))
+    return (dir / "model.safetensors").string();
   if (fs::exists(dir / "model.safetensors", error)) {
     return absl::InvalidArgumentError(
         absl::StrCat((dir / "model.safetensors").string(), " is not a file"));
   }
   if (fs::exists(dir / "trainer_state.json", error)) {
-    return absl::NotFoundError(absl::StrCat(
-        "the checkpoint ", given, " has no model.safetensors (removed or lost); take an ",
-        "earlier checkpoint of its run"));
+    return absl::NotFoundError(absl::StrCat("the checkpoint ", given,
+                                            " has no model.safetensors (removed or lost); take an ",
+                                            "earlier checkpoint of its run"));
   }
   if (fs::is_directory(dir / "checkpoints", error)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        given, " is a run folder; give one of its checkpoints (", given,
-        "/checkpoints/step-N) or a weights file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(given, " is a run folder; give one of its checkpoints (", given,
+                     "/checkpoints/step-N) or a weights file"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      given, " is a folder without model.safetensors; give a weights file (safetensors, "
-      "torch.save or TensorFlow checkpoint) or a checkpoint folder"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(given,
+                   " is a folder without model.safetensors; give a weights file (safetensors, "
+                   "torch.save or TensorFlow checkpoint) or a checkpoint folder"));
 }
 
 // The rows each padded parameter has in files (BertForPreTraining::FileRows).
@@ -66,8 +68,8 @@ formats::NamedTensors FileTensors(const torch::nn::Module& module) {
   formats::NamedTensors out;
   for (const auto& item : module.named_parameters()) {
     const auto found = rows.find(item.key());
-    out.emplace_back(item.key(), found == rows.end() ? item.value()
-                                                     : item.value().narrow(0, 0, found->second));
+    out.emplace_back(item.key(),
+                     found == rows.end() ? item.value() : item.value().narrow(0, 0, found->second));
   }
   return out;
 }
@@ -93,8 +95,8 @@ absl::StatusOr<Weights> ReadWeights(const std::string& given) {
       if (added) continue;
       // Hugging Face state dicts hold the tied MLM bias twice, equal.
       if (!it->second.sizes().equals(value.sizes()) || !at::equal(it->second, value)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": two different tensors are both read as '", mapped.name, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": two different tensors are both read as '", mapped.name, "'"));
       }
       out.skipped.push_back(name);
     }
@@ -102,17 +104,24 @@ absl::StatusOr<Weights> ReadWeights(const std::string& given) {
   return out;
 }
 
-absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
+absl::Status LoadWeights(torch::nn::Module& module, const std::string& path,
+                         const std::function<bool(const std::string&)>& take) {
   ASSIGN_OR_RETURN(Weights weights, ReadWeights(path));
   if (!weights.skipped.empty()) {
     logging::Get("model")->debug("{}: skipped {}", path, NameList(weights.skipped, 50));
   }
   // The parameters as files hold them: a padded one's file rows are a view.
-  const auto views = FileTensors(module);
+  auto views = FileTensors(module);
+  if (take) {
+    views.erase(std::remove_if(views.begin(), views.end(),
+                               [&](const auto& view) { return !take(view.first); }),
+                views.end());
+  }
   const std::map<std::string, at::Tensor> params(views.begin(), views.end());
   std::map<std::string, at::Tensor> found;
   std::vector<std::string> unexpected = weights.unknown, misshaped, mistyped, missing;
   for (const auto& [name, tensor] : weights.tensors) {
+    if (take && !take(name)) continue;
     const auto at_name = params.find(name);
     const at::Tensor* target = at_name == params.end() ? nullptr : &at_name->second;
     if (target == nullptr) {
@@ -137,19 +146,22 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
     }
   }
   std::vector<std::string> parts;
-  for (const auto& [what, list] : {std::pair{"missing", &missing}, {"unexpected", &unexpected},
-                                   {"mis-shaped", &misshaped}, {"not floating-point", &mistyped}}) {
+  for (const auto& [what, list] : {std::pair{"missing", &missing},
+                                   {"unexpected", &unexpected},
+                                   {"mis-shaped", &misshaped},
+                                   {"not floating-point", &mistyped}}) {
     if (!list->empty()) parts.push_back(absl::StrCat(what, ": ", NameList(*list)));
   }
   if (!parts.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " does not match the model config (",
-                                                   absl::StrJoin(parts, "; "),
-                                                   "); check the model section and the vocabulary"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " does not match the model config (", absl::StrJoin(parts, "; "),
+                     "); check the model section and the vocabulary"));
   }
   at::NoGradGuard no_grad;
   for (auto& [name, view] : views) view.copy_(found.at(name));
   auto all = module.named_parameters();
   for (const auto& [name, rows] : FileRowsOf(module)) {
+    if (take && !take(name)) continue;
     at::Tensor& padded = all[name];
     padded.narrow(0, rows, padded.size(0) - rows).zero_();
   }

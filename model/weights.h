@@ -4,6 +4,7 @@
 // those names, so weights move both ways. docs/formats.md lists the names.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,8 +22,8 @@ namespace pbert::model {
 struct Weights {
   formats::TensorFormat format = formats::TensorFormat::kSafetensors;
   std::map<std::string, at::Tensor> tensors;  // by our (Hugging Face) names
-  std::vector<std::string> skipped;  // optimizer slots, counters, tied copies, non-tensors
-  std::vector<std::string> unknown;  // names no mapping knows
+  std::vector<std::string> skipped;           // optimizer slots, counters, tied copies, non-tensors
+  std::vector<std::string> unknown;           // names no mapping knows
 };
 
 // Reads any weight file into our names, TensorFlow kernels transposed; a
@@ -34,8 +35,11 @@ absl::StatusOr<Weights> ReadWeights(const std::string& path);
 // (FileTensors: padding rows are set to 0), converting floating dtypes;
 // skipped names are listed at debug level.
 // Fails, changing nothing, with one message listing every missing,
-// unexpected, mis-shaped and non-floating tensor.
-absl::Status LoadWeights(torch::nn::Module& module, const std::string& path);
+// unexpected, mis-shaped and non-floating tensor. With `take`, only the
+// names it takes are loaded and looked for (the file's other tensors and
+// the module's other parameters are left as they are).
+absl::Status LoadWeights(torch::nn::Module& module, const std::string& path,
+                         const std::function<bool(const std::string&)>& take = {});
 
 // OK if every parameter of `module` is finite; else an error naming the
 // first that holds inf or NaN, and `path`, where it came from.

@@ -402,15 +402,47 @@ CheckpointHold::~CheckpointHold() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-absl::Status LoadVerifiedWeights(const std::string& path, torch::nn::Module& model) {
+absl::Status LoadVerifiedWeights(const std::string& path, torch::nn::Module& model,
+                                 const std::function<bool(const std::string&)>& take) {
   ASSIGN_OR_RETURN(const CheckpointHold hold, CheckpointHold::Take(path));
   std::error_code error;
   if (std::filesystem::exists(std::filesystem::path(path) / "trainer_state.json", error)) {
     ASSIGN_OR_RETURN(CheckpointInfo checkpoint, ReadCheckpointInfo(path));
     RETURN_IF_ERROR(CheckBoundFiles(checkpoint));
   }
-  RETURN_IF_ERROR(model::LoadWeights(model, path));
+  RETURN_IF_ERROR(model::LoadWeights(model, path, take));
   return model::CheckFiniteWeights(model, path);
+}
+
+std::string TaskOfWeights(const std::string& path) {
+  std::error_code error;
+  const fs::path dir =
+      fs::is_directory(path, error) ? fs::path(path) : fs::path(path).parent_path();
+  const auto read = [&](const char* name) -> nlohmann::json {
+    const fs::path file = dir / name;
+    if (!fs::is_regular_file(file, error)) return nullptr;
+    absl::StatusOr<std::string> text = ReadFile(file.string(), kMaxStateBytes);
+    if (!text.ok()) return nullptr;
+    return nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  };
+  if (const nlohmann::json state = read("trainer_state.json"); state.is_object()) {
+    const nlohmann::json* loop = state.contains("loop") ? &state["loop"] : nullptr;
+    if (loop && loop->is_object() && loop->contains("task") && (*loop)["task"].is_string()) {
+      return (*loop)["task"].get<std::string>();
+    }
+    return "";
+  }
+  if (const nlohmann::json config = read("config.json"); config.is_object()) {
+    if (config.contains("finetuning_task") && config["finetuning_task"].is_string()) {
+      return config["finetuning_task"].get<std::string>();
+    }
+    const nlohmann::json& architectures = config.value("architectures", nlohmann::json());
+    if (architectures.is_array() && architectures.size() == 1 &&
+        architectures[0] == "BertForPreTraining") {
+      return "pretraining";
+    }
+  }
+  return "";
 }
 
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,

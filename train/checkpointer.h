@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -120,7 +121,15 @@ class CheckpointHold {
 // a checkpoint's files must have the checksums its trainer state recorded
 // (CheckBoundFiles), and every weight must be finite. A checkpoint is held
 // while it is read (CheckpointHold).
-absl::Status LoadVerifiedWeights(const std::string& path, torch::nn::Module& model);
+absl::Status LoadVerifiedWeights(const std::string& path, torch::nn::Module& model,
+                                 const std::function<bool(const std::string&)>& take = {});
+
+// The task the weights at `path` were trained for, where they say: a
+// checkpoint folder's (or its model.safetensors's) trainer state, a
+// Hugging Face folder's (or its model.safetensors's) config.json
+// "finetuning_task"; "pretraining" for pretraining weights; "" where
+// unknown.
+std::string TaskOfWeights(const std::string& path);
 
 // Loads the weights and optimizer state of checkpoint folder `dir`.
 absl::Status LoadCheckpointWeights(const std::string& dir, torch::nn::Module& model,

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "tasks/tasks.h"
 #include "train/checkpointer.h"
 
 namespace pbert::train {
@@ -89,10 +91,30 @@ absl::StatusOr<WeightsEvaluation> EvaluateWeights(const tasks::Task& task, const
     evaluators.push_back(std::make_unique<Evaluator>(task, set, options, bert, precision, device));
   }
   Evaluation evaluation(std::move(evaluators), {});
+  // Weights that say what they were trained for are evaluated only as that.
+  const std::string trained_for = TaskOfWeights(path);
+  const auto pretraining = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds pretraining weights, not a model fine-tuned for ", task.name(),
+                     ": fine-tune them first (--init ", path, "), then evaluate the run's model"));
+  };
+  if (trained_for == tasks::kPretraining) return pretraining();
+  if (!trained_for.empty() && trained_for != task.name()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is a model fine-tuned for ", trained_for, ", not for ", task.name(),
+                     ": evaluate it as ", trained_for, " (finetune.task), or fine-tune it for ",
+                     task.name(), " first (--init)"));
+  }
   tasks::TaskModel model;
   try {
     model = task.MakeModel(bert);
-    RETURN_IF_ERROR(LoadVerifiedWeights(path, *model.module));
+    // (A model for SQuAD has no use for the pooler, which its export leaves out.)
+    const absl::Status loaded = LoadVerifiedWeights(
+        path, *model.module, [&task](const std::string& name) { return task.Trains(name); });
+    if (!loaded.ok() && absl::StrContains(loaded.message(), "unexpected: cls.")) {
+      return pretraining();
+    }
+    RETURN_IF_ERROR(loaded);
     model.module->to(device);
   } catch (const std::exception& e) {
     return absl::InternalError(

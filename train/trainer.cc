@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "model/task_heads.h"
 #include "model/weights.h"
+#include "tasks/tasks.h"
 #include "train/fault.h"
 #include "train/inputs.h"
 #include "train/peak_flops.h"
@@ -157,7 +158,26 @@ absl::Status Trainer::LoadStart() {
     return absl::InvalidArgumentError(absl::StrCat(
         "the run needs ", plan_.init_key, " (or --init): the pretrained weights to start from"));
   }
-  if (LoadVerifiedWeights(path, trainee_->weights()).ok()) return absl::OkStatus();
+  // The parameters a model of this task reads from a file (a model for
+  // SQuAD has no use for the pooler, which its export leaves out).
+  const auto used = [this](const std::string& name) { return task_.Trains(name); };
+  const std::string trained_for = TaskOfWeights(path);
+  if (!trained_for.empty() && trained_for != tasks::kPretraining && trained_for != task_.name()) {
+    // Another task's fine-tuned model: its encoder, and the pooler where
+    // it has one; this task's head is drawn anew, as transformers does.
+    const bool pooled = trained_for != "squad";
+    const auto encoder = [&](const std::string& name) {
+      return absl::StartsWith(name, "bert.") && used(name) &&
+             (pooled || !absl::StartsWith(name, "bert.pooler."));
+    };
+    RETURN_IF_ERROR(
+        Annotate(LoadVerifiedWeights(path, trainee_->weights(), encoder), plan_.init_key));
+    logging::Get("train")->warn(
+        "{} is a model fine-tuned for {}: its encoder{} taken, and {}'s head is drawn anew", path,
+        trained_for, pooled ? " and pooler are" : " is", task_.name());
+    return absl::OkStatus();
+  }
+  if (LoadVerifiedWeights(path, trainee_->weights(), used).ok()) return absl::OkStatus();
   // Built without drawing from the generators, as if it had not been.
   at::Generator cpu = at::detail::getDefaultCPUGenerator();
   const at::Tensor state = cpu.get_state();

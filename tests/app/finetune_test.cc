@@ -216,6 +216,18 @@ TEST_F(FinetuneTest, SquadTrainsScoresAndExports) {
   const Result again = RunBinary(Squad("score") + " --evaluate " + newest);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(json::parse(again.out)["f1"], out["f1"]);
+  // So does its export, which has no pooler (as Hugging Face's model has
+  // none), and which a classifier starts from: its encoder, a new pooler.
+  const std::string model = (run / "model").string();
+  const Result exported_scores = RunBinary(Squad("score2") + " --evaluate " + model);
+  ASSERT_EQ(exported_scores.exit_code, 0) << exported_scores.err;
+  EXPECT_EQ(json::parse(exported_scores.out)["f1"], out["f1"]);
+  const Result further = RunBinary(Mrpc("further", "", "mrpc", model) + " --set finetune.epochs=1");
+  ASSERT_EQ(further.exit_code, 0) << further.err;
+  EXPECT_NE(further.err.find(model + " is a model fine-tuned for squad: its encoder is taken, and "
+                                     "mrpc's head is drawn anew"),
+            std::string::npos)
+      << further.err;
   // A second run into the same folder is refused, leaving it as it was.
   const Result twice = RunBinary(Squad("run"));
   EXPECT_EQ(twice.exit_code, 2);
@@ -579,14 +591,66 @@ TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {
   }
 }
 
+// Weights are taken for what they are: another task's fine-tuned model is
+// no model of this task (scored, it is refused; started from, its encoder
+// is taken and the head drawn anew), and pretraining weights are no
+// fine-tuned model to score.
+TEST_F(FinetuneTest, TheWeightsGivenAreTakenForWhatTheyAre) {
+  ASSERT_EQ(RunBinary(Mrpc("mrpc") + " --set finetune.epochs=1").exit_code, 0);
+  const std::string model = (dir_ / "mrpc" / "model").string();
+  std::string checkpoint;
+  for (const auto& e : fs::directory_iterator(dir_ / "mrpc" / "checkpoints")) {
+    checkpoint = e.path().string();
+  }
+  // An RTE-format pair file (two labels too, so the head has its shape).
+  std::string rte = "index\tsentence1\tsentence2\tlabel\n";
+  for (int i = 0; i < 24; ++i) {
+    absl::StrAppend(&rte, i, "\tw1", i % 10, " w12", "\tw13 w14", "\t",
+                    i % 2 ? "entailment" : "not_entailment", "\n");
+  }
+  const std::string rte_file = WriteFile((dir_ / "rte.tsv").string(), rte);
+  const std::string as_rte = absl::StrCat("finetune", model_, " --task rte --eval ", rte_file,
+                                          " --set finetune.max_seq_length=64 --output ");
+  for (const std::string& weights : {model, checkpoint, checkpoint + "/model.safetensors"}) {
+    const Result scored = RunBinary(as_rte + (dir_ / "e1").string() + " --evaluate " + weights);
+    EXPECT_EQ(scored.exit_code, 2) << scored.err;
+    EXPECT_NE(scored.err.find(weights + " is a model fine-tuned for mrpc, not for rte: evaluate "
+                                        "it as mrpc (finetune.task)"),
+              std::string::npos)
+        << scored.err;
+  }
+  const std::string pretrained = (dir_ / "init.safetensors").string();
+  const Result pretraining =
+      RunBinary(as_rte + (dir_ / "e2").string() + " --evaluate " + pretrained);
+  EXPECT_EQ(pretraining.exit_code, 2) << pretraining.err;
+  EXPECT_NE(pretraining.err.find(pretrained + " holds pretraining weights, not a model fine-tuned "
+                                              "for rte: fine-tune them first"),
+            std::string::npos)
+      << pretraining.err;
+  EXPECT_FALSE(fs::exists(dir_ / "e1"));
+  EXPECT_FALSE(fs::exists(dir_ / "e2"));
+  // Started from: the encoder and pooler, an RTE head of its own.
+  const Result started = RunBinary(
+      absl::StrCat("finetune", model_, " --task rte --train ", rte_file, " --eval ", rte_file,
+                   " --init ", checkpoint, " --set run.output_dir=", (dir_ / "rte").string(),
+                   " --set finetune.max_seq_length=64 --set finetune.epochs=1"));
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  EXPECT_NE(started.err.find(checkpoint + " is a model fine-tuned for mrpc: its encoder and pooler "
+                                          "are taken, and rte's head is drawn anew"),
+            std::string::npos)
+      << started.err;
+  const json config = json::parse(ReadText((dir_ / "rte" / "model" / "config.json").string()));
+  EXPECT_EQ(config["finetuning_task"], "rte");
+}
+
 // Ctrl-C on `finetune ... | tee`: the same signal ends tee, and every
 // later write meets a closed pipe; the run still saves its interrupt
 // checkpoint (it was killed by SIGPIPE, status 141, before it), only its
 // result line is lost (exit 1), and --resume continues it to the end.
 TEST_F(FinetuneTest, AClosedPipeLosesNoCheckpoint) {
-  const Result piped = RunShell(absl::StrCat(
-      "bash -c 'PBERT_FAULT=after-step:3:0:INT ", pbert::testing::BinaryPath(), " ", Mrpc("piped"),
-      " --set finetune.epochs=1 2>&1 | true; echo ${PIPESTATUS[0]}'"));
+  const Result piped = RunShell(
+      absl::StrCat("bash -c 'PBERT_FAULT=after-step:3:0:INT ", pbert::testing::BinaryPath(), " ",
+                   Mrpc("piped"), " --set finetune.epochs=1 2>&1 | true; echo ${PIPESTATUS[0]}'"));
   EXPECT_EQ(piped.out, "1\n") << piped.err;
   EXPECT_TRUE(fs::exists(dir_ / "piped" / "checkpoints" / "step-00000003"));
   const Result resumed = RunBinary(Mrpc("piped") + " --set finetune.epochs=1 --resume");
