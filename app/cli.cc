@@ -228,6 +228,12 @@ void OnCpuLimit(int) {
   std::_Exit(1);
 }
 
+// What a crash line adds where the process runs under an address-space
+// limit, under which a library's failed allocation (a thread's stack, a
+// buffer) may crash instead of failing: made before any crash, as a
+// signal handler cannot format.
+char crash_limits[160] = "";
+
 // A crash (a fatal signal: a bad access, an abort in a library) says so in
 // one line before the process ends by the signal, as it would have: a
 // launcher, a shell or Slurm still sees the signal, and nothing ends
@@ -238,16 +244,24 @@ void OnFatalSignal(int signal) {
                      : signal == SIGFPE ? "SIGFPE, an arithmetic fault"
                      : signal == SIGILL ? "SIGILL, an instruction this CPU lacks"
                                         : "SIGABRT, an abort";
-  static const char kHow[] = "); please report it with the command line and its output\n";
+  static const char kHow[] = "); please report it with the command line and its output";
   const ssize_t ignored = ::write(2, "packed-bert ", 12) +
                           ::write(2, running_command, std::strlen(running_command)) +
                           ::write(2, ": error: the process crashed (", 30) +
-                          ::write(2, name, std::strlen(name)) + ::write(2, kHow, sizeof(kHow) - 1);
+                          ::write(2, name, std::strlen(name)) + ::write(2, kHow, sizeof(kHow) - 1) +
+                          ::write(2, crash_limits, std::strlen(crash_limits)) + ::write(2, "\n", 1);
   (void)ignored;
   ::raise(signal);  // the default action again (SA_RESETHAND), at once (SA_NODEFER)
 }
 
 void InstallCrashHandlers() {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const std::string note = absl::StrCat(
+        " (the address space is limited to ", limit.rlim_cur >> 20,
+        " MiB (ulimit -v): an allocation that failed may be the cause; raise the limit)");
+    std::snprintf(crash_limits, sizeof(crash_limits), "%s", note.c_str());
+  }
   // On a stack of its own: a stack overflow leaves none to say so on.
   static char alternate[64 << 10];
   stack_t stack{};

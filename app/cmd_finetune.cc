@@ -46,9 +46,12 @@ std::string FinetuneReport(const train::TrainResult& r, const ExperimentConfig& 
   out["train_features"] = r.train_sequences;
   out["train_rows"] = r.train_rows;
   out["packing_factor"] = r.packing_factor;
-  out["train_seconds"] = r.session_step_seconds;
-  out["tokens_per_second"] =
-      r.session_step_seconds > 0 ? r.session_tokens / r.session_step_seconds : 0.0;
+  // The run's training time over all its sessions; the speed of this
+  // session's steps (none where a finished run was only resumed).
+  out["train_seconds"] = r.train_seconds;
+  if (r.session_step_seconds > 0) {
+    out["tokens_per_second"] = r.session_tokens / r.session_step_seconds;
+  }
   for (const std::string& file : r.files) {
     if (file.size() >= 16 && file.substr(file.size() - 16) == "predictions.json") {
       out["predictions"] = file;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -12,6 +13,8 @@
 #include "common/folders.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "data/store.h"
+#include "data/tokenizer.h"
 #include "formats/safetensors.h"
 #include "model/bert.h"
 #include "model/weights.h"
@@ -27,12 +30,12 @@ absl::Status Convert(const Args& args) {
   auto log = logging::Get("model");
   ASSIGN_OR_RETURN(model::Weights weights, model::ReadWeights(in));
   if (!weights.unknown.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        in, ": tensors with names no BERT mapping knows (they would be lost): ",
-        NameList(weights.unknown), "; docs/formats.md lists the names read"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(in, ": tensors with names no BERT mapping knows (they would be lost): ",
+                     NameList(weights.unknown), "; docs/formats.md lists the names read"));
   }
-  std::map<std::string, std::string> metadata = {
-      {"format", "pt"}, {"converted_from", NameOf(weights.format)}};
+  std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                 {"converted_from", NameOf(weights.format)}};
   if (args.Has("config")) {
     // Through the model: a file that does not fit the config is refused.
     ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}));
@@ -47,11 +50,44 @@ absl::Status Convert(const Args& args) {
   }
   int64_t parameters = 0;
   for (const auto& [name, t] : weights.tensors) parameters += t.numel();
-  log->info("{} ({}): {} tensors, {} parameters, {} skipped (optimizer state, counters, tied "
-            "copies), written to {}",
-            in, NameOf(weights.format), weights.tensors.size(), parameters, weights.skipped.size(), out);
+  log->info(
+      "{} ({}): {} tensors, {} parameters, {} skipped (optimizer state, counters, tied "
+      "copies), written to {}",
+      in, NameOf(weights.format), weights.tensors.size(), parameters, weights.skipped.size(), out);
   std::cout << out << "\n";
   return absl::OkStatus();
+}
+
+// The vocabulary `vocab` must be the one the run trained with: the same
+// size is not enough (a cased vocabulary of BERT's size gives other ids).
+// Where the run's store is at hand, its vocabulary checksum decides; else
+// the vocabulary its config names, where that file is at hand.
+absl::Status CheckVocabularyOfRun(const std::string& vocab, const ExperimentConfig& config) {
+  ASSIGN_OR_RETURN(const data::Vocabulary given, data::Vocabulary::Load(vocab));
+  std::error_code error;
+  std::string source;
+  uint64_t trained = 0;
+  if (!config.data.store.empty() &&
+      std::filesystem::exists(config.data.store + "/store.json", error)) {
+    absl::StatusOr<data::InstanceStore> store = data::InstanceStore::Open(config.data.store);
+    if (!store.ok()) return absl::OkStatus();  // nothing to compare with
+    source = absl::StrCat("the store ", config.data.store, " it trained on");
+    trained = store->info().vocab_checksum;
+  } else if (!config.prepare.vocab.empty() &&
+             std::filesystem::is_regular_file(config.prepare.vocab, error)) {
+    absl::StatusOr<data::Vocabulary> own = data::Vocabulary::Load(config.prepare.vocab);
+    if (!own.ok()) return absl::OkStatus();
+    source = absl::StrCat("its config's prepare.vocab ", config.prepare.vocab);
+    trained = own->checksum();
+  } else {
+    return absl::OkStatus();
+  }
+  if (trained == given.checksum()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the vocabulary ", vocab, " is not the one the model was trained with (", source,
+                   " was made with another: checksum ", absl::StrFormat("%016x", trained),
+                   ", this one ", absl::StrFormat("%016x", given.checksum()),
+                   "); give the vocab.txt of its training, or the model's tokens get other ids"));
 }
 
 // model export-hf CHECKPOINT OUT: a Hugging Face model folder.
@@ -65,8 +101,9 @@ absl::Status ExportHf(const Args& args) {
   const bool has_saved = std::filesystem::is_directory(in, error) && std::filesystem::exists(saved);
   if (!args.Has("config") && !has_saved) {
     return absl::InvalidArgumentError(absl::StrCat(
-        in, " is no checkpoint folder of train (no config.yaml in it): give the model's shape "
-            "with --config FILE"));
+        in,
+        " is no checkpoint folder of train (no config.yaml in it): give the model's shape "
+        "with --config FILE"));
   }
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}, has_saved ? saved : ""));
   HfExportOptions options;
@@ -78,6 +115,7 @@ absl::Status ExportHf(const Args& args) {
         "model export-hf needs the vocabulary the model was trained with: --vocab vocab.txt (or "
         "prepare.vocab in the config)");
   }
+  RETURN_IF_ERROR(CheckVocabularyOfRun(options.vocab, config));
   RETURN_IF_ERROR(CheckOutput(args, out, OutputKind::kHfFolder));
   model::BertForPreTraining bert(config.model.bert);
   RETURN_IF_ERROR(train::LoadVerifiedWeights(in, *bert));
@@ -145,7 +183,7 @@ Command ModelCommand() {
       {"seed", "N", "initialisation seed (run.seed)"},
       {"vocab", "FILE", "export-hf: the vocab.txt the model was trained with (prepare.vocab)"},
       OverwriteFlag(absl::StrCat("(init, convert) ", OutputKindName(OutputKind::kWeightsFile),
-                                    " or (export-hf) ", OutputKindName(OutputKind::kHfFolder))),
+                                 " or (export-hf) ", OutputKindName(OutputKind::kHfFolder))),
   };
   for (Flag f : ConfigFlags()) command.flags.push_back(f);
   command.run = RunModel;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -422,8 +423,8 @@ absl::Status ImportHdf5(const PrepareOptions& o, const StoreInfo& info,
     }
   };
   const uint32_t workers = std::max<uint32_t>(1, std::min<uint32_t>(o.threads, to_make));
-  if (absl::Status ran = RunWorkers(static_cast<int>(workers), [&](int) { worker(); },
-                                    "importing HDF5 shards");
+  if (absl::Status ran = RunWorkers(
+          static_cast<int>(workers), [&](int) { worker(); }, "importing HDF5 shards");
       !ran.ok()) {
     std::lock_guard<std::mutex> lock(mu);
     if (failure.ok()) failure = ran;
@@ -490,8 +491,8 @@ absl::StatusOr<InputFormat> ResolveInputFormat(InputFormat format,
 
 absl::StatusOr<std::vector<uint64_t>> PickEvenly(uint64_t total, uint64_t n) {
   if (n > total) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot pick ", n, " sequences from ", total, "; lower prepare.pick or add inputs"));
+    return absl::InvalidArgumentError(absl::StrCat("cannot pick ", n, " sequences from ", total,
+                                                   "; lower prepare.pick or add inputs"));
   }
   const double ratio = static_cast<double>(total) / static_cast<double>(n);
   std::vector<uint64_t> out(n);
@@ -530,6 +531,20 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
   }
   if (o.output.empty()) {
     return absl::InvalidArgumentError("prepare needs an output folder: --out STORE (data.store)");
+  }
+  // Each input once: the same file named twice (or by a link) would be
+  // imported twice, its documents doubled in the store.
+  std::map<std::string, std::string> seen;
+  for (const std::string& input : o.inputs) {
+    std::error_code error;
+    const std::string file = std::filesystem::weakly_canonical(input, error).string();
+    if (error) continue;  // the reader names what is wrong with it
+    const auto [it, added] = seen.emplace(file, input);
+    if (!added) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(input, " is the file ", it->second,
+                       " again (the same file given twice); give each input once"));
+    }
   }
   // Fail before the work, not after it.
   ASSIGN_OR_RETURN(const InputFormat input_format, ResolveInputFormat(o.input_format, o.inputs));
@@ -626,7 +641,8 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
         "the inputs made no instances: documents need sentences with tokens");
   }
   if (o.pick > 0) {
-    ASSIGN_OR_RETURN(std::vector<uint64_t> picks, PickEvenly(instances.size(), static_cast<uint64_t>(o.pick)));
+    ASSIGN_OR_RETURN(std::vector<uint64_t> picks,
+                     PickEvenly(instances.size(), static_cast<uint64_t>(o.pick)));
     std::vector<Instance> kept;
     kept.reserve(picks.size());
     for (uint64_t i : picks) kept.push_back(std::move(instances[i]));
@@ -636,8 +652,9 @@ absl::StatusOr<PrepareSummary> Prepare(const PrepareOptions& o, const PreparePro
                  static_cast<uint32_t>(o.instances.max_seq_len),
                  static_cast<uint32_t>(o.instances.max_predictions_per_seq),
                  absl::StrCat("prepare of ", o.inputs.size(), " file(s), seed ", o.instances.seed)};
-  ASSIGN_OR_RETURN(auto writer, StoreWriter::Create(o.output, info, static_cast<uint64_t>(o.records_per_shard),
-                                                  o.overwrite));
+  ASSIGN_OR_RETURN(
+      auto writer,
+      StoreWriter::Create(o.output, info, static_cast<uint64_t>(o.records_per_shard), o.overwrite));
   if (progress) progress("write", 0, instances.size());
   for (size_t i = 0; i < instances.size(); ++i) {
     RETURN_IF_ERROR(writer->Add(instances[i]));

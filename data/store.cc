@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -50,7 +51,7 @@ struct ShardHeader {
   uint64_t vocab_checksum;
   uint64_t body_bytes;
   uint64_t payload_checksum;
-  uint64_t store_id;  // the same in every shard of a store, and in its manifest
+  uint64_t store_id;     // the same in every shard of a store, and in its manifest
   uint32_t shard_index;  // the shard's place in the manifest
   uint32_t reserved2;
 };
@@ -60,8 +61,8 @@ static_assert(sizeof(ShardHeader) == 80, "the shard header is part of the format
 std::string ManifestChecksum(nlohmann::ordered_json manifest) {
   manifest.erase("manifest_checksum");
   const std::string text = manifest.dump(2);
-  return absl::StrFormat(
-      "%016x", Checksum64({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
+  return absl::StrFormat("%016x",
+                         Checksum64({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
 }
 
 uint64_t NewStoreId() {
@@ -141,8 +142,8 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
                               bool overwrite) {
   const std::string dir = WithoutTrailingSlash(given);
   if (const std::string kept = KeptContainerOf(dir); !kept.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the store ", dir, " ", kept, ", which only train writes; choose another folder"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the store ", dir, " ", kept, ", which only train writes; choose another folder"));
   }
   std::error_code error;
   // A store is written beside its path and renamed onto it: a symbolic link
@@ -161,8 +162,9 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
     }
     if (!fs::is_directory(dir, error) || !fs::exists(fs::path(dir) / kManifest, error)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          dir, " exists and is not an instance store; --overwrite replaces only a store: choose "
-               "another folder"));
+          dir,
+          " exists and is not an instance store; --overwrite replaces only a store: choose "
+          "another folder"));
     }
   }
   // A file in its path, an unwritable folder or too long a name.
@@ -170,9 +172,9 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
   // What is read may not lie in what is replaced.
   for (const std::string& input : inputs) {
     if (IsInside(input, dir)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(input, " is read from inside ", dir, ", which the store would replace; "
-                              "choose another folder"));
+      return absl::InvalidArgumentError(absl::StrCat(input, " is read from inside ", dir,
+                                                     ", which the store would replace; "
+                                                     "choose another folder"));
     }
   }
   return absl::OkStatus();
@@ -410,8 +412,7 @@ std::string HeadChanges(const nlohmann::ordered_json& before, const nlohmann::or
     const nlohmann::ordered_json was = old_info.is_object() ? old_info.value(key, none) : none;
     if (was != value) {
       changes.push_back(absl::StrCat(key == "max_len" ? "data.max_seq_len" : key, " ",
-                                     was.is_null() ? "unset" : was.dump(), ", now ",
-                                     value.dump()));
+                                     was.is_null() ? "unset" : was.dump(), ", now ", value.dump()));
     }
   }
   if (before.value("plan", "") != now.value("plan", "")) {
@@ -477,9 +478,9 @@ absl::StatusOr<std::unique_ptr<PartialStore>> PartialStore::Open(const std::stri
   // reuse, or remove, another folder's files.
   if (fs::is_symlink(fs::symlink_status(staging, error)) ||
       fs::is_symlink(fs::symlink_status(journal_path, error))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        staging, " or its ", kJournal,
-        " is a symbolic link; prepare makes this folder itself: move the link away"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(staging, " or its ", kJournal,
+                     " is a symbolic link; prepare makes this folder itself: move the link away"));
   }
   if (!fs::is_directory(staging, error) || !fs::is_regular_file(journal_path, error)) {
     return absl::InvalidArgumentError(
@@ -532,8 +533,8 @@ absl::StatusOr<std::unique_ptr<PartialStore>> PartialStore::Open(const std::stri
     const size_t finished = lines.size() - 1;
     if (finished > 0 && !overwrite) {
       return absl::InvalidArgumentError(absl::StrCat(
-          staging, " holds ", finished, " finished shard(s) of an import begun with other options (",
-          HeadChanges(lines[0], head),
+          staging, " holds ", finished,
+          " finished shard(s) of an import begun with other options (", HeadChanges(lines[0], head),
           "); nothing was removed: run the command it began with to continue it, or add "
           "--overwrite to start this import over"));
     }
@@ -625,6 +626,22 @@ absl::Status PartialStore::Finish(uint32_t count) {
     }
   }
   journal_.reset();
+  // Only this import's shards go into the store: anything else in the
+  // folder (a shard of an earlier import's larger plan, a stray file) is
+  // removed, and named.
+  std::set<std::string> ours = {kJournal};
+  for (uint32_t i = 0; i < count; ++i) ours.insert(ShardFileName(i));
+  std::vector<std::string> strays;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(staging_, error)) {
+    const std::string name = entry.path().filename().string();
+    if (ours.count(name) == 0) strays.push_back(name);
+  }
+  for (const std::string& name : strays) fs::remove_all(fs::path(staging_) / name, error);
+  if (!strays.empty()) {
+    logging::Get("prepare")->warn("{}: left out of the store, as no part of this import: {}",
+                                  staging_, NameList(strays));
+  }
   RETURN_IF_ERROR(PublishStore(staging_, dir_, info_, store_id_, shards, overwrite_));
   finished_ = true;
   std::error_code ignored;
@@ -736,9 +753,8 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   Manifest out;
   auto parsed = ParseJson<nlohmann::ordered_json>(text, manifest_path, kMaxManifestBytes);
   if (!parsed.ok()) {
-    return parsed.status().code() == absl::StatusCode::kDataLoss
-               ? damaged("not valid JSON")
-               : parsed.status();
+    return parsed.status().code() == absl::StatusCode::kDataLoss ? damaged("not valid JSON")
+                                                                 : parsed.status();
   }
   try {
     const nlohmann::ordered_json& manifest = *parsed;
@@ -946,7 +962,8 @@ absl::Status InstanceStore::VerifyChecksums(ShardShare share) const {
   };
   const size_t threads =
       std::min<size_t>(mine.size(), std::max(1u, std::thread::hardware_concurrency()));
-  RETURN_IF_ERROR(RunWorkers(static_cast<int>(threads), [&](int) { work(); }, "checking shards"));
+  RETURN_IF_ERROR(RunWorkers(
+      static_cast<int>(threads), [&](int) { work(); }, "checking shards"));
   if (progress) {
     progress->Add(done.load());
     progress->Finish();

@@ -130,7 +130,8 @@ absl::Status WriteSafetensors(const NamedTensors& named, const std::string& path
   // (an ordered JSON object looks each key up in a list: quadratic in the
   // tensors); the names are unique, checked above.
   std::string text = "{";
-  if (!metadata.empty()) absl::StrAppend(&text, "\"__metadata__\":", nlohmann::json(metadata).dump());
+  if (!metadata.empty())
+    absl::StrAppend(&text, "\"__metadata__\":", nlohmann::json(metadata).dump());
   std::vector<at::Tensor> tensors;
   uint64_t offset = 0;
   for (const auto& [name, value] : named) {
@@ -187,6 +188,11 @@ absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path) {
       if (!entry.is_object()) return bad(absl::StrCat("tensor '", name, "' is not an object"));
       ASSIGN_OR_RETURN(at::ScalarType type, TypeOf(entry.at("dtype").get<std::string>()));
       std::vector<int64_t> shape = entry.at("shape").get<std::vector<int64_t>>();
+      if (shape.size() > kMaxTensorRank) {
+        return bad(absl::StrCat("tensor '", name, "' has ", shape.size(),
+                                " dimensions, more than the ", kMaxTensorRank,
+                                " a weight may have"));
+      }
       auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
       uint64_t numel = 1;
       for (int64_t d : shape) {
@@ -217,14 +223,14 @@ absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path) {
                               e->end, ")"));
     }
     if (e->begin > covered) {
-      return bad(absl::StrCat("bytes ", covered, " to ", e->begin,
-                              " of the data belong to no tensor"));
+      return bad(
+          absl::StrCat("bytes ", covered, " to ", e->begin, " of the data belong to no tensor"));
     }
     covered = e->end;
   }
   if (covered != data_size) {
-    return bad(absl::StrCat("bytes ", covered, " to ", data_size,
-                            " of the data belong to no tensor"));
+    return bad(
+        absl::StrCat("bytes ", covered, " to ", data_size, " of the data belong to no tensor"));
   }
   std::map<std::string, at::Tensor> out;
   for (const Entry& e : entries) {

@@ -22,7 +22,7 @@ namespace {
 using Bytes = absl::Span<const uint8_t>;
 
 constexpr uint64_t kTableMagic = 0xdb4775248b80fb57ull;  // LevelDB's, kept by TensorFlow
-constexpr size_t kFooterSize = 48;  // two block handles padded to 40 bytes, then the magic
+constexpr size_t kFooterSize = 48;       // two block handles padded to 40 bytes, then the magic
 constexpr size_t kBlockTrailerSize = 5;  // compression type, masked CRC-32C
 
 // TensorFlow's DataType numbers (types.proto) that hold plain numbers.
@@ -33,12 +33,12 @@ struct TensorFlowType {
 };
 
 constexpr TensorFlowType kTypes[] = {
-    {1, "DT_FLOAT", at::kFloat},   {2, "DT_DOUBLE", at::kDouble},
-    {3, "DT_INT32", at::kInt},     {4, "DT_UINT8", at::kByte},
-    {5, "DT_INT16", at::kShort},   {6, "DT_INT8", at::kChar},
-    {7, "DT_STRING", std::nullopt}, {9, "DT_INT64", at::kLong},
-    {10, "DT_BOOL", at::kBool},    {14, "DT_BFLOAT16", at::kBFloat16},
-    {19, "DT_HALF", at::kHalf},    {20, "DT_RESOURCE", std::nullopt},
+    {1, "DT_FLOAT", at::kFloat},      {2, "DT_DOUBLE", at::kDouble},
+    {3, "DT_INT32", at::kInt},        {4, "DT_UINT8", at::kByte},
+    {5, "DT_INT16", at::kShort},      {6, "DT_INT8", at::kChar},
+    {7, "DT_STRING", std::nullopt},   {9, "DT_INT64", at::kLong},
+    {10, "DT_BOOL", at::kBool},       {14, "DT_BFLOAT16", at::kBFloat16},
+    {19, "DT_HALF", at::kHalf},       {20, "DT_RESOURCE", std::nullopt},
     {21, "DT_VARIANT", std::nullopt},
 };
 
@@ -133,6 +133,10 @@ absl::StatusOr<std::vector<int64_t>> ParseShape(Bytes bytes, bool* unknown_rank)
         if (n == 1 && w == 0) size = static_cast<int64_t>(v);
       }
       if (size < 0) return absl::DataLossError("a negative dimension");
+      if (shape.size() == kMaxTensorRank) {
+        return absl::DataLossError(absl::StrCat("a tensor of more than ", kMaxTensorRank,
+                                                " dimensions, which no weight has"));
+      }
       shape.push_back(size);
     } else if (number == 3 && wire == 0) {
       *unknown_rank = value != 0;
@@ -193,8 +197,8 @@ class Table {
 
  private:
   absl::Status Bad(const std::string& what) const {
-    return absl::DataLossError(absl::StrCat(path_, ": not a valid TensorFlow checkpoint index: ",
-                                            what));
+    return absl::DataLossError(
+        absl::StrCat(path_, ": not a valid TensorFlow checkpoint index: ", what));
   }
 
   absl::StatusOr<Bytes> Block(uint64_t offset, uint64_t size) const {
@@ -227,8 +231,8 @@ class Table {
     while (!r.done()) {
       uint64_t shared, unshared, length;
       Bytes suffix, value;
-      if (!r.Varint(&shared) || !r.Varint(&unshared) || !r.Varint(&length) ||
-          shared > key.size() || !r.Take(unshared, &suffix) || !r.Take(length, &value)) {
+      if (!r.Varint(&shared) || !r.Varint(&unshared) || !r.Varint(&length) || shared > key.size() ||
+          !r.Take(unshared, &suffix) || !r.Take(length, &value)) {
         return Bad(absl::StrCat("a malformed entry after key '", key, "'"));
       }
       key.resize(shared);
@@ -333,9 +337,9 @@ absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> ReadTensorBundle
           absl::StrFormat("%s.data-%05d-of-%05d", prefix, e.shard, shards);
       auto mapped = MappedFile::Open(data_path);
       if (!mapped.ok()) {
-        return absl::NotFoundError(absl::StrCat(index_path, ": tensor '", name, "' is in ",
-                                                data_path, ", which cannot be read: ",
-                                                mapped.status().message()));
+        return absl::NotFoundError(
+            absl::StrCat(index_path, ": tensor '", name, "' is in ", data_path,
+                         ", which cannot be read: ", mapped.status().message()));
       }
       file = data_files.emplace(e.shard, std::move(*mapped)).first;
     }

@@ -49,7 +49,8 @@ class ZipArchive {
     const Record& r = it->second;
     if (r.method != 0) {
       return absl::DataLossError(absl::StrCat("record '", name, "' is compressed (method ",
-                                              r.method, "); torch.save stores records as they are"));
+                                              r.method,
+                                              "); torch.save stores records as they are"));
     }
     if (r.local > file_.size() || file_.size() - r.local < 30 ||
         Le(file_, r.local, 4) != 0x04034b50) {
@@ -57,7 +58,8 @@ class ZipArchive {
     }
     const uint64_t start = r.local + 30 + Le(file_, r.local + 26, 2) + Le(file_, r.local + 28, 2);
     if (start > file_.size() || r.size > file_.size() - start) {
-      return absl::DataLossError(absl::StrCat("record '", name, "' runs past the end (truncated?)"));
+      return absl::DataLossError(
+          absl::StrCat("record '", name, "' runs past the end (truncated?)"));
     }
     Bytes data = file_.subspan(start, r.size);
     if (Crc32(data) != r.crc) {
@@ -77,8 +79,10 @@ class ZipArchive {
   absl::Status ReadDirectory() {
     const Bytes f = file_;
     auto bad = [](const std::string& what) {
-      return absl::DataLossError(absl::StrCat("not a zip archive (torch.save files since PyTorch "
-                                              "1.6 are) or a truncated one: ", what));
+      return absl::DataLossError(
+          absl::StrCat("not a zip archive (torch.save files since PyTorch "
+                       "1.6 are) or a truncated one: ",
+                       what));
     };
     if (f.size() < 22) return bad("too short");
     // The end-of-central-directory record, behind at most a 64 KiB comment.
@@ -152,15 +156,27 @@ struct Value;
 using Ref = std::shared_ptr<Value>;
 
 struct Value {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage,
-                    kTensor, kObject };
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kTuple,
+    kList,
+    kDict,
+    kGlobal,
+    kStorage,
+    kTensor,
+    kObject
+  };
   Kind kind = Kind::kNone;
   int64_t i = 0;
   double f = 0;
-  std::string s;  // string, "module.name" of a global or an object's class, storage key
-  std::vector<Ref> items;                     // tuple, list
-  std::vector<std::pair<Ref, Ref>> entries;   // dict
-  at::ScalarType dtype = at::kFloat;          // storage
+  std::string s;           // string, "module.name" of a global or an object's class, storage key
+  std::vector<Ref> items;  // tuple, list
+  std::vector<std::pair<Ref, Ref>> entries;  // dict
+  at::ScalarType dtype = at::kFloat;         // storage
   at::Tensor tensor;
 };
 
@@ -176,11 +192,11 @@ struct StorageType {
 };
 
 constexpr StorageType kStorageTypes[] = {
-    {"torch.FloatStorage", at::kFloat},   {"torch.DoubleStorage", at::kDouble},
-    {"torch.HalfStorage", at::kHalf},     {"torch.BFloat16Storage", at::kBFloat16},
-    {"torch.LongStorage", at::kLong},     {"torch.IntStorage", at::kInt},
-    {"torch.ShortStorage", at::kShort},   {"torch.CharStorage", at::kChar},
-    {"torch.ByteStorage", at::kByte},     {"torch.BoolStorage", at::kBool},
+    {"torch.FloatStorage", at::kFloat}, {"torch.DoubleStorage", at::kDouble},
+    {"torch.HalfStorage", at::kHalf},   {"torch.BFloat16Storage", at::kBFloat16},
+    {"torch.LongStorage", at::kLong},   {"torch.IntStorage", at::kInt},
+    {"torch.ShortStorage", at::kShort}, {"torch.CharStorage", at::kChar},
+    {"torch.ByteStorage", at::kByte},   {"torch.BoolStorage", at::kBool},
 };
 
 class Unpickler {
@@ -346,12 +362,18 @@ class Unpickler {
   absl::StatusOr<Ref> RebuildTensor(const std::vector<Ref>& args) {
     if (args.size() < 4 || args[0]->kind != Value::Kind::kStorage ||
         args[1]->kind != Value::Kind::kInt || args[1]->i < 0) {
-      return absl::DataLossError("_rebuild_tensor arguments are not (storage, offset, size, "
-                                 "stride, ...)");
+      return absl::DataLossError(
+          "_rebuild_tensor arguments are not (storage, offset, size, "
+          "stride, ...)");
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Ints(args[2], "size"));
     ASSIGN_OR_RETURN(std::vector<int64_t> strides, Ints(args[3], "stride"));
     if (sizes.size() != strides.size()) return absl::DataLossError("tensor size and stride differ");
+    if (sizes.size() > kMaxTensorRank) {
+      return absl::DataLossError(absl::StrCat("a tensor of ", sizes.size(),
+                                              " dimensions, more than the ", kMaxTensorRank,
+                                              " a weight may have"));
+    }
     ASSIGN_OR_RETURN(at::Tensor storage, StorageTensor(*args[0]));
     const int64_t offset = args[1]->i;
     int64_t last = offset;  // the last element the tensor reaches
@@ -416,7 +438,7 @@ class Unpickler {
       case 'N':
         Push(Make(Value::Kind::kNone));
         return absl::OkStatus();
-      case 0x88:  // NEWTRUE
+      case 0x88:    // NEWTRUE
       case 0x89: {  // NEWFALSE
         Ref v = Make(Value::Kind::kBool);
         v->i = op == 0x88;

@@ -19,6 +19,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "data/hdf5.h"
@@ -359,11 +360,28 @@ TEST(CliTest, ExportHfWritesWhatTransformersLoads) {
   EXPECT_EQ(r.err, "packed-bert model: error: " + big +
                        " holds 600 tokens, more than the model's model.vocab_size 500: give the "
                        "vocabulary it was trained with\n");
+  // A vocabulary of the right size but other ids (here: its words in
+  // another order) is not the one the config says the model trained with.
+  std::string words = testing::ReadText(vocab);
+  std::vector<std::string> lines = absl::StrSplit(words, '\n', absl::SkipEmpty());
+  std::reverse(lines.begin() + 5, lines.end());
+  const std::string other =
+      testing::WriteFile((dir / "other.txt").string(), absl::StrJoin(lines, "\n") + "\n");
+  Result trained = RunBinary("config dump" + model + " --set prepare.vocab=" + vocab);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  testing::WriteFile(checkpoint + "/config.yaml", trained.out);
+  r = RunBinary("model export-hf " + checkpoint + " " + (dir / "e").string() + " --vocab " + other);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StartsWith(r.err, "packed-bert model: error: the vocabulary " + other +
+                                          " is not the one the model was trained with (its "
+                                          "config's prepare.vocab " +
+                                          vocab + " was made with another: checksum "))
+      << r.err;
   std::vector<std::string> left;
   for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename());
   std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"big.txt", "d.hdf5", "hf", "step-00000010", "vocab.txt",
-                                            "wrong"}));
+  EXPECT_EQ(left, (std::vector<std::string>{"big.txt", "d.hdf5", "hf", "other.txt", "step-00000010",
+                                            "vocab.txt", "wrong"}));
   fs::remove_all(dir);
 }
 
@@ -895,6 +913,18 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
   std::string empty = WriteConfig("pbert_cli_prepare/empty.txt", "");
   std::string full_vocab = WriteConfig("pbert_cli_prepare/full_vocab.txt",
                                        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n");
+  // The same input twice, by its name or through a link, would be imported
+  // twice.
+  const std::string link = (root / "link.txt").string();
+  fs::create_symlink(text, link);
+  for (const std::string& again : {text, link, (root / "." / "text.txt").string()}) {
+    r = RunBinary("prepare --vocab " + full_vocab + " --out " + out + " " + text + " " + again);
+    EXPECT_EQ(r.exit_code, 2) << again;
+    EXPECT_EQ(r.err, "packed-bert prepare: error: " + again + " is the file " + text +
+                         " again (the same file given twice); give each input once\n");
+    EXPECT_FALSE(fs::exists(out));
+  }
+  fs::remove(link);
   r = RunBinary("prepare --vocab " + full_vocab + " --out " + out + " " + empty);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "packed-bert prepare: error: " + empty +
@@ -1258,7 +1288,9 @@ TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
   }
   // ulimit -t sets the hard limit too: the line still comes before the end.
   const std::string burn = (root / "burn.yaml").string();
-  testing::WriteFile(burn, "model:\n  vocab_size: 4000000\n  hidden_size: 64\n  num_heads: 1\n  intermediate_size: 64\n");
+  testing::WriteFile(burn,
+                     "model:\n  vocab_size: 4000000\n  hidden_size: 64\n  num_heads: 1\n  "
+                     "intermediate_size: 64\n");
   r = testing::RunShell(absl::StrCat("ulimit -t 2; exec ", pbert::testing::BinaryPath(),
                                      " model init --config ", burn,
                                      " --set model.num_layers=1 --log-level warn --out ", out));

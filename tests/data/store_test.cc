@@ -26,8 +26,8 @@ void WriteSignedManifest(const std::string& dir, nlohmann::ordered_json manifest
   manifest.erase("manifest_checksum");
   const std::string unsigned_text = manifest.dump(2);
   manifest["manifest_checksum"] = absl::StrFormat(
-      "%016x", Checksum64({reinterpret_cast<const uint8_t*>(unsigned_text.data()),
-                           unsigned_text.size()}));
+      "%016x",
+      Checksum64({reinterpret_cast<const uint8_t*>(unsigned_text.data()), unsigned_text.size()}));
   ASSERT_TRUE(WriteFileAtomically(dir + "/store.json", manifest.dump(2) + "\n").ok());
 }
 
@@ -179,10 +179,16 @@ TEST_F(StoreTest, APartialStoreKeepsWhatIsDoneAndTheNextRunContinues) {
   ASSERT_TRUE((*second)->Write(2, Built(parts[2], info), "c", "").ok());
   ASSERT_TRUE((*second)->Write(0, Built(parts[0], info), "a", "").ok());
   EXPECT_EQ((*second)->shards_done(), 3u);
+  // What is no part of this import (a shard of an earlier, larger plan, a
+  // stray file) does not go into the store.
+  std::ofstream(dir + ".partial/shard-00007.pbstore") << "an earlier import's";
+  std::ofstream(dir + ".partial/notes.txt") << "a stray file";
   ASSERT_TRUE((*second)->Finish(3).ok());
   second->reset();
   EXPECT_FALSE(fs::exists(dir + ".partial"));
   EXPECT_FALSE(fs::exists(dir + "/import.log"));
+  EXPECT_FALSE(fs::exists(dir + "/shard-00007.pbstore"));
+  EXPECT_FALSE(fs::exists(dir + "/notes.txt"));
   auto store = InstanceStore::Open(dir, StoreChecks::kChecksums);
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_EQ(store->size(), records.size());
@@ -214,11 +220,11 @@ TEST_F(StoreTest, APartialStoreOfOtherOptionsIsKeptUnlessToldAndOthersFoldersAre
     auto refused = PartialStore::Open(dir, other, plan, false);
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(refused.status().message().find(
-                  other.vocab_checksum == 42 ? "(the plan 'plan 1', now 'plan 2')"
-                                             : "(vocab_checksum \"000000000000002a\", now "
-                                               "\"000000000000002b\", the plan 'plan 2', now "
-                                               "'plan 1')"),
+    EXPECT_NE(refused.status().message().find(other.vocab_checksum == 42
+                                                  ? "(the plan 'plan 1', now 'plan 2')"
+                                                  : "(vocab_checksum \"000000000000002a\", now "
+                                                    "\"000000000000002b\", the plan 'plan 2', now "
+                                                    "'plan 1')"),
               std::string::npos)
         << refused.status();
     EXPECT_TRUE(fs::exists(dir + ".partial/shard-00000.pbstore")) << "a finished shard was removed";
@@ -243,8 +249,9 @@ TEST_F(StoreTest, APartialStoreOfOtherOptionsIsKeptUnlessToldAndOthersFoldersAre
   // nowhere: another folder's files would be reused or removed.
   fs::create_symlink(dir + ".partial", root_ + "/linked.partial");
   EXPECT_EQ(PartialStore::Open(root_ + "/linked", info, "plan 1", false).status().message(),
-            root_ + "/linked.partial or its import.log is a symbolic link; prepare makes this "
-                    "folder itself: move the link away");
+            root_ +
+                "/linked.partial or its import.log is a symbolic link; prepare makes this "
+                "folder itself: move the link away");
   fs::create_directories(root_ + "/journal.partial");
   fs::create_symlink(dir + ".partial/import.log", root_ + "/journal.partial/import.log");
   EXPECT_FALSE(PartialStore::Open(root_ + "/journal", info, "plan 1", false).ok());
@@ -347,8 +354,9 @@ TEST_F(StoreTest, ManifestAndShardsMustBelongTogether) {
   const std::string own = *ReadFile(shard1);
   ASSERT_TRUE(WriteFileAtomically(shard1, *ReadFile(b + "/shard-00001.pbstore")).ok());
   EXPECT_EQ(std::string(InstanceStore::Open(a).status().message()),
-            shard1 + ": it belongs to another store (store id differs from store.json); the "
-                     "store is damaged, prepare it again");
+            shard1 +
+                ": it belongs to another store (store id differs from store.json); the "
+                "store is damaged, prepare it again");
   // A shard of this store copied over another one.
   ASSERT_TRUE(WriteFileAtomically(shard1, *ReadFile(a + "/shard-00000.pbstore")).ok());
   EXPECT_NE(InstanceStore::Open(a).status().message().find(
@@ -382,8 +390,7 @@ TEST_F(StoreTest, ManifestAndShardsMustBelongTogether) {
     WriteSignedManifest(a, changed);
     const absl::Status opened = InstanceStore::Open(a).status();
     EXPECT_EQ(opened.code(), absl::StatusCode::kDataLoss) << opened;
-    EXPECT_TRUE(absl::StartsWith(opened.message(), a + "/store.json: shard name \""))
-        << opened;
+    EXPECT_TRUE(absl::StartsWith(opened.message(), a + "/store.json: shard name \"")) << opened;
     EXPECT_TRUE(absl::EndsWith(opened.message(), "; the store is damaged, prepare it again"))
         << opened;
   }

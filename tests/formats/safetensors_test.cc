@@ -88,13 +88,18 @@ TEST(SafetensorsTest, OffsetsCoverTheDataOnceAndNamesAreUnique) {
        "tensor 'b' overlaps another (bytes 4 to 12)"},
       {"gap-between", "{" + entry("a", 0, 4) + "," + entry("b", 8, 12) + "}", 12,
        "bytes 4 to 8 of the data belong to no tensor"},
-      {"gap-before", "{" + entry("a", 4, 8) + "}", 8, "bytes 0 to 4 of the data belong to no tensor"},
-      {"gap-after", "{" + entry("a", 0, 4) + "}", 8, "bytes 4 to 8 of the data belong to no tensor"},
+      {"gap-before", "{" + entry("a", 4, 8) + "}", 8,
+       "bytes 0 to 4 of the data belong to no tensor"},
+      {"gap-after", "{" + entry("a", 0, 4) + "}", 8,
+       "bytes 4 to 8 of the data belong to no tensor"},
       {"same-range", "{" + entry("a", 0, 4) + "," + entry("b", 0, 4) + "}", 4, "overlaps another"},
       {"named-twice", "{" + entry("a", 0, 4) + "," + entry("a", 4, 8) + "}", 8,
        "tensor 'a' is in the header twice"},
       {"deep", "{\"__metadata__\":" + std::string(100, '[') + std::string(100, ']') + "}", 0,
        "nests values 101 levels deep"},
+      // A tensor of 1 element in 9 (or 100,001) dimensions.
+      {"rank", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
+       "tensor 'a' has 9 dimensions, more than the 8 a weight may have"},
   };
   for (const Case& c : cases) {
     const std::string path = WriteRaw(std::string("bad-") + c.name, c.header, c.data);
@@ -107,7 +112,8 @@ TEST(SafetensorsTest, OffsetsCoverTheDataOnceAndNamesAreUnique) {
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
   // Out of order in the header, but covering the data once: read.
-  const std::string good = WriteRaw("out-of-order", "{" + entry("b", 4, 12) + "," + entry("a", 0, 4) + "}", 12);
+  const std::string good =
+      WriteRaw("out-of-order", "{" + entry("b", 4, 12) + "," + entry("a", 0, 4) + "}", 12);
   auto read = ReadSafetensors(good);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->size(), 2u);
@@ -130,8 +136,8 @@ TEST(SafetensorsTest, OffsetsCoverTheDataOnceAndNamesAreUnique) {
 TEST(SafetensorsTest, TheWriterRefusesNamesItCannotWriteOnce) {
   const std::string path = Temp("writer.safetensors");
   for (const NamedTensors& named :
-       {NamedTensors{{"a", at::ones({2})}, {"a", at::zeros({2})}}, NamedTensors{{"", at::ones({2})}},
-        NamedTensors{{"__metadata__", at::ones({2})}}}) {
+       {NamedTensors{{"a", at::ones({2})}, {"a", at::zeros({2})}},
+        NamedTensors{{"", at::ones({2})}}, NamedTensors{{"__metadata__", at::ones({2})}}}) {
     absl::Status status = WriteSafetensors(named, path, {});
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_EQ(status.message().rfind(path + ": cannot write a tensor named '", 0), 0u) << status;
