@@ -205,7 +205,10 @@ absl::StatusOr<std::vector<std::vector<Piece>>> PlanShards(const PrepareOptions&
 }
 
 // What a shard is made from, for the journal: each piece's file (absolute
-// path, size, modification time) and rows. A changed file is made again.
+// path, inode, size, modification time and status-change time) and rows.
+// A changed file is made again: also one changed in place with its
+// modification time set back (touch -d), which leaves a new change time,
+// which no user can set.
 std::string WorkOf(const PrepareOptions& o, const std::vector<Piece>& pieces) {
   nlohmann::json work = nlohmann::json::array();
   for (const Piece& p : pieces) {
@@ -214,8 +217,9 @@ std::string WorkOf(const PrepareOptions& o, const std::vector<Piece>& pieces) {
     ::stat(path.c_str(), &st);
     std::error_code error;
     const std::string absolute = std::filesystem::absolute(path, error).lexically_normal().string();
-    work.push_back({absolute, static_cast<uint64_t>(st.st_size),
+    work.push_back({absolute, static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
                     static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                    static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec,
                     p.begin, p.end});
   }
   return work.dump();

@@ -1,15 +1,18 @@
 #include "data/hdf5.h"
 
 #include <H5Cpp.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
@@ -400,9 +403,8 @@ TEST_F(Hdf5ImportTest, ThreadsMakeTheSameStoreInInputOrder) {
 // starts at their bytes, and the store equals an uninterrupted one.
 // Mutation tried: the second run making every shard again (the kept
 // shards' files are then new ones).
-TEST_F(Hdf5ImportTest, AKilledImportContinuesWhereItStopped) {
-  ASSERT_TRUE(Prepare(Options("whole", 1)).ok());
-  const PrepareOptions o = Options("store", 1);
+// An import of `o` killed half way.
+void KillHalfway(const PrepareOptions& o) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -416,6 +418,12 @@ TEST_F(Hdf5ImportTest, AKilledImportContinuesWhereItStopped) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 9) << status;
+}
+
+TEST_F(Hdf5ImportTest, AKilledImportContinuesWhereItStopped) {
+  ASSERT_TRUE(Prepare(Options("whole", 1)).ok());
+  const PrepareOptions o = Options("store", 1);
+  ASSERT_NO_FATAL_FAILURE(KillHalfway(o));
   const std::string partial = o.output + ".partial";
   EXPECT_FALSE(std::filesystem::exists(o.output));
   EXPECT_FALSE(std::filesystem::exists(partial + "/store.json"));
@@ -447,6 +455,38 @@ TEST_F(Hdf5ImportTest, AKilledImportContinuesWhereItStopped) {
   }
   EXPECT_EQ(Shards("store"), Shards("whole"));
   ExpectAllRecords("store");
+}
+
+// Inputs written again in place (here with the same bytes) and their
+// modification times set back, as touch -d sets them: nothing made from
+// them before is reused (their change time, which no one can set back,
+// differs), and the store is made whole again.
+TEST_F(Hdf5ImportTest, AnInputChangedInPlaceIsImportedAgainWhateverItsModificationTime) {
+  ASSERT_TRUE(Prepare(Options("whole", 1)).ok());
+  const PrepareOptions o = Options("store", 1);
+  ASSERT_NO_FATAL_FAILURE(KillHalfway(o));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (const std::string& input : o.inputs) {
+    struct stat before {};
+    ASSERT_EQ(::stat(input.c_str(), &before), 0);
+    std::string bytes;
+    {
+      std::ifstream in(input, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    std::ofstream(input, std::ios::binary | std::ios::trunc) << bytes;  // the same file, in place
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, input.c_str(), times, 0), 0);
+  }
+  uint64_t resumed = 0;
+  bool first = true;
+  auto summary = Prepare(o, [&](const std::string& stage, uint64_t n, uint64_t) {
+    if (stage == "import" && first) resumed = n, first = false;
+  });
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(resumed, 0u) << "shards of the changed inputs were reused";
+  EXPECT_EQ(summary->instances, all_.size());
+  EXPECT_EQ(Shards("store"), Shards("whole"));
 }
 
 // A damaged input among many: the error names it and the row; the shards
@@ -510,9 +550,10 @@ TEST_F(Hdf5ImportTest, KeptShardsAreCheckedAndNeverLostToOtherOptions) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(std::string(refused.status().message()),
-            partial + " holds 3 finished shard(s) of an import begun with other options "
-                      "(data.max_seq_len 48, now 40); nothing was removed: run the command it "
-                      "began with to continue it, or add --overwrite to start this import over");
+            partial +
+                " holds 3 finished shard(s) of an import begun with other options "
+                "(data.max_seq_len 48, now 40); nothing was removed: run the command it "
+                "began with to continue it, or add --overwrite to start this import over");
   EXPECT_EQ(shard_files(), before);
 
   // One byte of shard 0's records flipped: found, and the shard made again.
