@@ -77,8 +77,8 @@ std::string FirstSlurmHost(const std::string& nodelist) {
 
 absl::StatusOr<Environment> EnvironmentFrom(const Getter& get_or_null,
                                             const EnvironmentDefaults& defaults) {
-  const Getter get = get_or_null ? get_or_null
-                                 : [](const char* name) -> const char* { return std::getenv(name); };
+  const Getter get =
+      get_or_null ? get_or_null : [](const char* name) -> const char* { return std::getenv(name); };
   Environment env;
   if (!defaults.master_addr.empty()) env.master_addr = defaults.master_addr;
   env.master_port = defaults.master_port;
@@ -96,9 +96,9 @@ absl::StatusOr<Environment> EnvironmentFrom(const Getter& get_or_null,
     RETURN_IF_ERROR(ReadInt(get, l.local_rank, &local_r));
     RETURN_IF_ERROR(ReadInt(get, l.local_size, &local_n, 1));
     if (r.has_value() != n.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          r ? l.rank : l.size, " is set but ", r ? l.size : l.rank,
-          " is not; a launcher sets both (or unset both for a single process)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(r ? l.rank : l.size, " is set but ", r ? l.size : l.rank,
+                       " is not; a launcher sets both (or unset both for a single process)"));
     }
     // (Slurm's job environment holds SLURM_NTASKS_PER_NODE outside srun.)
     if (!r && (local_r || local_n) && std::string(l.source) != "Slurm") {
@@ -148,9 +148,9 @@ absl::StatusOr<Environment> EnvironmentFrom(const Getter& get_or_null,
     if (env.run_id.rfind("packed-bert", 0) == 0) env.source = "packed-bert launch";
     const char* agent = get("TORCHELASTIC_USE_AGENT_STORE");
     if (agent != nullptr && std::string(agent) != "True" && std::string(agent) != "False") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "environment variable TORCHELASTIC_USE_AGENT_STORE='", agent,
-          "' is not True or False (as torchrun sets it); unset it"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable TORCHELASTIC_USE_AGENT_STORE='", agent,
+                       "' is not True or False (as torchrun sets it); unset it"));
     }
     env.use_agent_store = agent != nullptr && std::string(agent) == "True";
   } else if (env.source == "Slurm") {
@@ -181,22 +181,30 @@ absl::StatusOr<Environment> EnvironmentFrom(const Getter& get_or_null,
 
   const Launcher& names = launcher != nullptr ? *launcher : kLaunchers[0];
   if (env.world_size < 1 || env.rank < 0 || env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(names.rank, "=", env.rank, " and ", names.size,
-                                                   "=", env.world_size, " do not fit: need 0 <= ",
-                                                   names.rank, " < ", names.size));
+    return absl::InvalidArgumentError(
+        absl::StrCat(names.rank, "=", env.rank, " and ", names.size, "=", env.world_size,
+                     " do not fit: need 0 <= ", names.rank, " < ", names.size));
   }
-  if (env.local_world_size < 1 || env.local_rank < 0 ||
-      env.local_rank >= env.local_world_size || env.local_world_size > env.world_size) {
+  if (env.local_world_size < 1 || env.local_rank < 0 || env.local_rank >= env.local_world_size ||
+      env.local_world_size > env.world_size) {
+    // A value the launcher left unset is named as what it was taken for.
+    const std::string local_size_text =
+        local_size ? absl::StrCat(names.local_size, "=", env.local_world_size)
+                   : absl::StrCat(names.local_size, " (unset: taken as ", names.size, "=",
+                                  env.world_size, ", one node)");
+    const std::string local_rank_text = local_rank
+                                            ? absl::StrCat(names.local_rank, "=", env.local_rank)
+                                            : absl::StrCat(names.local_rank, " (unset: taken as ",
+                                                           names.rank, "=", env.local_rank, ")");
     return absl::InvalidArgumentError(absl::StrCat(
-        names.local_rank, "=", env.local_rank, " and ", names.local_size, "=",
-        env.local_world_size, " do not fit: need 0 <= local rank < local size <= world size ",
-        env.world_size));
+        local_rank_text, " and ", local_size_text,
+        " do not fit: need 0 <= local rank < local size <= world size ", env.world_size));
   }
   env.node_rank = node_rank.value_or(env.rank / env.local_world_size);
   if (node_rank) {
     // A node holds at least one rank: no more nodes than ranks.
-    RETURN_IF_ERROR(CheckBelow(env.source == "Slurm" ? "SLURM_NODEID" : "GROUP_RANK",
-                               env.node_rank, names.size, env.world_size));
+    RETURN_IF_ERROR(CheckBelow(env.source == "Slurm" ? "SLURM_NODEID" : "GROUP_RANK", env.node_rank,
+                               names.size, env.world_size));
   }
   if (env.master_port < 1 || env.master_port > 65535) {
     return absl::InvalidArgumentError(

@@ -112,16 +112,16 @@ TEST(EnvironmentTest, OutOfRangeOrDisagreeingVariablesAreNamed) {
             "torchrun's WORLD_SIZE=1 and Open MPI's OMPI_COMM_WORLD_SIZE=2 disagree: the inner "
             "launcher's world must share out the outer one's (a multiple of it); unset the "
             "variables of the launcher that did not start this process");
-  EXPECT_EQ(refusal({{"RANK", "0"}, {"WORLD_SIZE", "3"}, {"SLURM_PROCID", "0"},
-                     {"SLURM_NTASKS", "2"}}),
-            "torchrun's WORLD_SIZE=3 and Slurm's SLURM_NTASKS=2 disagree: the inner launcher's "
-            "world must share out the outer one's (a multiple of it); unset the variables of "
-            "the launcher that did not start this process");
+  EXPECT_EQ(
+      refusal({{"RANK", "0"}, {"WORLD_SIZE", "3"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}),
+      "torchrun's WORLD_SIZE=3 and Slurm's SLURM_NTASKS=2 disagree: the inner launcher's "
+      "world must share out the outer one's (a multiple of it); unset the variables of "
+      "the launcher that did not start this process");
   EXPECT_EQ(refusal({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "-5"}}),
             "environment variable GROUP_RANK=-5 is out of range: it must be 0 or more");
-  EXPECT_EQ(refusal({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"GROUP_RANK", "2"},
-                     {"GROUP_WORLD_SIZE", "2"}}),
-            "GROUP_RANK=2 and GROUP_WORLD_SIZE=2 do not fit: need GROUP_RANK < GROUP_WORLD_SIZE");
+  EXPECT_EQ(
+      refusal({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"GROUP_RANK", "2"}, {"GROUP_WORLD_SIZE", "2"}}),
+      "GROUP_RANK=2 and GROUP_WORLD_SIZE=2 do not fit: need GROUP_RANK < GROUP_WORLD_SIZE");
   EXPECT_EQ(refusal({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "7"}}),
             "GROUP_RANK=7 and WORLD_SIZE=2 do not fit: need GROUP_RANK < WORLD_SIZE");
   EXPECT_EQ(refusal({{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
@@ -132,11 +132,15 @@ TEST(EnvironmentTest, OutOfRangeOrDisagreeingVariablesAreNamed) {
   EXPECT_EQ(refusal({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "yes"}}),
             "environment variable TORCHELASTIC_USE_AGENT_STORE='yes' is not True or False (as "
             "torchrun sets it); unset it");
-  EXPECT_EQ(refusal({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RESTART_COUNT", "4"},
+  EXPECT_EQ(refusal({{"RANK", "0"},
+                     {"WORLD_SIZE", "2"},
+                     {"TORCHELASTIC_RESTART_COUNT", "4"},
                      {"TORCHELASTIC_MAX_RESTARTS", "3"}}),
             "TORCHELASTIC_RESTART_COUNT=4 and TORCHELASTIC_MAX_RESTARTS=3 do not fit: a launcher "
             "restarts its workers at most that often");
-  EXPECT_EQ(refusal({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "2"},
+  EXPECT_EQ(refusal({{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "4"},
+                     {"SLURM_NODEID", "2"},
                      {"SLURM_NNODES", "2"}}),
             "SLURM_NODEID=2 and SLURM_NNODES=2 do not fit: need SLURM_NODEID < SLURM_NNODES");
 }
@@ -163,12 +167,19 @@ TEST(EnvironmentTest, BadValuesNameTheVariable) {
   EXPECT_EQ(std::string(from({{"RANK", "1"}}).status().message()),
             "RANK is set but WORLD_SIZE is not; a launcher sets both (or unset both for a single "
             "process)");
-  EXPECT_EQ(std::string(from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
-                               {"SLURM_LOCALID", "2"}, {"SLURM_NTASKS_PER_NODE", "2"}})
+  EXPECT_EQ(std::string(from({{"SLURM_PROCID", "0"},
+                              {"SLURM_NTASKS", "2"},
+                              {"SLURM_LOCALID", "2"},
+                              {"SLURM_NTASKS_PER_NODE", "2"}})
                             .status()
                             .message()),
             "SLURM_LOCALID=2 and SLURM_NTASKS_PER_NODE=2 do not fit: need 0 <= local rank < "
             "local size <= world size 2");
+  // A local size the launcher left unset is named as what it was taken for.
+  EXPECT_EQ(std::string(
+                from({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "5"}}).status().message()),
+            "LOCAL_RANK=5 and LOCAL_WORLD_SIZE (unset: taken as WORLD_SIZE=2, one node) do not "
+            "fit: need 0 <= local rank < local size <= world size 2");
 }
 
 TEST(CommunicatorTest, OneProcessIsTheIdentity) {
