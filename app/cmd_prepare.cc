@@ -122,10 +122,18 @@ absl::Status RunPrepare(const Args& args) {
   RETURN_IF_ERROR(CheckOutputDir(config));
   StageProgress progress;
   ASSIGN_OR_RETURN(data::PrepareSummary summary,
-                   data::Prepare(o, [&](const std::string& stage, uint64_t done,
-                                        uint64_t total) { progress(stage, done, total); }));
+                   data::Prepare(o, [&](const std::string& stage, uint64_t done, uint64_t total) {
+                     progress(stage, done, total);
+                   }));
   progress.Finish();
-  RETURN_IF_ERROR(WriteEffectiveConfig(config));
+  // The store is whole by now: a config that cannot be written (a full
+  // disk) loses nothing of it, and says so.
+  if (absl::Status written = WriteEffectiveConfig(config); !written.ok()) {
+    return absl::Status(written.code(),
+                        absl::StrCat(written.message(), "; the store ", o.output,
+                                     " is whole and usable: only its effective config, ",
+                                     config.run.output_dir, "/config.yaml, was not written"));
+  }
   std::cout << Report(summary, o.output);
   return absl::OkStatus();
 }

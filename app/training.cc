@@ -226,10 +226,15 @@ absl::Status RunTraining(const Args& args, const TrainingCommand& command) {
   // wrote nothing (refused as it began to train, or resumed from a run that
   // had finished) as it found it.
   train::RunFolderRelease leave(folder);
-  ASSIGN_OR_RETURN(
-      auto trainer,
-      Prepare(args, command, {environment, device, *communicator, folder ? &*folder : nullptr},
-              parts));
+  absl::StatusOr<std::unique_ptr<train::Trainer>> prepared = Prepare(
+      args, command, {environment, device, *communicator, folder ? &*folder : nullptr}, parts);
+  if (!prepared.ok()) {
+    // A resumed run that cannot write (its config on a full disk) still
+    // has its checkpoints to continue from, and says so.
+    return parts.resume ? WithResume(prepared.status(), config, ResumeCommand(args, command))
+                        : prepared.status();
+  }
+  std::unique_ptr<train::Trainer> trainer = std::move(*prepared);
   leave.Started();
   InstallStopHandlers();
   WarnIfSlowKernels();

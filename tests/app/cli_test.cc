@@ -970,6 +970,32 @@ TEST(CliTest, PrepareErrorsAreOneLineAndLeaveNothing) {
   EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator{}), 6);
 }
 
+// A store made whole and a config that cannot be written after it (here a
+// folder in its place; a full disk alike): the line says the store is
+// whole and usable, and it is.
+TEST(CliTest, APrepareWhoseConfigCannotBeWrittenKeepsItsStore) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "pbert_cli_prepare_config";
+  fs::remove_all(root);
+  fs::create_directories(root / "run" / "config.yaml");
+  const std::string vocab = WriteConfig("pbert_cli_prepare_config/vocab.txt",
+                                        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nthere\n");
+  const std::string text =
+      WriteConfig("pbert_cli_prepare_config/text.txt", "Hello there.\nHello there.\n\nHello.\n");
+  const std::string store = (root / "store").string();
+  const Result r =
+      RunBinary("prepare --vocab " + vocab + " --out " + store + " " + text +
+                " --set run.output_dir=" + (root / "run").string() + " --log-level warn");
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // the folder in the way is the user's to move
+  EXPECT_NE(
+      r.err.find("; the store " + store + " is whole and usable: only its effective config, " +
+                 (root / "run" / "config.yaml").string() + ", was not written\n"),
+      std::string::npos)
+      << r.err;
+  EXPECT_EQ(RunBinary("verify " + store).exit_code, 0);
+  fs::remove_all(root);
+}
+
 TEST(CliTest, PrepareCountsTheTokensALongLineLoses) {
   namespace fs = std::filesystem;
   const fs::path root = fs::temp_directory_path() / "pbert_cli_long_line";
