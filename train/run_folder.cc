@@ -59,15 +59,14 @@ bool HoldsARun(const std::string& dir) {
 
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir, const std::string& task) {
   // What is not a run folder is refused before anything is made in it.
-  const std::string kept = KeptContainerOf(dir);
-  if (!kept.empty() && !absl::StartsWith(kept, "is the run folder ")) {
+  // (A run folder itself is what a run writes into.)
+  std::error_code error;
+  const std::string itself = absl::StrCat(
+      "is the run folder ", fs::weakly_canonical(fs::absolute(dir, error), error).string());
+  if (const std::string kept = KeptContainerOf(dir); !kept.empty() && kept != itself) {
     return absl::InvalidArgumentError(absl::StrCat("run.output_dir ", dir, " ", kept,
                                                    ", which a run must not write into; "
                                                    "choose another run.output_dir"));
-  }
-  if (absl::StartsWith(kept, "is the run folder ") && absl::StrContains(kept, "'s ")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "run.output_dir ", dir, " ", kept, ", not a folder; choose another run.output_dir"));
   }
   if (const std::string other = FolderOutputKind(dir); !other.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("run.output_dir ", dir, " is ", other,
