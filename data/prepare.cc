@@ -458,6 +458,7 @@ absl::Status ImportHdf5(const PrepareOptions& o, const StoreInfo& info,
       std::filesystem::remove(RowsPath(store->staging_dir(), k), ignored);
     }
     summary->kept_rows = index.rows();
+    return store->Finish(shards, {kKeptPackIndex});
   }
   return store->Finish(shards);
 }

@@ -612,7 +612,7 @@ absl::Status PartialStore::Write(uint32_t index, const ShardBuilder& shard, cons
   return absl::OkStatus();
 }
 
-absl::Status PartialStore::Finish(uint32_t count) {
+absl::Status PartialStore::Finish(uint32_t count, const std::vector<std::string>& also) {
   std::vector<std::pair<uint64_t, uint64_t>> shards;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -629,7 +629,8 @@ absl::Status PartialStore::Finish(uint32_t count) {
   // Only this import's shards go into the store: anything else in the
   // folder (a shard of an earlier import's larger plan, a stray file) is
   // removed, and named.
-  std::set<std::string> ours = {kJournal};
+  std::set<std::string> ours(also.begin(), also.end());
+  ours.insert(kJournal);
   for (uint32_t i = 0; i < count; ++i) ours.insert(ShardFileName(i));
   std::vector<std::string> strays;
   std::error_code error;

@@ -154,9 +154,11 @@ class PartialStore {
   absl::Status Write(uint32_t index, const ShardBuilder& shard, const std::string& work,
                      const std::string& note);
   // Once shards [0, count) are all written or resumed: store.json, then
-  // the rename to the store. Files the caller put in staging_dir() become
-  // part of the store.
-  absl::Status Finish(uint32_t count);
+  // the rename to the store.
+  // `also`: the names of files the import put into the folder that belong
+  // in the store beside its shards (a kept pack index); anything else there
+  // is removed, and named.
+  absl::Status Finish(uint32_t count, const std::vector<std::string>& also = {});
 
   const std::string& staging_dir() const { return staging_; }
   // Shards in the folder now, resumed or written by this run.
