@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,16 +38,15 @@ const std::set<std::string>& RunFiles() {
 
 // What else a run writes into its folder: a task's evaluation files, and
 // the folders of its export, predictions, profile and checkpoints.
-const std::set<std::string>& RunOutputs() {
-  static const std::set<std::string> outputs = {"predictions.json",
-                                                "nbest_predictions.json",
-                                                "null_odds.json",
-                                                "checkpoints",
-                                                "profile",
-                                                "predict",
-                                                "model",
+const std::set<std::string>& RunOutputFiles() {
+  static const std::set<std::string> files = {"predictions.json", "nbest_predictions.json",
+                                              "null_odds.json"};
+  return files;
+}
+const std::set<std::string>& RunFolders() {
+  static const std::set<std::string> folders = {"checkpoints", "profile", "predict", "model",
                                                 "evaluation"};
-  return outputs;
+  return folders;
 }
 
 // The files of a folder output, the first the one that marks it.
@@ -173,18 +173,22 @@ std::string RunOutputOf(const std::string& path, const std::string& run_dir) {
   if (relative.empty() || relative.begin()->string() == "..") return "";
   if (relative == ".") return "the run folder itself";
   const std::string first = relative.begin()->string();
-  if (!RunFiles().count(first) && !RunOutputs().count(first)) return "";
+  if (!RunFiles().count(first) && !RunOutputFiles().count(first) && !RunFolders().count(first)) {
+    return "";
+  }
   return absl::StrCat(relative == relative.filename() ? "" : "in ", "the run folder's ", first);
 }
 
 absl::Status CheckRunOutputs(const std::string& run_dir) {
-  std::vector<std::string> names(RunFiles().begin(), RunFiles().end());
-  names.insert(names.end(), RunOutputs().begin(), RunOutputs().end());
-  for (const std::string& name : names) {
+  std::vector<std::pair<std::string, bool>> names;  // (name, a folder)
+  for (const auto* files : {&RunFiles(), &RunOutputFiles()}) {
+    for (const std::string& name : *files) names.emplace_back(name, false);
+  }
+  for (const std::string& name : RunFolders()) names.emplace_back(name, true);
+  for (const auto& [name, folder] : names) {
     const fs::path path = fs::path(run_dir) / name;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) continue;  // (a link to a folder is one)
-    const bool folder = name.find('.') == std::string::npos;
     if (folder ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) continue;
     const std::string what = S_ISDIR(st.st_mode)   ? "a folder"
                              : S_ISREG(st.st_mode) ? "a file"
