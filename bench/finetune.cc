@@ -16,11 +16,24 @@
 // work); "packed" in the run's default layout (auto). The cases take turns
 // over rounds (round 0 warms up and is not counted). Prints per case the
 // rows per step, the median step time, sequences and real tokens per
-// second, and packed over padded against the packing factor (the speed-up
-// if a step's time were its rows').
+// second, the peak GPU memory on a GPU, and packed over padded against the
+// packing factor (the speed-up if a step's time were its rows').
+//
+// --peer COMMAND: the Hugging Face peer (bench/hf_peer.py) trains on the
+// padded case's sequences of its first two rounds (the first one warms up
+// and is not timed), each padded to the task's length as run_squad.py and
+// run_glue.py pad them, with the same sequences per step: SQuAD-384 with
+// BertForQuestionAnswering, GLUE-128 with BertForSequenceClassification;
+// COMMAND gets the plan's path (--plan-out's, the task's name added:
+// finetune-plan-squad-384.json) as its last argument. Its row follows the
+// task's cases, and a line gives packed-bert's packed case over it.
 //
 //   build/bench/finetune [--model tiny] [--rounds 3] [--steps 4] [--threads 2]
-//                        [--sequences 32] [--device cpu|cuda] [--precision auto|fp32|bf16]
+//                        [--sequences 32] [--features 4096] [--device cpu|cuda]
+//                        [--precision auto|fp32|bf16]
+//                        [--tasks squad-384,glue-128] [--histogram histogram_squad_384.txt]
+//                        [--peer "python3 bench/hf_peer.py"] [--plan-out finetune-plan.json]
+#include <sys/wait.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -29,22 +42,26 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/model_sizes.h"
 #include "bench/synthetic.h"
 #include "common/platform.h"
+#include "data/loader.h"
 #include "data/packing/pack.h"
-#include "data/tokenizer.h"
 #include "data/random.h"
+#include "data/tokenizer.h"
+#include "gpu/gpu.h"
+#include "tasks/fine_tuning.h"
 #include "tests/source_paths.h"
 #include "train/device.h"
-#include "data/loader.h"
-#include "tasks/fine_tuning.h"
 #include "train/inputs.h"
 #include "train/step.h"
 #include "train/trainee.h"
@@ -59,6 +76,7 @@ struct Distribution {
   std::string name, source;
   int max_len;
   HeadKind head;
+  std::string peer_task;  // bench/hf_peer.py's name of the task
   std::vector<int> lengths;
 };
 
@@ -103,6 +121,7 @@ std::vector<Feature> FeaturesOf(const std::vector<int>& lengths, uint32_t seed) 
 
 struct Case {
   std::string name;
+  const Distribution* distribution = nullptr;
   int depth;
   pbert::model::AttentionKind attention;
   std::shared_ptr<const pbert::tasks::Task> task;  // its features, packed
@@ -110,7 +129,65 @@ struct Case {
   double packing_factor = 1;
   std::vector<double> step_seconds;  // counted rounds
   double sequences = 0, tokens = 0;
+  int64_t peak_bytes = 0;  // on a GPU, the most allocated in a round
+  // The padded case's sequences' lengths, step by step, of rounds 0 and 1:
+  // the peer's steps.
+  std::vector<std::vector<int64_t>> plan;
 };
+
+// The peer's figures on `plan`'s steps, or why there are none.
+struct PeerResult {
+  std::string error;
+  double seconds = 0, tokens = 0, sequences = 0, peak_bytes = 0;
+  std::string torch, model;
+};
+
+PeerResult RunPeer(const std::string& command, const std::string& plan_path,
+                   const nlohmann::json& plan) {
+  PeerResult r;
+  {
+    std::ofstream out(plan_path);
+    out << plan.dump();
+    if (!out) {
+      r.error = "cannot write " + plan_path;
+      return r;
+    }
+  }
+  const std::string line = command + " " + plan_path;
+  FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) {
+    r.error = "cannot start: " + line;
+    return r;
+  }
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) out.append(buffer, n);
+  const int status = pclose(pipe);
+  const size_t brace = out.rfind('{');
+  const nlohmann::json j =
+      nlohmann::json::parse(brace == std::string::npos ? out : out.substr(brace), nullptr, false);
+  if (status != 0 || j.is_discarded() || !j.is_object() || !j.contains("seconds")) {
+    r.error = status == -1 ? "failed: " + line
+              : WIFSIGNALED(status)
+                  ? absl::StrFormat("failed (signal %d): %s", WTERMSIG(status), line)
+                  : absl::StrFormat("failed (exit %d): %s", WEXITSTATUS(status), line);
+    return r;
+  }
+  try {
+    r.seconds = j.at("seconds").get<double>();
+    r.tokens = j.at("tokens").get<double>();
+    r.sequences = j.at("sequences").get<double>();
+    r.peak_bytes = j.value("peak_bytes", 0.0);
+    r.torch = j.value("torch", std::string("?"));
+    r.model = j.value("model", std::string("?"));
+  } catch (const nlohmann::json::exception& e) {
+    r.error = absl::StrCat("printed no figures (", e.what(), "): ", line);
+  }
+  if (r.error.empty() && !(r.seconds > 0 && r.tokens > 0)) {
+    r.error = "timed no step: " + line;
+  }
+  return r;
+}
 
 // The fine-tuning task of `d`'s features, packed with `algorithm` into rows
 // of at most `depth`.
@@ -148,28 +225,49 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   pbert::UsePassiveOpenMpWait(argv);  // as packed-bert does
   int rounds = 3, steps = 4, threads = 2;
-  int64_t sequences = 32;
+  int64_t sequences = 32, feature_count = 4096;
   std::string model_name = "tiny", device_name = "cpu", precision_name = "auto";
+  std::string tasks = "squad-384,glue-128", peer, plan_out = "finetune-plan.json", histogram;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     const std::string value = i + 1 < argc ? argv[i + 1] : "";
+    // clang-format off
     if (flag == "--rounds") rounds = std::stoi(value);
     else if (flag == "--steps") steps = std::stoi(value);
     else if (flag == "--threads") threads = std::stoi(value);
     else if (flag == "--sequences") sequences = std::stoll(value);
+    else if (flag == "--features") feature_count = std::stoll(value);
     else if (flag == "--model") model_name = value;
     else if (flag == "--device") device_name = value;
     else if (flag == "--precision") precision_name = value;
+    else if (flag == "--tasks") tasks = value;
+    else if (flag == "--histogram") histogram = value;
+    else if (flag == "--peer") peer = value;
+    else if (flag == "--plan-out") plan_out = value;
+    // clang-format on
     else {
       std::cerr << "usage: bench/finetune [--model tiny|mini|medium|base|large] [--rounds N] "
                    "[--steps K] [--threads T] [--sequences N] [--device cpu|cuda] "
-                   "[--precision auto|fp32|bf16]\n";
+                   "[--precision auto|fp32|bf16] [--tasks squad-384,glue-128] "
+                   "[--features N] [--histogram FILE] [--peer COMMAND] [--plan-out FILE]\n";
       return 2;
     }
     ++i;
   }
   const pbert::bench::ModelSize* size = pbert::bench::FindModelSize(model_name);
   if (size == nullptr) return Fail("no model size " + model_name);
+  if (rounds < 1 || steps < 1 || sequences < 1 || threads < 1 || feature_count < 64) {
+    return Fail("--rounds, --steps, --sequences and --threads must be at least 1, --features 64");
+  }
+  const std::vector<std::string> wanted_tasks = absl::StrSplit(tasks, ',');
+  for (const std::string& name : wanted_tasks) {
+    if (name != "squad-384" && name != "glue-128") {
+      return Fail("--tasks names '" + name + "', which is neither squad-384 nor glue-128");
+    }
+  }
+  auto wants = [&](const std::string& name) {
+    return std::find(wanted_tasks.begin(), wanted_tasks.end(), name) != wanted_tasks.end();
+  };
   auto choice = pbert::ParseChoice<pbert::train::DeviceChoice>(device_name, "--device");
   if (!choice.ok()) return Fail(std::string(choice.status().message()));
   auto device = pbert::train::ResolveDevice(*choice, 0);
@@ -185,23 +283,29 @@ int main(int argc, char** argv) {
   // The two length distributions.
   const std::string shared = pbert::testing::SharedDataDir();
   std::vector<Distribution> distributions;
-  {
-    Distribution squad{"squad-384", "", 384, HeadKind::kSpan, {}};
-    auto histogram = pbert::bench::ChooseHistogram(shared + "/histogram_squad_384.txt", 384);
+  if (wants("squad-384")) {
+    Distribution squad{"squad-384", "", 384, HeadKind::kSpan, "squad", {}};
+    auto chosen = pbert::bench::ChooseHistogram(
+        histogram.empty() ? shared + "/histogram_squad_384.txt" : histogram, 384);
+    if (!chosen.ok() && !histogram.empty()) {
+      return Fail(absl::StrCat("--histogram ", histogram, ": ", chosen.status().message()));
+    }
     std::vector<uint64_t> counts;
-    if (histogram.ok()) {
-      counts = histogram->counts;
-      squad.source = "histogram_squad_384.txt";
+    if (chosen.ok()) {
+      counts = chosen->counts;
+      squad.source = fs::path(chosen->described).filename().string();
     } else {
       squad.source = "uniform in [32, 384] (no ../shared/data)";
     }
-    squad.lengths = pbert::bench::DrawLengths(counts, 4096, 1, 384);
+    squad.lengths = pbert::bench::DrawLengths(counts, static_cast<size_t>(feature_count), 1, 384);
     distributions.push_back(std::move(squad));
-    Distribution glue{"glue-128", "", 128, HeadKind::kClasses, {}};
+  }
+  if (wants("glue-128")) {
+    Distribution glue{"glue-128", "", 128, HeadKind::kClasses, "classifier", {}};
     glue.lengths = PairLengths(shared + "/wiki_00", shared + "/bert-base-uncased-vocab.txt", 128,
-                               4096);
-    if (glue.lengths.size() < 1024) {
-      glue.lengths = pbert::bench::DrawLengths({}, 4096, 2, 128);
+                               static_cast<size_t>(feature_count));
+    if (glue.lengths.size() < static_cast<size_t>(feature_count) / 4) {
+      glue.lengths = pbert::bench::DrawLengths({}, static_cast<size_t>(feature_count), 2, 128);
       glue.source = "uniform in [32, 128] (no ../shared/data)";
     } else {
       glue.source = "Wikipedia sentence pairs (wiki_00)";
@@ -212,8 +316,8 @@ int main(int argc, char** argv) {
               size->name.c_str(), static_cast<long long>(size->hidden),
               static_cast<long long>(size->layers), device->str().c_str(),
               std::string(pbert::NameOf(*precision)).c_str(), threads, blas.chosen.c_str());
-  std::printf("%d rounds of %d steps per case, %lld sequences per step on average\n", rounds,
-              steps, static_cast<long long>(sequences));
+  std::printf("%d rounds of %d steps per case, %lld sequences per step on average\n", rounds, steps,
+              static_cast<long long>(sequences));
 
   const pbert::model::BertOptions base = size->Options().max_position_embeddings(512);
   auto communicator = pbert::distributed::Communicator::Single();
@@ -227,14 +331,15 @@ int main(int argc, char** argv) {
           std::tuple{8, AttentionKind::kAuto, " packed"}}) {
       Case c;
       c.name = d.name + what;
+      c.distribution = &d;
       c.depth = depth;
       c.attention = attention;
       auto task = TaskOf(d, features, depth == 1 ? "none" : "lp", depth, base);
       if (!task.ok()) return Fail(std::string(task.status().message()));
       c.task = *task;
       c.packing_factor = c.task->train()->packing_factor();
-      c.rows_per_step = std::max<int64_t>(
-          1, std::llround(static_cast<double>(sequences) / c.packing_factor));
+      c.rows_per_step =
+          std::max<int64_t>(1, std::llround(static_cast<double>(sequences) / c.packing_factor));
       cases.push_back(std::move(c));
     }
     std::printf("%s: %s, mean length %.1f, packing factor %.3f (lp, depth 8)\n", d.name.c_str(),
@@ -269,9 +374,29 @@ int main(int argc, char** argv) {
       loader.seed = 4;
       loader.threads = 1;
       loader.prepare = pbert::train::Preparer((*trainee)->input_plan(), {c.task.get(), &set});
-      auto made = pbert::data::Loader::Create(
-          set.sequences, set.rows, loader,
-          {static_cast<uint64_t>(round * steps * c.rows_per_step)});
+      // The padded case's sequences of rounds 0 and 1, for the peer: each
+      // micro-batch's lengths as the loader builds them (one a step, in
+      // order: one thread), checked against the steps' tokens below.
+      const bool recording = !peer.empty() && c.depth == 1 && round <= 1;
+      auto recorded = std::make_shared<std::vector<std::vector<int64_t>>>();
+      auto recorded_mutex = std::make_shared<std::mutex>();
+      if (recording) {
+        loader.prepare = [prepare = loader.prepare, recorded,
+                          recorded_mutex](const pbert::data::PackedBatch& batch) {
+          std::vector<int64_t> lengths;
+          for (const auto& sequence : batch.sequences) lengths.push_back(sequence.length);
+          {
+            std::lock_guard<std::mutex> lock(*recorded_mutex);
+            recorded->push_back(std::move(lengths));
+          }
+          return prepare(batch);
+        };
+      }
+      const bool cuda = device->is_cuda();
+      if (cuda) (void)pbert::gpu::ResetPeakMemory(device->index() < 0 ? 0 : device->index());
+      auto made =
+          pbert::data::Loader::Create(set.sequences, set.rows, loader,
+                                      {static_cast<uint64_t>(round * steps * c.rows_per_step)});
       if (!made.ok()) return Fail(std::string(made.status().message()));
       for (int s = 0; s < steps; ++s) {
         const auto start = std::chrono::steady_clock::now();
@@ -282,34 +407,115 @@ int main(int argc, char** argv) {
         if (!stepped.ok()) return Fail(std::string(stepped.status().message()));
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (recording) {
+          std::lock_guard<std::mutex> lock(*recorded_mutex);
+          if (recorded->size() <= static_cast<size_t>(s) ||
+              std::accumulate((*recorded)[s].begin(), (*recorded)[s].end(), int64_t{0}) !=
+                  static_cast<int64_t>(stepped->metrics.tokens)) {
+            return Fail(c.name + ": the lengths recorded for the peer are not step " +
+                        std::to_string(s) + "'s");
+          }
+          c.plan.push_back((*recorded)[s]);
+        }
         if (round == 0) continue;
         c.step_seconds.push_back(seconds);
         c.sequences += stepped->metrics.sequences;
         c.tokens += stepped->metrics.tokens;
       }
+      if (cuda) {
+        auto memory = pbert::gpu::Memory(device->index() < 0 ? 0 : device->index());
+        if (memory.ok()) c.peak_bytes = std::max(c.peak_bytes, memory->peak_allocated);
+      }
     }
   }
 
-  std::printf("\n%-24s %9s %10s %12s %14s %12s %14s\n", "case", "rows/step", "step ms",
-              "sequences/s", "real tokens/s", "vs padded", "packing factor");
+  // The peer on each task's padded sequences.
+  const bool cuda = device->is_cuda();
+  std::vector<PeerResult> peers(distributions.size());
+  for (size_t t = 0; t < distributions.size() && !peer.empty(); ++t) {
+    const Distribution& d = distributions[t];
+    const Case& padded = cases[3 * t];
+    nlohmann::json plan = {
+        {"task", d.peer_task},
+        {"hidden", size->hidden},
+        {"layers", size->layers},
+        {"heads", size->heads},
+        {"ffn", size->ffn},
+        {"vocab", base.vocab_size()},
+        {"max_len", d.max_len},
+        {"warmup", steps},
+        {"micro_rows", padded.rows_per_step},
+        {"device", cuda ? "cuda" : "cpu"},
+        {"precision", std::string(pbert::NameOf(*precision)) == "bf16" ? "bf16" : "fp32"},
+        {"steps", padded.plan}};
+    std::printf("the peer on %s: %zu steps of the padded case's sequences (%d timed)\n",
+                d.name.c_str(), padded.plan.size(), steps);
+    std::fflush(stdout);
+    // PLAN_OUT's name with the task's before its extension: one plan a task.
+    const fs::path given(plan_out);
+    const std::string path =
+        (given.parent_path() / (given.stem().string() + "-" + d.name + given.extension().string()))
+            .string();
+    peers[t] = RunPeer(peer, path, plan);
+  }
+
+  auto total_of = [](const std::vector<double>& seconds) {
+    return std::accumulate(seconds.begin(), seconds.end(), 0.0);
+  };
+  const std::string memory_head = cuda ? absl::StrFormat(" %9s", "peak GiB") : "";
+  std::printf("\n%-40s %9s %10s %12s %14s %10s %14s%s\n", "case", "rows/step", "step ms",
+              "sequences/s", "real tokens/s", "vs padded", "packing factor", memory_head.c_str());
+  std::vector<std::string> keys, ratios;
   for (size_t k = 0; k < cases.size(); ++k) {
     Case& c = cases[k];
     std::vector<double> sorted = c.step_seconds;
     std::sort(sorted.begin(), sorted.end());
-    const double total = std::accumulate(sorted.begin(), sorted.end(), 0.0);
+    const double total = total_of(sorted);
     const double rate = c.sequences / total;
+    const Case& padded = cases[k - k % 3];
+    const double padded_rate = padded.sequences / total_of(padded.step_seconds);
     std::string ratio = "", factor = "";
     if (c.depth > 1) {
-      const Case& padded = cases[k - (c.attention == pbert::model::AttentionKind::kDense ? 1 : 2)];
-      const double padded_rate =
-          padded.sequences / std::accumulate(padded.step_seconds.begin(),
-                                             padded.step_seconds.end(), 0.0);
       ratio = absl::StrFormat("%.2fx", rate / padded_rate);
       factor = absl::StrFormat("%.2fx", c.packing_factor);
     }
-    std::printf("%-24s %9lld %10.1f %12.1f %14.0f %12s %14s\n", c.name.c_str(),
+    const std::string memory =
+        cuda ? absl::StrFormat(" %9.2f", c.peak_bytes / double(1 << 30)) : "";
+    std::printf("%-40s %9lld %10.1f %12.1f %14.0f %10s %14s%s\n", c.name.c_str(),
                 static_cast<long long>(c.rows_per_step), 1e3 * sorted[sorted.size() / 2], rate,
-                c.tokens / total, ratio.c_str(), factor.c_str());
+                c.tokens / total, ratio.c_str(), factor.c_str(), memory.c_str());
+    if (k % 3 != 2) continue;
+    // The task's last case: its peer, and the key figures.
+    const Distribution& d = *c.distribution;
+    const PeerResult& p = peers[k / 3];
+    std::string key = absl::StrFormat("%s packed %.0f real tokens/s", d.name, c.tokens / total);
+    if (!peer.empty() && !p.error.empty()) {
+      std::printf("%-40s %s\n", (d.name + " Hugging Face, padded").c_str(), p.error.c_str());
+      key += ", the peer failed";
+    } else if (!peer.empty()) {
+      const double timed_steps = static_cast<double>(padded.plan.size()) - steps;
+      const std::string name = d.name + " Hugging Face, padded";
+      const std::string peer_memory =
+          cuda ? absl::StrFormat(" %9.2f", p.peak_bytes / double(1 << 30)) : "";
+      const double peer_rate = p.sequences / p.seconds;
+      std::printf("%-40s %9lld %10.1f %12.1f %14.0f %10s %14s%s\n", name.c_str(),
+                  static_cast<long long>(padded.rows_per_step),
+                  timed_steps > 0 ? 1e3 * p.seconds / timed_steps : 0.0, peer_rate,
+                  p.tokens / p.seconds, absl::StrFormat("%.2fx", peer_rate / padded_rate).c_str(),
+                  "", peer_memory.c_str());
+      const double ours = c.tokens / total, theirs = p.tokens / p.seconds;
+      ratios.push_back(absl::StrFormat(
+          "%s: packed-bert packed / Hugging Face %s (SDPA, torch %s) padded, real tokens/s: "
+          "%.2fx (%.0f / %.0f); packed-bert padded / Hugging Face padded: %.2fx",
+          d.name, p.model, p.torch, ours / theirs, ours, theirs,
+          (padded.tokens / total_of(padded.step_seconds)) / theirs));
+      key += absl::StrFormat(", %.2fx Hugging Face's", ours / theirs);
+    }
+    keys.push_back(key);
   }
-  return 0;
+  if (!ratios.empty()) std::printf("\n%s\n", absl::StrJoin(ratios, "\n").c_str());
+  std::printf("[key] %s\n", absl::StrJoin(keys, "; ").c_str());
+  bool peer_failed = false;
+  for (const PeerResult& p : peers) peer_failed = peer_failed || !p.error.empty();
+  return peer.empty() || !peer_failed ? 0 : 1;
 }

@@ -2,7 +2,9 @@
 # scripts/gpu quick without a GPU: a stand-in nvidia-smi, and in place of
 # each stage a command that succeeds, exits 2, prints an out-of-memory
 # error, crashes or hangs, or bench/gpu's own processes on the CPU with
-# levers that crash and run out of memory on purpose. Every stage's log and
+# levers that crash and run out of memory on purpose, or bench/finetune on
+# the CPU with a stand-in for its Hugging Face peer that checks the plan it
+# is given. Every stage's log and
 # the summary must come back in $OUT with each stage's outcome, and a
 # budget spent skips the stages left, and PBERT_GPU_STAGES runs only the
 # stages it names.
@@ -27,6 +29,24 @@ case "$*" in
 esac
 SMI
 chmod +x "$scratch/bin/nvidia-smi"
+# The peer's stand-in: the plan must be the padded case's steps of SQuAD-384
+# (the warm-up's and the timed ones, each of micro_rows sequences of at
+# most 384 tokens); it says it took half a second for the timed ones.
+cat >"$scratch/peer.py" <<'PEER'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+steps, warmup = plan["steps"], plan["warmup"]
+problems = [what for what, bad in (
+    ("task", plan["task"] != "squad"), ("max_len", plan["max_len"] != 384),
+    ("device", plan["device"] != "cpu"), ("steps", len(steps) != 2 * warmup),
+    ("lengths", any(len(s) != plan["micro_rows"] or not all(1 <= n <= 384 for n in s)
+                    for s in steps))) if bad]
+if problems:
+    sys.exit("the plan's %s are not as bench/finetune must write them" % ", ".join(problems))
+timed = steps[warmup:]
+print(json.dumps({"seconds": 0.5, "tokens": sum(map(sum, timed)), "sequences": sum(map(len, timed)),
+                  "peak_bytes": 0, "torch": "stand-in", "model": "BertForQuestionAnswering"}))
+PEER
 
 status=0
 env PATH="$scratch/bin:$PATH" OUT="$scratch/out" PBERT_GPU_RESULTS="$scratch/results" \
@@ -37,6 +57,7 @@ env PATH="$scratch/bin:$PATH" OUT="$scratch/out" PBERT_GPU_RESULTS="$scratch/res
   PBERT_GPU_STAGE_LEVERS="'$build/bench/gpu' --device cpu --models tiny --levers 0,1,2,3 --rows 2 --steps 1 --warmup 1 --turns 1 --fail 1:crash --fail 2:oom --case-timeout 30" \
   PBERT_GPU_STAGE_PROFILES='echo "profiling"; kill -SEGV $$' \
   PBERT_GPU_STAGE_SANITIZER='echo "waiting"; sleep 600' PBERT_GPU_LIMIT_SANITIZER=2 \
+  PBERT_GPU_STAGE_FINETUNE="'$build/bench/finetune' --model tiny --tasks squad-384 --sequences 8 --rounds 1 --steps 2 --threads 1 --features 256 --peer 'python3 $scratch/peer.py' --plan-out '$scratch/plan.json'" \
   bash scripts/gpu quick "$scratch/deps" >"$scratch/run.log" 2>&1 || status=$?
 cat "$scratch/run.log"
 ((status == 1)) || fail "scripts/gpu quick exited with $status, not 1 (a stage failed)"
@@ -61,6 +82,14 @@ grep -q '^| tiny | + one QKV product | ' "$scratch/out/levers.log" ||
   fail "bench/gpu did not measure the levers after the failed ones"
 expect profiles 'crashed \(signal 11, SEGV\)'
 expect sanitizer 'timed out \(2 s\)'
+# Fine-tuning: bench/finetune's cases, then its peer's row on the same
+# sequences and the ratio to it.
+expect finetune "ok \| [0-9]+ \| squad-384 packed [0-9]+ real tokens/s, [0-9.]+x Hugging Face's \|"
+grep -q '^squad-384 Hugging Face, padded ' "$scratch/out/finetune.log" ||
+  fail "bench/finetune printed no row of its peer"
+grep -q '^squad-384: packed-bert packed / Hugging Face BertForQuestionAnswering (SDPA, torch stand-in) padded' \
+  "$scratch/out/finetune.log" || fail "bench/finetune printed no ratio to its peer"
+[ -s "$scratch/plan-squad-384.json" ] || fail "bench/finetune wrote no plan-squad-384.json for its peer"
 
 # A budget spent: the stages after the first are skipped, and said so.
 status=0
@@ -94,7 +123,7 @@ status=0
 env PATH="$scratch/bin:$PATH" PBERT_GPU_RESULTS="$scratch/results5" PBERT_GPU_STAGES=levers,tests \
   bash scripts/gpu quick "$scratch/deps" >"$scratch/bad.log" 2>&1 || status=$?
 if ((status != 2)) || [ "$(wc -l <"$scratch/bad.log")" != 1 ] || [ -e "$scratch/results5" ] ||
-  ! grep -q "PBERT_GPU_STAGES names 'tests', which is no stage of scripts/gpu quick (machine,build,cuda-tests,kernels,levers,profiles,sanitizer)" "$scratch/bad.log"; then
+  ! grep -q "PBERT_GPU_STAGES names 'tests', which is no stage of scripts/gpu quick (machine,build,cuda-tests,kernels,levers,profiles,sanitizer,finetune)" "$scratch/bad.log"; then
   fail "PBERT_GPU_STAGES=levers,tests: not refused in one line (exit $status): $(cat "$scratch/bad.log")"
 fi
 status=0

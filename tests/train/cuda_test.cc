@@ -5,10 +5,12 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/torch_compat.h"
 #include "gpu/gpu.h"
@@ -23,6 +25,8 @@
 #include "optim/lamb.h"
 #include "tests/kernels/error_bounds.h"
 #include "tests/model/fused_kernels_check.h"
+#include "tests/model/qkv_buffer.h"
+#include "tests/train/fine_tuning_fixtures.h"
 #include "tests/train/model_batches.h"
 #include "tests/train/pretraining_view.h"
 #include "tests/train/resume_run.h"
@@ -694,6 +698,46 @@ TEST(CudaTest, ACapturedStepEqualsTheEagerOneAndResumes) {
       ASSERT_TRUE(r.ok()) << r.status();
       same(run.losses[step - 2], r->metrics.loss, std::abs(a.losses[step] - b.losses[step]),
            absl::StrCat("resumed, step ", step));
+    }
+  }
+}
+
+// The task models moved to the GPU (the span head's, the classifier's; bf16
+// with and without fp32 master weights, the fused layers where built):
+// Q, K and V of each layer still one buffer on the GPU
+// (tests/model/qkv_buffer.h), in the model the step computes with and in
+// the weights LAMB updates, as made and after steps (on the CPU:
+// FineTuningStepTest.TheQkvBufferStaysOneThroughTheMoveAndTheSteps).
+TEST(CudaTest, TheTaskModelsKeepOneQkvBufferOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  auto communicator = distributed::Communicator::Single();
+  for (const tasks::HeadKind head : {tasks::HeadKind::kSpan, tasks::HeadKind::kClasses}) {
+    const auto task = tasks::testing::TaskOf(tasks::testing::RandomFeatures(47, 40), head, 3);
+    const tasks::PackedSet& set = *task->train();
+    for (const bool masters : {false, true}) {
+      const std::string what = absl::StrCat(head == tasks::HeadKind::kSpan ? "span" : "classes",
+                                            masters ? ", bf16 with master weights" : ", bf16");
+      TraineeOptions o = Bf16OnTheGpu(7);
+      o.task = task;
+      o.bert.fused_layers(model::FusedLayerKernelsBuilt());
+      o.lamb = optim::LambOptions(1e-3).trust_ratio(false);  // AdamW, fine-tuning's
+      o.master_weights = masters;
+      auto trainee = Trainee::Make(o, *communicator);
+      ASSERT_TRUE(trainee.ok()) << what << ": " << trainee.status();
+      const int64_t layers = o.bert.num_layers();
+      for (int step = 0; step < 3; ++step) {
+        const std::string when = what + (step == 0 ? ", as made" : ", after a step");
+        for (torch::nn::Module* module : {&(*trainee)->model(), &(*trainee)->weights()}) {
+          model::testing::ExpectOneQkvBuffer(*module, layers, when);
+          for (const auto& p : module->parameters()) {
+            ASSERT_TRUE(p.is_cuda()) << when << ": a parameter left on the CPU";
+          }
+        }
+        auto r = TrainStep(**trainee, *communicator, tasks::testing::StepBatches(set, step, 4, 1),
+                           1e-3, {}, &set);
+        ASSERT_TRUE(r.ok()) << when << ": " << r.status();
+        EXPECT_TRUE(std::isfinite(r->metrics.loss)) << when;
+      }
     }
   }
 }

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "model/fused_layers.h"
 #include "model/precision.h"
+#include "tests/model/qkv_buffer.h"
 #include "tests/train/fine_tuning_fixtures.h"
 #include "tests/train/host_graph.h"
 #include "train/step.h"
@@ -280,6 +281,38 @@ TEST_P(FineTuningStepTest, Fp8RunsEveryProductOfTheTaskModelsEncoder) {
   EXPECT_EQ(newest.size(0), model::BertModelImpl::Fp8Products(o.bert));
   EXPECT_TRUE(newest.gt(0).all().item<bool>())
       << "a product of the encoder did not run in fp8: " << newest;
+}
+
+// The task models' Q, K and V stay one buffer (tests/model/qkv_buffer.h)
+// through the trainee's move (to double; to bf16 beside fp32 master
+// weights, where the CPU computes bf16) and through optimizer steps, in
+// the model the step computes with and in the weights LAMB updates. The
+// move to a GPU: CudaTest.TheTaskModelsKeepOneQkvBufferOnTheGpu.
+TEST_P(FineTuningStepTest, TheQkvBufferStaysOneThroughTheMoveAndTheSteps) {
+  const HeadKind head = GetParam();
+  const auto task = TaskOf(tasks::testing::RandomFeatures(46, 40), head, 3);
+  const tasks::PackedSet& set = *task->train();
+  const int64_t layers = model::testing::TinyOptions().num_layers();
+  for (const bool masters : {false, true}) {
+    if (masters && !model::CpuRunsBf16().ok()) continue;
+    TraineeOptions o =
+        Options(task, model::testing::TinyOptions(), masters ? torch::kFloat : torch::kDouble);
+    if (masters) {
+      o.precision = model::Precision::kBf16;
+      o.master_weights = true;
+    }
+    TuningRun run = Make(o);
+    ASSERT_NE(run.trainee, nullptr);
+    const std::string what = HeadName(head) + (masters ? ", bf16 with master weights" : ", double");
+    for (int step = 0; step < 3; ++step) {
+      const std::string when = what + (step == 0 ? ", as made" : ", after a step");
+      model::testing::ExpectOneQkvBuffer(run.trainee->model(), layers, when);
+      model::testing::ExpectOneQkvBuffer(run.trainee->weights(), layers, when + " (weights)");
+      auto r =
+          TrainStep(*run.trainee, *run.communicator, StepBatches(set, step, 4, 1), kLr, {}, &set);
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, FineTuningStepTest,

@@ -15,8 +15,9 @@
 #include "gtest/gtest.h"
 #include "model/dropout.h"
 #include "model/task_heads.h"
-#include "tests/train/model_batches.h"
 #include "tests/model/fused_kernels_check.h"
+#include "tests/model/qkv_buffer.h"
+#include "tests/train/model_batches.h"
 
 namespace pbert::model {
 namespace {
@@ -143,40 +144,23 @@ TEST(FusedLayersTest, AModelWithFusedLayersEqualsOneWithout) {
   }
 }
 
-// Q, K and V of each layer lie end to end in one buffer (model.fused_qkv),
-// still three leaf parameters under their names; after a move to another
-// dtype too, whichever head holds the encoder (pretraining's, the span
-// head, the classifier) and through the module base as the trainee moves
-// it; JoinRows of them is an alias of that buffer, not a copy.
-void ExpectOneQkvBuffer(const BertModel& bert, const std::string& what) {
-  for (const auto& module : *bert->encoder->layer) {
-    const auto& self = module->as<BertLayer>()->attention->self;
-    const at::Tensor &q = self->query->weight, &k = self->key->weight, &v = self->value->weight;
-    ASSERT_TRUE(q.is_leaf() && q.requires_grad()) << what;
-    EXPECT_TRUE(q.storage().is_alias_of(v.storage())) << what;
-    EXPECT_EQ(k.storage_offset(), q.storage_offset() + q.numel()) << what;
-    EXPECT_EQ(v.storage_offset(), k.storage_offset() + k.numel()) << what;
-    const at::Tensor joined = JoinRows({q, k, v});
-    EXPECT_EQ(joined.data_ptr(), q.data_ptr()) << what << ": joined by a copy";
-    EXPECT_TRUE(torch::equal(joined, at::cat({q, k, v}).detach())) << what;
-    EXPECT_EQ(self->key->bias.storage_offset(),
-              self->query->bias.storage_offset() + self->query->bias.numel())
-        << what;
-  }
-}
-
+// Q, K and V of each layer lie end to end in one buffer (model.fused_qkv,
+// tests/model/qkv_buffer.h), after a move to another dtype too, whichever
+// head holds the encoder (pretraining's, the span head, the classifier) and
+// through the module base as the trainee moves it.
 TEST(FusedLayersTest, QkvWeightsLieEndToEndAndJoinWithoutACopy) {
   BertForPreTraining pretraining(testing::TinyOptions());
   BertForQuestionAnswering span(testing::TinyOptions());
   BertForSequenceClassification classes(testing::TinyOptions(), 3);
-  const std::vector<std::pair<std::string, std::pair<torch::nn::Module*, const BertModel*>>> models =
-      {{"pretraining", {pretraining.ptr().get(), &pretraining->bert}},
-       {"span head", {span.ptr().get(), &span->bert}},
-       {"classifier", {classes.ptr().get(), &classes->bert}}};
+  const std::vector<std::pair<std::string, torch::nn::Module*>> models = {
+      {"pretraining", pretraining.ptr().get()},
+      {"span head", span.ptr().get()},
+      {"classifier", classes.ptr().get()}};
+  const int64_t layers = testing::TinyOptions().num_layers();
   for (const auto& [name, model] : models) {
-    ExpectOneQkvBuffer(*model.second, name);
-    model.first->to(torch::kDouble);
-    ExpectOneQkvBuffer(*model.second, name + " moved to double");
+    testing::ExpectOneQkvBuffer(*model, layers, name);
+    model->to(torch::kDouble);
+    testing::ExpectOneQkvBuffer(*model, layers, name + " moved to double");
   }
 }
 
