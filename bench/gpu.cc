@@ -11,16 +11,16 @@
 // bf16 weights with fp32 masters; static shapes; the captured step,
 // run.cuda_graphs; cuDNN's fused attention for the varlen layout in place
 // of FlashAttention's, model.varlen_kernel cudnn; with --fp8 1, the
-// default, the encoder's products in fp8, model.precision fp8), then the fused-layers lever at each rows per
-// step of --sweep. Every case's turn runs in a process of its own (this
-// binary again, with --case): a lever that fails (a capture that leaves
-// CUDA's state behind, an out-of-memory error, a crash, a hang past
-// --case-timeout) cannot touch the others; it is left out of the tables
-// with a line saying why. Before it builds its model a case estimates its
-// memory (16 bytes a parameter; activations from the peaks measured in the
-// rows sweep, twice over for a captured step, whose graph holds a pool of
-// its own) and is refused with a line where the GPU's free memory cannot
-// hold it.
+// default, the encoder's products in fp8, model.precision fp8), then the
+// fused-layers lever at each rows per step of --sweep. Every case's turn
+// runs in a process of its own (this binary again, with --case): a lever
+// that fails (a capture that leaves CUDA's state behind, an out-of-memory
+// error, a crash, a hang past --case-timeout) cannot touch the others; it
+// is left out of the tables with a line saying why. Before it builds its
+// model a case estimates its memory (16 bytes a parameter; activations
+// from the peaks measured in the rows sweep, twice over for a captured
+// step, whose graph holds a pool of its own) and is refused with a line
+// where the GPU's free memory cannot hold it.
 //
 // Prints per model and case real tokens/s, sequences/s, model TFLOP/s and
 // MFU (the model's own FLOPs per real token, attention over each
@@ -35,7 +35,7 @@
 //   build-gpu/bench/gpu [--models base,large] [--rows 32] [--steps 20] [--warmup 5]
 //       [--histogram FILE] [--peer "python3 bench/hf_peer.py"] [--lengths-out FILE]
 //       [--turns 4] [--sweep 16,32,48,64] [--profile N] [--fp8 1] [--case-timeout 240]
-//       [--levers 0,4,9]
+//       [--levers 0,4,9] [--alone 1]
 //   build-gpu/bench/gpu --quick [--histogram FILE]
 //
 // --quick: BERT-large and BERT-base, every lever, 32 rows, 12 timed steps
@@ -44,6 +44,11 @@
 // --levers: only these levers (0 the first, 8 cuDNN's attention, 9 fp8),
 // and with --profile
 // each profiled.
+// --alone 1: also each lever alone, as cases taking turns with the others:
+// the first lever with only what that lever adds (the captured step with
+// the static shapes it needs), in a table of its own with each one's ratio
+// to the first lever; with --levers 0,9 the table holds the first lever,
+// each lever alone and all of them together.
 // --profile N: after the timed steps, N more steps of the first lever,
 // the fused layers' and the last lever under LibTorch's profiler, and for
 // each the table that train.profile_steps writes to profile.md
@@ -86,6 +91,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "bench/model_sizes.h"
 #include "bench/synthetic.h"
 #include "data/batch.h"
@@ -116,7 +122,7 @@ int Usage(const std::string& why) {
   std::fprintf(stderr,
                "bench/gpu: %s\nusage: gpu [--quick] [--models base,large] [--rows N] [--steps N] "
                "[--warmup N] [--turns N] [--sweep 16,32,48,64] [--histogram FILE] "
-               "[--peer COMMAND] [--lengths-out FILE] [--profile N] [--fp8 0|1] "
+               "[--peer COMMAND] [--lengths-out FILE] [--profile N] [--fp8 0|1] [--alone 0|1] "
                "[--case-timeout SECONDS] [--levers 0,4,8] [--device cuda|cpu] "
                "[--fail LEVER:crash|exit|hang|oom]\n",
                why.c_str());
@@ -154,6 +160,33 @@ constexpr Lever kLevers[] = {
      true, true, true, true, true, true},
 };
 constexpr int kLeverCount = static_cast<int>(std::size(kLevers));
+
+// Lever k alone (--alone): the first lever with only what lever k adds to
+// the one before it (and static shapes, which the captured step needs);
+// case index kLeverCount + k - 1 for k = 1..kLeverCount-1.
+constexpr int kAloneCount = kLeverCount - 1;
+bool IsAlone(int index) { return index >= kLeverCount; }
+Lever LeverOf(int index) {
+  if (!IsAlone(index)) return kLevers[index];
+  const int k = index - kLeverCount + 1;
+  const Lever &added = kLevers[k], &before = kLevers[k - 1];
+  Lever l = kLevers[0];
+  if (added.fused_optimizer != before.fused_optimizer) l.fused_optimizer = added.fused_optimizer;
+  if (added.vocab_padding != before.vocab_padding) l.vocab_padding = added.vocab_padding;
+  if (added.fused_qkv != before.fused_qkv) l.fused_qkv = added.fused_qkv;
+  if (added.fused_layers != before.fused_layers) l.fused_layers = added.fused_layers;
+  if (added.master_weights != before.master_weights) l.master_weights = added.master_weights;
+  if (added.static_shapes != before.static_shapes) l.static_shapes = added.static_shapes;
+  if (added.cuda_graphs != before.cuda_graphs) l.cuda_graphs = l.static_shapes = added.cuda_graphs;
+  if (added.fp8 != before.fp8) l.fp8 = added.fp8;
+  if (added.cudnn_attention != before.cudnn_attention) l.cudnn_attention = added.cudnn_attention;
+  return l;
+}
+std::string LabelOf(int index) {
+  if (!IsAlone(index)) return kLevers[index].label;
+  const std::string added = kLevers[index - kLeverCount + 1].label;
+  return absl::StrCat(absl::StripPrefix(added, "+ "), " alone");
+}
 // The lever the rows sweep runs: every lever but the master weights.
 constexpr int kSweepLever = 4;
 
@@ -168,12 +201,13 @@ bool Droppable(const Lever& lever) {
 // Whether lever `k` is the one that adds `feature` (a failure is its
 // addition's).
 bool Adds(int k, bool Lever::*feature) {
+  if (IsAlone(k)) return false;  // its failure says nothing of the levers added up
   return kLevers[k].*feature && (k == 0 || !(kLevers[k - 1].*feature));
 }
 
 struct Options {
   std::vector<std::string> models = {"base", "large"};
-  int rows = 32, steps = 20, warmup = 5, profile = 0, turns = 4, fp8 = 1;
+  int rows = 32, steps = 20, warmup = 5, profile = 0, turns = 4, fp8 = 1, alone = 0;
   int case_timeout = 240;
   bool quick = false;
   std::vector<int> sweep;
@@ -340,11 +374,11 @@ int RunCase(const Options& o, const Request& r) {
     return 3;
   };
   const Shape* shape = pbert::bench::FindModelSize(r.model);
-  if (shape == nullptr || r.lever < 0 || r.lever >= kLeverCount) {
+  if (shape == nullptr || r.lever < 0 || r.lever >= kLeverCount + kAloneCount) {
     return report_error("bad --case " + r.model);
   }
   const Shape& s = *shape;
-  Lever lever = kLevers[r.lever];
+  Lever lever = LeverOf(r.lever);
   if (r.no_graphs) lever.cuda_graphs = false;
   if (r.no_cudnn) lever.cudnn_attention = false;
   const bool cuda = o.device == "cuda";
@@ -582,6 +616,8 @@ int Main(int argc, char** argv) {
     } else if (flag == "--profile" && absl::SimpleAtoi(value, &o.profile) && o.profile >= 0) {
       profile_given = true;
     } else if (flag == "--fp8" && absl::SimpleAtoi(value, &o.fp8) && (o.fp8 == 0 || o.fp8 == 1)) {
+    } else if (flag == "--alone" && absl::SimpleAtoi(value, &o.alone) &&
+               (o.alone == 0 || o.alone == 1)) {
     } else if (flag == "--device" && (value == "cuda" || value == "cpu")) {
       o.device = value;
     } else if (flag == "--fail") {
@@ -661,7 +697,7 @@ int Main(int argc, char** argv) {
       o.warmup, o.steps, o.turns,
       o.histogram_path.empty() ? "uniform in [32, 512]" : o.histogram_path.c_str());
   const int levers_run = o.fp8 == 1 ? kLeverCount : kLeverCount - 1;
-  std::vector<std::string> notes, tables, ratios, levers, sweeps, profiles, keys;
+  std::vector<std::string> notes, tables, ratios, levers, alone, sweeps, profiles, keys;
   bool failed = false;
   for (const std::string& name : o.models) {
     const Shape& s = *pbert::bench::FindModelSize(name);
@@ -675,6 +711,13 @@ int Main(int argc, char** argv) {
       c.lever = k;
       c.rows = o.rows;
       c.swept = k == kSweepLever;
+      cases.push_back(std::move(c));
+    }
+    for (int k = 1; o.alone == 1 && k < levers_run; ++k) {
+      Case c;
+      c.lever = kLeverCount + k - 1;
+      c.label = LabelOf(c.lever);
+      c.rows = o.rows;
       cases.push_back(std::move(c));
     }
     for (int rows : o.sweep) {
@@ -712,9 +755,9 @@ int Main(int argc, char** argv) {
         r.rows = c.rows;
         r.turn = turn;
         r.draw = draw;
-        r.no_graphs = graphs_failed && kLevers[c.lever].cuda_graphs;
+        r.no_graphs = graphs_failed && LeverOf(c.lever).cuda_graphs && !IsAlone(c.lever);
         if (r.no_graphs && turn == 0) c.label += " (without the captured step, which failed)";
-        r.no_cudnn = cudnn_dropped && kLevers[c.lever].cudnn_attention;
+        r.no_cudnn = cudnn_dropped && LeverOf(c.lever).cudnn_attention && !IsAlone(c.lever);
         if (r.no_cudnn && turn == 0) c.label += " (with FlashAttention: cuDNN's attention did not run)";
         const bool profile_here =
             turn == o.turns - 1 && c.rows == o.rows &&
@@ -728,7 +771,7 @@ int Main(int argc, char** argv) {
         if (!why.empty() || outcome.result.contains("refused")) {
           c.left_out = why.empty() ? outcome.result["refused"].get<std::string>() : why;
           c.failed = !why.empty();
-          const bool droppable = Droppable(kLevers[c.lever]);
+          const bool droppable = Droppable(LeverOf(c.lever));
           failed = failed || (c.failed && !droppable);
           graphs_failed = graphs_failed || (c.failed && Adds(c.lever, &Lever::cuda_graphs));
           // cuDNN's attention failed or was refused (this LibTorch has none):
@@ -766,11 +809,26 @@ int Main(int argc, char** argv) {
           peak > 0 ? absl::StrCat(static_cast<int>(100 * tflops * 1e12 / peak + 0.5), "%") : "-",
           r.peak_bytes / (1 << 30)));
     }
-    // Each lever's gain over the lever run before it.
+    // Each lever's gain over the lever run before it; each lever alone's
+    // over the first lever.
     const Case* previous = nullptr;
     const Case* best = nullptr;
+    const Case* baseline = nullptr;  // the first lever's
+    for (const Case* c : in) {
+      if (c->lever == 0) baseline = c;
+    }
     for (const Case* c : in) {
       if (c->swept && c->lever == kSweepLever && c->rows != o.rows) continue;
+      if (IsAlone(c->lever)) {
+        const double rate = c->side.tokens / c->side.seconds;
+        alone.push_back(absl::StrFormat(
+            "| %s | %s | %.0f | %s |", name, c->label, rate,
+            baseline == nullptr ? "-"
+                                : absl::StrFormat("%.3f", rate / (baseline->side.tokens /
+                                                                  baseline->side.seconds))));
+        if (best == nullptr || rate > best->side.tokens / best->side.seconds) best = c;
+        continue;
+      }
       const double rate = c->side.tokens / c->side.seconds;
       levers.push_back(absl::StrFormat(
           "| %s | %s | %.0f | %s |", name, c->label, rate,
@@ -863,6 +921,13 @@ int Main(int argc, char** argv) {
               "run before it)\n\n| model | lever | real tokens/s | gain |\n|---|---|---|---|\n",
               o.rows);
   for (const std::string& line : levers) std::printf("%s\n", line.c_str());
+  if (!alone.empty()) {
+    std::printf(
+        "\n## Each lever alone (real tokens/s, %d rows per step; the ratio to the first "
+        "lever, \"%s\")\n\n| model | lever | real tokens/s | gain |\n|---|---|---|---|\n",
+        o.rows, kLevers[0].label);
+    for (const std::string& line : alone) std::printf("%s\n", line.c_str());
+  }
   if (!sweeps.empty() && !o.sweep.empty()) {
     std::printf("\n## Rows per step (%s)\n\n| model | rows | real tokens/s | peak GiB |\n"
                 "|---|---|---|---|\n",

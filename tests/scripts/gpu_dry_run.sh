@@ -54,9 +54,10 @@ env PATH="$scratch/bin:$PATH" OUT="$scratch/out" PBERT_GPU_RESULTS="$scratch/res
   PBERT_GPU_STAGE_BUILD='echo "compiling"; echo "[key] nothing built"; exit 2' \
   PBERT_GPU_STAGE_CUDA_TESTS='echo "[ RUN      ] CudaTest.Big"; echo "c10::OutOfMemoryError: CUDA out of memory. Tried to allocate 80.00 GiB"; exit 1' \
   PBERT_GPU_STAGE_KERNELS='echo "[key] 8 kernels, largest difference from the twins 1.2e-07"' \
-  PBERT_GPU_STAGE_LEVERS="'$build/bench/gpu' --device cpu --models tiny --levers 0,1,2,3 --rows 2 --steps 1 --warmup 1 --turns 1 --fail 1:crash --fail 2:oom --case-timeout 30" \
+  PBERT_GPU_STAGE_LEVERS="'$build/bench/gpu' --device cpu --models tiny --levers 0,1,2,3 --alone 1 --rows 2 --steps 1 --warmup 1 --turns 1 --fail 1:crash --fail 2:oom --case-timeout 30" \
   PBERT_GPU_STAGE_PROFILES='echo "profiling"; kill -SEGV $$' \
   PBERT_GPU_STAGE_SANITIZER='echo "waiting"; sleep 600' PBERT_GPU_LIMIT_SANITIZER=2 \
+  PBERT_GPU_STAGE_ALONE='echo "[key] large 123 real tokens/s"' \
   PBERT_GPU_STAGE_FINETUNE="'$build/bench/finetune' --model tiny --tasks squad-384 --sequences 8 --rounds 1 --steps 2 --threads 1 --features 256 --peer 'python3 $scratch/peer.py' --plan-out '$scratch/plan.json'" \
   bash scripts/gpu quick "$scratch/deps" >"$scratch/run.log" 2>&1 || status=$?
 cat "$scratch/run.log"
@@ -80,6 +81,10 @@ grep -q '"+ vocabulary padded to 64" at 2 rows is left out, it failed: out of me
   "$scratch/out/levers.log" || fail "bench/gpu did not say that a lever ran out of memory"
 grep -q '^| tiny | + one QKV product | ' "$scratch/out/levers.log" ||
   fail "bench/gpu did not measure the levers after the failed ones"
+# Each lever alone (--alone 1): the fused LAMB alone ran although the fused
+# LAMB added up crashed on purpose, beside the first lever.
+grep -qE '^\| tiny \| fused LAMB alone \| [0-9]+ \| [0-9.]+ \|$' "$scratch/out/levers.log" ||
+  fail "bench/gpu printed no row of the fused LAMB alone against the first lever"
 expect profiles 'crashed \(signal 11, SEGV\)'
 expect sanitizer 'timed out \(2 s\)'
 # Fine-tuning: bench/finetune's cases, then its peer's row on the same
@@ -90,6 +95,7 @@ grep -q '^squad-384 Hugging Face, padded ' "$scratch/out/finetune.log" ||
 grep -q '^squad-384: packed-bert packed / Hugging Face BertForQuestionAnswering (SDPA, torch stand-in) padded' \
   "$scratch/out/finetune.log" || fail "bench/finetune printed no ratio to its peer"
 [ -s "$scratch/plan-squad-384.json" ] || fail "bench/finetune wrote no plan-squad-384.json for its peer"
+expect alone 'ok \| [0-9]+ \| large 123 real tokens/s \|'
 
 # A budget spent: the stages after the first are skipped, and said so.
 status=0
@@ -123,7 +129,7 @@ status=0
 env PATH="$scratch/bin:$PATH" PBERT_GPU_RESULTS="$scratch/results5" PBERT_GPU_STAGES=levers,tests \
   bash scripts/gpu quick "$scratch/deps" >"$scratch/bad.log" 2>&1 || status=$?
 if ((status != 2)) || [ "$(wc -l <"$scratch/bad.log")" != 1 ] || [ -e "$scratch/results5" ] ||
-  ! grep -q "PBERT_GPU_STAGES names 'tests', which is no stage of scripts/gpu quick (machine,build,cuda-tests,kernels,levers,profiles,sanitizer,finetune)" "$scratch/bad.log"; then
+  ! grep -q "PBERT_GPU_STAGES names 'tests', which is no stage of scripts/gpu quick (machine,build,cuda-tests,kernels,levers,profiles,sanitizer,finetune,alone)" "$scratch/bad.log"; then
   fail "PBERT_GPU_STAGES=levers,tests: not refused in one line (exit $status): $(cat "$scratch/bad.log")"
 fi
 status=0
