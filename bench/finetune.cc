@@ -33,7 +33,6 @@
 //                        [--precision auto|fp32|bf16]
 //                        [--tasks squad-384,glue-128] [--histogram histogram_squad_384.txt]
 //                        [--peer "python3 bench/hf_peer.py"] [--plan-out finetune-plan.json]
-#include <sys/wait.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -43,15 +42,18 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/model_sizes.h"
+#include "bench/peer.h"
 #include "bench/synthetic.h"
 #include "common/platform.h"
 #include "data/loader.h"
@@ -135,60 +137,6 @@ struct Case {
   std::vector<std::vector<int64_t>> plan;
 };
 
-// The peer's figures on `plan`'s steps, or why there are none.
-struct PeerResult {
-  std::string error;
-  double seconds = 0, tokens = 0, sequences = 0, peak_bytes = 0;
-  std::string torch, model;
-};
-
-PeerResult RunPeer(const std::string& command, const std::string& plan_path,
-                   const nlohmann::json& plan) {
-  PeerResult r;
-  {
-    std::ofstream out(plan_path);
-    out << plan.dump();
-    if (!out) {
-      r.error = "cannot write " + plan_path;
-      return r;
-    }
-  }
-  const std::string line = command + " " + plan_path;
-  FILE* pipe = popen(line.c_str(), "r");
-  if (pipe == nullptr) {
-    r.error = "cannot start: " + line;
-    return r;
-  }
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) out.append(buffer, n);
-  const int status = pclose(pipe);
-  const size_t brace = out.rfind('{');
-  const nlohmann::json j =
-      nlohmann::json::parse(brace == std::string::npos ? out : out.substr(brace), nullptr, false);
-  if (status != 0 || j.is_discarded() || !j.is_object() || !j.contains("seconds")) {
-    r.error = status == -1 ? "failed: " + line
-              : WIFSIGNALED(status)
-                  ? absl::StrFormat("failed (signal %d): %s", WTERMSIG(status), line)
-                  : absl::StrFormat("failed (exit %d): %s", WEXITSTATUS(status), line);
-    return r;
-  }
-  try {
-    r.seconds = j.at("seconds").get<double>();
-    r.tokens = j.at("tokens").get<double>();
-    r.sequences = j.at("sequences").get<double>();
-    r.peak_bytes = j.value("peak_bytes", 0.0);
-    r.torch = j.value("torch", std::string("?"));
-    r.model = j.value("model", std::string("?"));
-  } catch (const nlohmann::json::exception& e) {
-    r.error = absl::StrCat("printed no figures (", e.what(), "): ", line);
-  }
-  if (r.error.empty() && !(r.seconds > 0 && r.tokens > 0)) {
-    r.error = "timed no step: " + line;
-  }
-  return r;
-}
-
 // The fine-tuning task of `d`'s features, packed with `algorithm` into rows
 // of at most `depth`.
 absl::StatusOr<std::shared_ptr<const pbert::tasks::Task>> TaskOf(
@@ -215,9 +163,21 @@ absl::StatusOr<std::shared_ptr<const pbert::tasks::Task>> TaskOf(
       d.name, std::make_unique<pbert::tasks::PackedSet>(std::move(*set)), {}, std::move(parts)));
 }
 
-int Fail(const std::string& message) {
+// A failure (exit 1), or with `code` 2 what this machine or the flags
+// cannot give.
+int Fail(const std::string& message, int code = 1) {
   std::cerr << "bench/finetune: " << message << "\n";
-  return 1;
+  return code;
+}
+
+// A flag or its value that cannot be taken: one line naming it, exit 2.
+int Usage(const std::string& why) {
+  std::cerr << "bench/finetune: " << why
+            << "; usage: bench/finetune [--model tiny|mini|medium|base|large] [--rounds N] "
+               "[--steps K] [--threads T] [--sequences N] [--features N] [--device cpu|cuda] "
+               "[--precision auto|fp32|bf16] [--tasks squad-384,glue-128] [--histogram FILE] "
+               "[--peer COMMAND] [--plan-out FILE]\n";
+  return 2;
 }
 
 }  // namespace
@@ -228,15 +188,24 @@ int main(int argc, char** argv) {
   int64_t sequences = 32, feature_count = 4096;
   std::string model_name = "tiny", device_name = "cpu", precision_name = "auto";
   std::string tasks = "squad-384,glue-128", peer, plan_out = "finetune-plan.json", histogram;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    const std::string value = i + 1 < argc ? argv[i + 1] : "";
+    if (i + 1 >= argc) return Usage(flag + " needs a value");
+    const std::string value = argv[i + 1];
+    // A whole number of at least `least` for `flag`.
+    auto number = [&](auto* out, long long least) {
+      long long n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n < least) return false;
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
+      return true;
+    };
+    bool taken = true;
     // clang-format off
-    if (flag == "--rounds") rounds = std::stoi(value);
-    else if (flag == "--steps") steps = std::stoi(value);
-    else if (flag == "--threads") threads = std::stoi(value);
-    else if (flag == "--sequences") sequences = std::stoll(value);
-    else if (flag == "--features") feature_count = std::stoll(value);
+    if (flag == "--rounds") taken = number(&rounds, 1);
+    else if (flag == "--steps") taken = number(&steps, 1);
+    else if (flag == "--threads") taken = number(&threads, 1);
+    else if (flag == "--sequences") taken = number(&sequences, 1);
+    else if (flag == "--features") taken = number(&feature_count, 64);
     else if (flag == "--model") model_name = value;
     else if (flag == "--device") device_name = value;
     else if (flag == "--precision") precision_name = value;
@@ -244,38 +213,39 @@ int main(int argc, char** argv) {
     else if (flag == "--histogram") histogram = value;
     else if (flag == "--peer") peer = value;
     else if (flag == "--plan-out") plan_out = value;
+    else return Usage("no flag " + flag);
     // clang-format on
-    else {
-      std::cerr << "usage: bench/finetune [--model tiny|mini|medium|base|large] [--rounds N] "
-                   "[--steps K] [--threads T] [--sequences N] [--device cpu|cuda] "
-                   "[--precision auto|fp32|bf16] [--tasks squad-384,glue-128] "
-                   "[--features N] [--histogram FILE] [--peer COMMAND] [--plan-out FILE]\n";
-      return 2;
+    if (!taken) {
+      return Usage(absl::StrCat(flag, " ", value, ": not a whole number of at least ",
+                                flag == "--features" ? 64 : 1));
     }
-    ++i;
   }
   const pbert::bench::ModelSize* size = pbert::bench::FindModelSize(model_name);
-  if (size == nullptr) return Fail("no model size " + model_name);
-  if (rounds < 1 || steps < 1 || sequences < 1 || threads < 1 || feature_count < 64) {
-    return Fail("--rounds, --steps, --sequences and --threads must be at least 1, --features 64");
-  }
+  if (size == nullptr) return Usage("--model " + model_name + ": no such model size");
   const std::vector<std::string> wanted_tasks = absl::StrSplit(tasks, ',');
   for (const std::string& name : wanted_tasks) {
     if (name != "squad-384" && name != "glue-128") {
-      return Fail("--tasks names '" + name + "', which is neither squad-384 nor glue-128");
+      return Usage("--tasks names '" + name + "', which is neither squad-384 nor glue-128");
     }
   }
   auto wants = [&](const std::string& name) {
     return std::find(wanted_tasks.begin(), wanted_tasks.end(), name) != wanted_tasks.end();
   };
+  // The plans go beside --plan-out's name, in a folder that must be there
+  // (before the cases run, not after).
+  const fs::path plan_folder = fs::path(plan_out).parent_path();
+  if (!peer.empty() && (plan_out.empty() || fs::is_directory(plan_out) ||
+                        !fs::is_directory(plan_folder.empty() ? "." : plan_folder))) {
+    return Usage("--plan-out " + plan_out + ": not a file name in a folder that exists");
+  }
   auto choice = pbert::ParseChoice<pbert::train::DeviceChoice>(device_name, "--device");
-  if (!choice.ok()) return Fail(std::string(choice.status().message()));
+  if (!choice.ok()) return Usage(std::string(choice.status().message()));
   auto device = pbert::train::ResolveDevice(*choice, 0);
-  if (!device.ok()) return Fail(std::string(device.status().message()));
+  if (!device.ok()) return Fail(std::string(device.status().message()), 2);
   auto wanted = pbert::ParseChoice<pbert::model::Precision>(precision_name, "--precision");
-  if (!wanted.ok()) return Fail(std::string(wanted.status().message()));
+  if (!wanted.ok()) return Usage(std::string(wanted.status().message()));
   auto precision = pbert::model::ResolvePrecision(*wanted, *device);
-  if (!precision.ok()) return Fail(std::string(precision.status().message()));
+  if (!precision.ok()) return Fail(std::string(precision.status().message()), 2);
   pbert::TuneMalloc();
   const pbert::BlasKernels& blas = pbert::TuneOpenBlasKernels();
   at::set_num_threads(threads);
@@ -288,7 +258,7 @@ int main(int argc, char** argv) {
     auto chosen = pbert::bench::ChooseHistogram(
         histogram.empty() ? shared + "/histogram_squad_384.txt" : histogram, 384);
     if (!chosen.ok() && !histogram.empty()) {
-      return Fail(absl::StrCat("--histogram ", histogram, ": ", chosen.status().message()));
+      return Usage(absl::StrCat("--histogram ", histogram, ": ", chosen.status().message()));
     }
     std::vector<uint64_t> counts;
     if (chosen.ok()) {
@@ -431,7 +401,7 @@ int main(int argc, char** argv) {
 
   // The peer on each task's padded sequences.
   const bool cuda = device->is_cuda();
-  std::vector<PeerResult> peers(distributions.size());
+  std::vector<pbert::bench::PeerResult> peers(distributions.size());
   for (size_t t = 0; t < distributions.size() && !peer.empty(); ++t) {
     const Distribution& d = distributions[t];
     const Case& padded = cases[3 * t];
@@ -456,7 +426,7 @@ int main(int argc, char** argv) {
     const std::string path =
         (given.parent_path() / (given.stem().string() + "-" + d.name + given.extension().string()))
             .string();
-    peers[t] = RunPeer(peer, path, plan);
+    peers[t] = pbert::bench::RunPeer(peer, path, plan);
   }
 
   auto total_of = [](const std::vector<double>& seconds) {
@@ -487,7 +457,7 @@ int main(int argc, char** argv) {
     if (k % 3 != 2) continue;
     // The task's last case: its peer, and the key figures.
     const Distribution& d = *c.distribution;
-    const PeerResult& p = peers[k / 3];
+    const pbert::bench::PeerResult& p = peers[k / 3];
     std::string key = absl::StrFormat("%s packed %.0f real tokens/s", d.name, c.tokens / total);
     if (!peer.empty() && !p.error.empty()) {
       std::printf("%-40s %s\n", (d.name + " Hugging Face, padded").c_str(), p.error.c_str());
@@ -516,6 +486,6 @@ int main(int argc, char** argv) {
   if (!ratios.empty()) std::printf("\n%s\n", absl::StrJoin(ratios, "\n").c_str());
   std::printf("[key] %s\n", absl::StrJoin(keys, "; ").c_str());
   bool peer_failed = false;
-  for (const PeerResult& p : peers) peer_failed = peer_failed || !p.error.empty();
+  for (const pbert::bench::PeerResult& p : peers) peer_failed = peer_failed || !p.error.empty();
   return peer.empty() || !peer_failed ? 0 : 1;
 }

@@ -93,6 +93,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "bench/model_sizes.h"
+#include "bench/peer.h"
 #include "bench/synthetic.h"
 #include "data/batch.h"
 #include "data/histogram.h"
@@ -868,39 +869,24 @@ int Main(int argc, char** argv) {
     // The peer: the first case's sequences (its warm-up and first turn), one
     // per row, from a file, in micro-batches of as many rows as packed-bert's.
     const Case& first = cases.front();
-    std::ofstream(o.lengths_out) << json{{"hidden", s.hidden}, {"layers", s.layers},
-                                         {"heads", s.heads},   {"ffn", s.ffn},
-                                         {"max_len", kMaxLen}, {"warmup", o.warmup},
-                                         {"micro_rows", o.rows}, {"steps", first.plan}}
-                                        .dump();
-    const std::string command = o.peer + " " + o.lengths_out;
-    FILE* pipe = popen(command.c_str(), "r");
-    std::string out;
-    char buffer[4096];
-    size_t n;
-    while (pipe != nullptr && (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-    const int status = pipe != nullptr ? pclose(pipe) : -1;
-    json r = json::parse(out.substr(out.rfind('{') == std::string::npos ? 0 : out.rfind('{')),
-                         nullptr, false);
-    if (status != 0 || r.is_discarded()) {
-      tables.push_back(absl::StrFormat(
-          "| %s | Hugging Face BertForPreTraining (SDPA), padded | failed: %s | | | | |", name,
-          command));
+    const json plan = {{"hidden", s.hidden},   {"layers", s.layers}, {"heads", s.heads},
+                       {"ffn", s.ffn},         {"max_len", kMaxLen}, {"warmup", o.warmup},
+                       {"micro_rows", o.rows}, {"steps", first.plan}};
+    const pbert::bench::PeerResult theirs = pbert::bench::RunPeer(o.peer, o.lengths_out, plan);
+    if (!theirs.error.empty()) {
+      tables.push_back(
+          absl::StrFormat("| %s | Hugging Face BertForPreTraining (SDPA), padded | %s | | | | |",
+                          name, theirs.error));
       continue;
     }
-    Side theirs;
-    theirs.seconds = r["seconds"].get<double>();
-    theirs.tokens = r["tokens"].get<double>();
-    theirs.sequences = r["sequences"].get<double>();
-    theirs.peak_bytes = r["peak_bytes"].get<double>();
     // The same sequences: the same model FLOPs per real token.
-    theirs.flops = first.side.flops / first.side.tokens * theirs.tokens;
-    const double tflops = theirs.flops / theirs.seconds / 1e12;
+    const double their_flops = first.side.flops / first.side.tokens * theirs.tokens;
+    const double tflops = their_flops / theirs.seconds / 1e12;
     tables.push_back(absl::StrFormat(
         "| %s | Hugging Face BertForPreTraining (SDPA, torch %s), padded | %.0f | %.1f | %.1f | "
         "%s | %.1f |",
-        name, r["torch"].get<std::string>(), theirs.tokens / theirs.seconds,
-        theirs.sequences / theirs.seconds, tflops,
+        name, theirs.torch, theirs.tokens / theirs.seconds, theirs.sequences / theirs.seconds,
+        tflops,
         peak > 0 ? absl::StrCat(static_cast<int>(100 * tflops * 1e12 / peak + 0.5), "%") : "-",
         theirs.peak_bytes / (1 << 30)));
     const double hf = theirs.tokens / theirs.seconds;
