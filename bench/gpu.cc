@@ -392,12 +392,21 @@ int RunCase(const Options& o, const Request& r) {
       return 0;
     }
   }
+  // cuDNN's attention where this LibTorch or GPU has none: refused in the
+  // lever that adds it; a lever after it, run without it (the profiles
+  // stage runs the last lever alone), goes on with FlashAttention, as the
+  // levers that follow a refused one do in a run of them all.
+  std::string attention_fallback;
   if (lever.cudnn_attention) {
     const absl::Status runs = pbert::model::CheckVarlenKernel(
         s.Options().varlen_kernel(pbert::model::VarlenKernel::kCudnn), device);
-    if (!runs.ok()) {
+    if (!runs.ok() && (IsAlone(r.lever) || Adds(r.lever, &Lever::cudnn_attention))) {
       std::printf("\n%s\n", json{{"refused", std::string(runs.message())}}.dump().c_str());
       return 0;
+    }
+    if (!runs.ok()) {
+      lever.cudnn_attention = false;
+      attention_fallback = std::string(runs.message());
     }
   }
   if (cuda) {
@@ -548,7 +557,8 @@ int RunCase(const Options& o, const Request& r) {
                        {"flops", side.flops},
                        {"peak_bytes", static_cast<double>(persistent + transient)},
                        {"profile", profile_markdown},
-                       {"plan", plan}};
+                       {"plan", plan},
+                       {"attention_fallback", attention_fallback}};
   std::printf("\n%s\n", result.dump().c_str());
   return 0;
 }
@@ -785,6 +795,10 @@ int Main(int argc, char** argv) {
           continue;
         }
         const json& j = outcome.result;
+        if (turn == 0 && !j["attention_fallback"].get<std::string>().empty()) {
+          c.label += " (with FlashAttention: cuDNN's attention is refused here)";
+          cudnn_dropped = true;
+        }
         c.side.seconds += j["seconds"].get<double>();
         c.side.tokens += j["tokens"].get<double>();
         c.side.sequences += j["sequences"].get<double>();

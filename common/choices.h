@@ -77,4 +77,17 @@ absl::StatusOr<E> ParseChoice(absl::string_view name, absl::string_view what) {
                                                  ChoicesHint(ChoiceNames<E>(), name)));
 }
 
+// A lever that is on where a GPU runs unless it is set: the config's
+// auto, true or false. Where a measurement on a GPU and one on the CPU
+// disagree, the default follows each.
+enum class Switch { kAuto, kOn, kOff };
+inline constexpr Choice<Switch> kSwitches[] = {
+    {"auto", Switch::kAuto}, {"true", Switch::kOn}, {"false", Switch::kOff}};
+constexpr ChoiceList<Switch> ChoicesOf(Switch) { return kSwitches; }
+
+// Whether `lever` is on for a run on a GPU (`gpu`) or not.
+constexpr bool IsOn(Switch lever, bool gpu) {
+  return lever == Switch::kOn || (lever == Switch::kAuto && gpu);
+}
+
 }  // namespace pbert

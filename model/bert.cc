@@ -139,7 +139,7 @@ void BertResidualOutputImpl::reset() {
 
 at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
   const Fp8Slot* slot = fp8 ? &*fp8 : nullptr;
-  const FusedPath path = options.fused_layers()
+  const FusedPath path = IsOn(options.fused_layers(), x.is_cuda())
                              ? BiasDropoutAddNormPath(x, dense->bias, LayerNorm->weight)
                              : FusedPath::kUnfused;
   if (path != FusedPath::kUnfused) {
@@ -155,7 +155,7 @@ at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor
 }
 
 BertDenseActivationImpl::BertDenseActivationImpl(int64_t in_features, int64_t out_features,
-                                                 Activation activation, bool fused)
+                                                 Activation activation, Switch fused)
     : in_features(in_features), out_features(out_features), activation(activation), fused(fused) {
   reset();
 }
@@ -166,8 +166,9 @@ void BertDenseActivationImpl::reset() {
 
 at::Tensor BertDenseActivationImpl::forward(const at::Tensor& x) {
   const Fp8Slot* slot = fp8 ? &*fp8 : nullptr;
-  const FusedPath path = fused && activation == Activation::kGelu ? BiasGeluPath(x, dense->bias)
-                                                                  : FusedPath::kUnfused;
+  const FusedPath path = IsOn(fused, x.is_cuda()) && activation == Activation::kGelu
+                             ? BiasGeluPath(x, dense->bias)
+                             : FusedPath::kUnfused;
   if (path != FusedPath::kUnfused) {
     const bool apart = path == FusedPath::kKernels;  // they add the bias; else the product (addmm)
     return BiasGelu(Product(x, dense->weight, apart ? at::Tensor() : dense->bias, slot,

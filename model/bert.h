@@ -87,18 +87,19 @@ class BertResidualOutputImpl : public torch::nn::Cloneable<BertResidualOutputImp
 TORCH_MODULE(BertResidualOutput);
 
 // activation(dense(x)): "intermediate" (exact GELU) and "pooler" (tanh);
-// `fused`: the GELU with the bias as one operation (model/fused_layers.h).
+// `fused`: the GELU with the bias as one operation (model/fused_layers.h),
+// as BertOptions::fused_layers says.
 class BertDenseActivationImpl : public torch::nn::Cloneable<BertDenseActivationImpl> {
  public:
   enum class Activation { kGelu, kTanh };
   BertDenseActivationImpl(int64_t in_features, int64_t out_features, Activation activation,
-                          bool fused = false);
+                          Switch fused = Switch::kOff);
   void reset() override;
   at::Tensor forward(const at::Tensor& x);
 
   int64_t in_features, out_features;
   Activation activation;
-  bool fused;
+  Switch fused;
   torch::nn::Linear dense{nullptr};
   std::optional<Fp8Slot> fp8;  // dense in fp8 (BertModel::UseFp8)
 };

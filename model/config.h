@@ -16,10 +16,11 @@ struct ModelConfig {
   // auto: the demo reached its target 1.3x sooner in bf16 than in fp32 on
   // a CPU with AVX512_BF16, after the same sequences (docs/config.md).
   Precision precision = Precision::kAuto;
-  // In bf16 (or fp8): bf16 weights with fp32 masters in the optimizer; off by
-  // default, since on an H200 it ran 3% behind fp32 weights with the fused
-  // LAMB (docs/performance.md, The GPU).
-  bool master_weights = false;
+  // In bf16 (or fp8): bf16 weights with fp32 masters in the optimizer. auto:
+  // on a GPU (BERT-large on an H200: 1.105x autocast over fp32 weights,
+  // docs/performance.md), off on the CPU, where LibTorch's bf16 kernels are
+  // not the products' bottleneck.
+  Switch master_weights = Switch::kAuto;
   // With precision fp8: its scales' history and margin, and its emulation.
   Fp8Options fp8;
 
@@ -36,7 +37,7 @@ struct ModelConfig {
     v.Field("master_weights", &master_weights,
             "in bf16 or fp8: the model computes with bf16 weights, LAMB updates fp32 master "
             "weights (what checkpoints keep); false: fp32 weights cast by autocast in each "
-            "micro-batch");
+            "micro-batch; auto: true on a GPU, false on the CPU");
     v.Include(&fp8);
   }
   // The shape's own checks, and whether its weights, gradients and LAMB's

@@ -27,7 +27,7 @@ void PlanTrainee(const ExperimentConfig& config, std::shared_ptr<const tasks::Ta
   plan->trainee.seed = static_cast<uint64_t>(config.run.seed);
   plan->trainee.bucket_bytes = config.dist.bucket_bytes();
   plan->trainee.overlap = config.dist.overlap;
-  plan->trainee.master_weights = config.model.master_weights;
+  plan->trainee.master_weights = IsOn(config.model.master_weights, device.is_cuda());
   plan->trainee.fused_optimizer = config.optim.fused;
   plan->trainee.fp8 = config.model.fp8;
   plan->trainee.cuda_graphs = config.run.cuda_graphs;
