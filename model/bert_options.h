@@ -83,7 +83,7 @@ struct BertOptions {
   /// Bias-GELU and bias-dropout-residual-LayerNorm as fused operations
   /// (model/fused_layers.h); off: the unfused modules. The same results.
   /// auto: on where the layer's input is on a GPU (2.4% faster on an H200,
-  /// docs/performance.md), off on the CPU (the unfused modules' dropout).
+  /// docs/performance.md), off on the CPU, where it gains nothing.
   TORCH_ARG(Switch, fused_layers) = Switch::kAuto;
 
  public:
@@ -147,8 +147,7 @@ struct BertOptions {
     v.Field("fused_layers", &fused_layers_,
             "bias-GELU and bias-dropout-residual-LayerNorm as one operation each: CUDA kernels on "
             "a GPU, the same ATen operations on the CPU; false: the unfused modules; auto: on a "
-            "GPU only (the same results; on the CPU the unfused modules draw dropout as "
-            "LibTorch does)");
+            "GPU only (the same results; on the CPU they gain nothing)");
     v.Field("fused_qkv", &fused_qkv_,
             "Q, K and V as one [3h, h] product over their weights laid end to end in one "
             "buffer (still three parameters: query, key, value); false: three products");

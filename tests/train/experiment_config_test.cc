@@ -64,6 +64,27 @@ TEST(ExperimentConfigTest, EveryNumberIsRefusedFarOutsideTheRangeARunCouldWant) 
   EXPECT_EQ(probe.taken, anything_goes);
 }
 
+// The levers measured ahead on a GPU and no faster on the CPU are auto by
+// default: on where a GPU runs; true or false set them outright.
+TEST(ExperimentConfigTest, TheGpuLeversAreOnWhereAGpuRunsUnlessSet) {
+  ExperimentConfig config;
+  EXPECT_EQ(config.model.master_weights, Switch::kAuto);
+  EXPECT_EQ(config.model.bert.fused_layers(), Switch::kAuto);
+  EXPECT_TRUE(IsOn(config.model.master_weights, /*gpu=*/true));
+  EXPECT_FALSE(IsOn(config.model.master_weights, /*gpu=*/false));
+  ASSERT_TRUE(config::Load("",
+                           {{"model.master_weights=false", "--set model.master_weights=false"},
+                            {"model.fused_layers=true", "--set model.fused_layers=true"}},
+                           &config)
+                  .ok());
+  EXPECT_FALSE(IsOn(config.model.master_weights, /*gpu=*/true));
+  EXPECT_TRUE(IsOn(config.model.bert.fused_layers(), /*gpu=*/false));
+  const absl::Status bad =
+      config::Load("", {{"model.fused_layers=yes", "--set model.fused_layers=yes"}}, &config);
+  EXPECT_NE(bad.message().find("'yes' is not one of: auto, true or false"), std::string::npos)
+      << bad;
+}
+
 TEST(ExperimentConfigTest, AValueOutOfRangeIsOneLineNamingTheKeyAndTheRange) {
   ExperimentConfig config;
   const absl::Status status =
@@ -80,17 +101,19 @@ TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {
   ExperimentConfig config;
   const std::set<std::string> given = {"model.fp8_margin", "dist.bucket_mb",
                                        "train.target_mlm_accuracy", "optim.lr",
-                                       "train.init_checkpoint"};
+                                       "train.init_checkpoint", "model.varlen_kernel"};
   EXPECT_EQ(config.InactiveSettings(given, Regimen::kPretraining, model::Precision::kBf16, false, 1, true),
             (std::vector<std::string>{
                 "model.fp8_margin does nothing here: model.precision is bf16, not fp8",
                 "train.target_mlm_accuracy does nothing here: there is no eval set (data.eval)",
                 "dist.bucket_mb does nothing here: the run is one process",
+                "model.varlen_kernel does nothing here: on the CPU the varlen layout attends in "
+                "buckets",
                 "train.init_checkpoint does nothing here: a resumed run continues from its "
                 "checkpoint's weights"}));
   config.data.eval = "eval";
   EXPECT_EQ(
-      config.InactiveSettings(given, Regimen::kPretraining, model::Precision::kFp8, false, 2, false),
+      config.InactiveSettings(given, Regimen::kPretraining, model::Precision::kFp8, true, 2, false),
       std::vector<std::string>{});
   // Fine-tuning's length and batch are the finetune section's; pretraining
   // does not read it.

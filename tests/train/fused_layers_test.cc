@@ -274,6 +274,32 @@ TEST(FusedLayersTest, TheKernelsPathThroughTheTwinsIsWithinRounding) {
   EXPECT_GT((twin - other).abs().max().item<double>(), 0.1);
 }
 
+// model.fused_layers: auto, the default, is on where the layers run on a
+// GPU only: on the CPU, with the kernels' twins in the kernels' place
+// (whose rounding differs from the unfused modules'), the default model
+// computes the unfused modules' loss bit for bit, and one set on does not.
+TEST(FusedLayersTest, AutoLeavesTheCpuOnTheUnfusedModules) {
+  auto options = testing::TinyOptions().hidden_dropout(0.1).attention_dropout(0.0);
+  ASSERT_EQ(options.fused_layers(), Switch::kAuto);
+  const data::PackedBatch batch = PackedBatchFor(options, 23);
+  UseFusedLayerTwins(true);
+  const auto automatic = LossAndGradients(options, batch, at::kFloat);
+  const auto unfused = LossAndGradients(testing::TinyOptions().hidden_dropout(0.1)
+                                            .attention_dropout(0.0).fused_layers(false),
+                                        batch, at::kFloat);
+  const auto fused = LossAndGradients(testing::TinyOptions().hidden_dropout(0.1)
+                                          .attention_dropout(0.0).fused_layers(true),
+                                      batch, at::kFloat);
+  UseFusedLayerTwins(false);
+  ASSERT_EQ(automatic.size(), unfused.size());
+  for (size_t i = 0; i < automatic.size(); ++i) {
+    EXPECT_TRUE(torch::equal(automatic[i], unfused[i])) << i;
+  }
+  bool differs = false;
+  for (size_t i = 0; i < fused.size(); ++i) differs |= !torch::equal(fused[i], unfused[i]);
+  EXPECT_TRUE(differs) << "the twins' path was not taken where the layers are on";
+}
+
 // A tiny BERT with fused layers whose operations run through the twins (the
 // products without their biases, which the operations add), against the
 // same model in double: within 4 times the reference's own distance from
