@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "common/folders.h"
 #include "common/platform.h"
+#include "common/printable.h"
 #include "common/status.h"
 
 namespace pbert::app {
@@ -220,10 +221,15 @@ absl::Status StatusOfException(const std::string& name) {
 void OnCpuLimit(int) {
   static const char kLine[] =
       ": error: the CPU-time limit of this process (ulimit -t) is reached; raise it, or run "
-      "the command again (train continues with --resume auto)\n";
+      "the command again";
+  // The run's own flag that continues it.
+  const char* resume = std::strcmp(running_command, "train") == 0 ? " with --resume auto\n"
+                       : std::strcmp(running_command, "finetune") == 0 ? " with --resume\n"
+                                                                        : "\n";
   const ssize_t ignored = ::write(2, "packed-bert ", 12) +
                           ::write(2, running_command, std::strlen(running_command)) +
-                          ::write(2, kLine, sizeof(kLine) - 1);
+                          ::write(2, kLine, sizeof(kLine) - 1) +
+                          ::write(2, resume, std::strlen(resume));
   (void)ignored;
   std::_Exit(1);
 }
@@ -299,7 +305,8 @@ void InstallCrashHandlers() {
                                                  : absl::InternalError(
                                                        "the process was ended by std::terminate "
                                                        "(please report it with the command line)");
-  std::cerr << "packed-bert " << running_command << ": error: " << status.message() << "\n";
+  std::cerr << "packed-bert " << running_command << ": error: " << Printable(status.message())
+            << "\n";
   std::_Exit(ExitCodeFor(status) == 2 ? 2 : 1);
 }
 
@@ -374,7 +381,8 @@ int CommandLine::Run(int argc, char** argv) const {
   const std::string name = argv[1];
   const Command* command = Find(name);
   if (command == nullptr) {
-    std::cerr << "packed-bert: unknown command '" << name << "'; see 'packed-bert --help'\n";
+    std::cerr << "packed-bert: unknown command '" << Printable(name)
+              << "'; see 'packed-bert --help'\n";
     return 2;
   }
   const std::vector<std::string> rest(argv + 2, argv + argc);
@@ -387,7 +395,7 @@ int CommandLine::Run(int argc, char** argv) const {
   }
   const absl::Status status = RunCommand(*command, rest);
   if (!status.ok()) {
-    std::cerr << "packed-bert " << name << ": error: " << status.message() << "\n";
+    std::cerr << "packed-bert " << name << ": error: " << Printable(status.message()) << "\n";
     return ExitCodeFor(status);
   }
   return 0;

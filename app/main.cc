@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "app/cli.h"
@@ -17,6 +19,10 @@ int main(int argc, char** argv) {
                    std::strcmp(argv[1], "score") == 0)) {
     pbert::UsePassiveOpenMpWait(argv);
   }
+  // What the commands write (a run's folder and files, stores, exports) is
+  // never writable by the group or other users, whatever the umask: a file
+  // another user could change is one a run or a resume could be turned by.
+  ::umask(::umask(0) | S_IWGRP | S_IWOTH);
   // Before any BLAS call and before LibTorch starts its threads.
   pbert::TuneMalloc();
   pbert::TuneOpenBlasKernels();

@@ -63,6 +63,11 @@ void InstallHandlersBeforeTraining(const std::vector<std::string>* release) {
   sigaction(SIGTERM, &action, nullptr);
 }
 
+// The flag that continues the command's run.
+std::string ResumeFlag(const TrainingCommand& command) {
+  return command.resume_switch ? "--resume" : "--resume auto";
+}
+
 // The command line that continues the run.
 std::string ResumeCommand(const Args& args, const TrainingCommand& command) {
   std::string line = absl::StrCat("packed-bert ", command.name);
@@ -71,7 +76,7 @@ std::string ResumeCommand(const Args& args, const TrainingCommand& command) {
     if (args.Has(f.flag)) absl::StrAppend(&line, " --", f.flag, " ", args.Get(f.flag));
   }
   for (const std::string& s : args.GetAll("set")) absl::StrAppend(&line, " --set ", s);
-  return absl::StrCat(line, command.resume_switch ? " --resume" : " --resume auto");
+  return absl::StrCat(line, " ", ResumeFlag(command));
 }
 
 // What a run is built from; each part outlives the trainer that refers to it.
@@ -111,7 +116,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
   ASSIGN_OR_RETURN(parts.resume, train::FindResumePoint(resume, args.Has("force"), config,
                                                         command.task(config), s.environment));
   if (s.folder && !parts.resume) {
-    RETURN_IF_ERROR(s.folder->AcceptNewRun(command.resume_switch ? "--resume" : "--resume auto"));
+    RETURN_IF_ERROR(s.folder->AcceptNewRun(ResumeFlag(command)));
   }
   // Each rank checks the checksums of its share of the store's shards.
   ASSIGN_OR_RETURN(parts.task, OpenTask(command, config, s.communicator));
@@ -146,7 +151,8 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
                             parts.resume ? &*parts.resume : nullptr,
                             [] { return stop_requested.load(); },
                             args.Has("force"),
-                            nullptr};
+                            nullptr,
+                            ResumeFlag(command)};
   if (command.exports) {
     setup.export_model = [&config, task = command.task(config)](const torch::nn::Module& model,
                                                                 const tasks::ExportHead& head,

@@ -16,8 +16,11 @@ namespace pbert {
 namespace {
 
 absl::Status NotALog(const std::string& path, unsigned mode) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, " is ", NotAFile(mode), ", where a log file is kept; move it away"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, " is ", NotAFile(mode), ", where a log file is kept; move it away",
+      S_ISLNK(mode) ? " (a log is never written through a link, which would write, cut or "
+                      "replace what it points at)"
+                    : ""));
 }
 
 // Moves `path` aside to the first free PATH.damaged, PATH.damaged-2, ...;
@@ -63,7 +66,7 @@ uint64_t WholeLines(absl::string_view text) {
 
 absl::Status AppendLog::CheckPath(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotALog(path, st.st_mode);
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotALog(path, st.st_mode);
   return absl::OkStatus();
 }
 
@@ -79,7 +82,9 @@ absl::StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& pa
       (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) < keep_bytes)) {
     ASSIGN_OR_RETURN(keep_bytes, Recover(path, keep_bytes, whole_records, &recovery));
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+  // Never through a link (put there since the check above).
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0666);
+  if (fd < 0 && errno == ELOOP) return NotALog(path, S_IFLNK);
   if (fd < 0) return ErrnoError(absl::StrCat("cannot open ", path, " for writing"), errno);
   if (::fstat(fd, &st) != 0) {
     int err = errno;

@@ -30,7 +30,8 @@ class AppendLog {
   static absl::StatusOr<std::unique_ptr<AppendLog>> Open(
       const std::string& path, uint64_t keep_bytes, const WholeRecords& whole_records = nullptr);
   // OK if `path` is missing or a file; else (a named pipe, which would hold
-  // the writer, a folder, a device) an error naming what it is. Open checks
+  // the writer, a folder, a device, a symbolic link, which it would be
+  // written through) an error naming what it is. Open checks
   // it too; a run checks its logs with it before it writes anything.
   static absl::Status CheckPath(const std::string& path);
   ~AppendLog();

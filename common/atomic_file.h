@@ -141,8 +141,8 @@ absl::Status CheckReadableFile(const std::string& path, absl::string_view what,
                                Readable readable = Readable::kFile);
 
 // "a folder", "a named pipe (FIFO)", "a character device", "a block
-// device", "a socket" for the st_mode of what is not a regular file; ""
-// for a regular file.
+// device", "a socket", "a symbolic link" (an lstat's) for the st_mode of
+// what is not a regular file; "" for a regular file.
 std::string NotAFile(unsigned mode);
 
 // Reads a whole (small) file into a string. A folder, pipe, device or

@@ -156,8 +156,11 @@ namespace {
 // A config holds a few hundred values in three levels; CheckYamlTree
 // refuses a tree past these limits (an alias bomb, an alias cycle, deep
 // nesting) before any walk below, and a file past kMaxConfigBytes is not read.
+// The bytes are bounded first because YAML's parser spends time and memory
+// far beyond the text's size on a long flow list (6.5 MB took 25 s and 3.7
+// GB before its values were counted).
 constexpr int64_t kMaxValues = 100'000;
-constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+constexpr size_t kMaxConfigBytes = size_t{256} << 10;
 
 }  // namespace
 
@@ -183,6 +186,11 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
       return absl::InvalidArgumentError(absl::StrCat(flag, ": empty part in key '", path, "'"));
     }
     const std::string typed = text.substr(eq + 1);
+    if (typed.size() > kMaxConfigBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("--set ", path, "=...: a value of ",
+                                                     typed.size(), " bytes, over the ",
+                                                     kMaxConfigBytes, " a whole config may have"));
+    }
     YAML::Node value;
     try {
       // "key=" clears a string: an empty value, not YAML's null.
@@ -226,9 +234,15 @@ absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& fil
   if (!node.IsMap()) return absl::OkStatus();
   std::map<std::string, int> first_line;
   for (const auto& entry : node) {
+    const int line = entry.first.Mark().line + 1;
+    if (!entry.first.IsScalar()) {  // YAML's complex key, `? [a, b]`
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ":", line, ":", entry.first.Mark().column + 1, ": a key that is ",
+          entry.first.IsMap() ? "a map" : entry.first.IsSequence() ? "a list" : "empty",
+          path.empty() ? "" : absl::StrCat(" in ", path), "; a config's keys are names"));
+    }
     const std::string key = entry.first.Scalar();
     const std::string full = path.empty() ? key : absl::StrCat(path, ".", key);
-    const int line = entry.first.Mark().line + 1;
     auto [it, inserted] = first_line.emplace(key, line);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrCat(file, ":", line, ":",

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/printable.h"
+#include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 
 namespace pbert::logging {
@@ -26,9 +28,31 @@ State& GetState() {
   return *state;
 }
 
+// A line's message as Printable makes it: names and values read from files
+// go into messages, and none of them may forge a line or drive the terminal.
+class PrintableMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string text =
+        Printable(absl::string_view(msg.payload.data(), msg.payload.size()), kMaxLogLineBytes);
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<PrintableMessage>();
+  }
+
+ private:
+  // Longer than an error line's bound: a log line may list a run's plan.
+  static constexpr size_t kMaxLogLineBytes = 8 * kMaxPrintedBytes;
+};
+
 void Configure(const State& s, spdlog::logger& logger) {
   std::string rank_tag = s.rank == 0 ? "" : absl::StrCat(" [rank ", s.rank, "]");
-  logger.set_pattern(absl::StrCat("[%H:%M:%S.%e] [%l]", rank_tag, " [%n] %v"));
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<PrintableMessage>('*').set_pattern(
+      absl::StrCat("[%H:%M:%S.%e] [%l]", rank_tag, " [%n] %*"));
+  logger.set_formatter(std::move(formatter));
   logger.set_level(s.rank == 0 ? s.level : std::max(s.level, spdlog::level::warn));
 }
 

@@ -15,6 +15,7 @@
 #include "common/atomic_file.h"
 #include "common/folders.h"
 #include "common/status.h"
+#include "nlohmann/json.hpp"
 
 namespace pbert {
 namespace {
@@ -49,12 +50,12 @@ const std::set<std::string>& RunFolders() {
   return folders;
 }
 
-// The files of a folder output, the first the one that marks it.
+// The files of a folder output, the first the one that marks it (an
+// evaluation's others are those its evaluation.json lists).
 const std::vector<std::string>& FolderFiles(OutputKind kind) {
   static const std::vector<std::string> hf = {"config.json", "model.safetensors", "vocab.txt",
                                               "tokenizer_config.json"};
-  static const std::vector<std::string> evaluation = {
-      "evaluation.json", "predictions.json", "nbest_predictions.json", "null_odds.json", "predict"};
+  static const std::vector<std::string> evaluation = {"evaluation.json"};
   return kind == OutputKind::kEvaluation ? evaluation : hf;
 }
 
@@ -126,19 +127,50 @@ std::string NotOfKind(const fs::path& path, OutputKind kind) {
   if (!S_ISDIR(st.st_mode)) return S_ISREG(st.st_mode) ? "a file" : NotAFile(st.st_mode);
   if (kind == OutputKind::kStore) return Has(path, kStoreMark) ? "" : "a folder but no store";
   const std::vector<std::string>& files = FolderFiles(kind);
-  std::vector<std::string> others;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(path, error)) {
-    const std::string name = entry.path().filename().string();
-    if (std::find(files.begin(), files.end(), name) == files.end()) others.push_back(name);
+  std::set<std::string> ours = {files.front()};
+  if (kind == OutputKind::kEvaluation) {
+    // What the evaluation wrote is what its evaluation.json lists.
+    absl::StatusOr<std::string> text = ReadFile((path / files.front()).string(), 1 << 24);
+    const nlohmann::json listed = nlohmann::json::parse(text.ok() ? *text : "", nullptr, false);
+    if (listed.is_object() && listed.contains("files") && listed["files"].is_array()) {
+      for (const nlohmann::json& name : listed["files"]) {
+        if (name.is_string()) ours.insert(name.get<std::string>());
+      }
+    }
+  } else {
+    ours.insert(files.begin(), files.end());
   }
-  if (error) return absl::StrCat("a folder that cannot be read (", error.message(), ")");
-  if (others.size() > 3) others.resize(3), others.push_back("...");
-  if (!others.empty()) return absl::StrCat("a folder holding ", absl::StrJoin(others, ", "));
+  if (std::string other = ForeignEntries(path.string(), ours); !other.empty()) return other;
   return Has(path, files.front().c_str()) ? "" : absl::StrCat("a folder without ", files.front());
 }
 
 }  // namespace
+
+std::string ForeignEntries(const std::string& dir, const std::set<std::string>& ours) {
+  std::set<std::string> on_the_way;  // the folders that lead to ours
+  for (const std::string& name : ours) {
+    for (fs::path part = fs::path(name).parent_path(); !part.empty(); part = part.parent_path()) {
+      on_the_way.insert(part.string());
+    }
+  }
+  std::vector<std::string> others;
+  std::error_code error;
+  // Links are entries, never followed.
+  for (auto it = fs::recursive_directory_iterator(dir, error);
+       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    const std::string relative = it->path().lexically_relative(dir).string();
+    if (ours.count(relative)) continue;
+    std::error_code kind_error;
+    const bool folder = it->is_directory(kind_error) && !it->is_symlink(kind_error);
+    if (folder && on_the_way.count(relative)) continue;
+    others.push_back(relative);
+    if (folder) it.disable_recursion_pending();
+    if (others.size() > 3) break;
+  }
+  if (error) return absl::StrCat("a folder that cannot be read (", error.message(), ")");
+  if (others.size() > 3) others.resize(3), others.push_back("...");
+  return others.empty() ? "" : absl::StrCat("a folder holding ", absl::StrJoin(others, ", "));
+}
 
 std::string KeptContainerOf(const std::string& given) {
   std::error_code error;
@@ -185,10 +217,27 @@ absl::Status CheckRunOutputs(const std::string& run_dir) {
     for (const std::string& name : *files) names.emplace_back(name, false);
   }
   for (const std::string& name : RunFolders()) names.emplace_back(name, true);
+  // A link in the run folder would have the run write, cut or delete what
+  // it points at (another file of the user's, someone else's): refused,
+  // among the checkpoints too, whatever it points at.
+  std::vector<fs::path> places;
+  for (const auto& [name, folder] : names) places.push_back(fs::path(run_dir) / name);
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(fs::path(run_dir) / "checkpoints", error)) {
+    places.push_back(entry.path());
+  }
+  for (const fs::path& path : places) {
+    if (fs::is_symlink(fs::symlink_status(path, error))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path.string(), " is a symbolic link (to ", fs::read_symlink(path, error).string(),
+          "), which the run would write through; a run writes nothing through a link: "
+          "remove the link, or choose another run.output_dir"));
+    }
+  }
   for (const auto& [name, folder] : names) {
     const fs::path path = fs::path(run_dir) / name;
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) continue;  // (a link to a folder is one)
+    if (::stat(path.c_str(), &st) != 0) continue;
     if (folder ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) continue;
     const std::string what = S_ISDIR(st.st_mode)   ? "a folder"
                              : S_ISREG(st.st_mode) ? "a file"

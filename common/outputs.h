@@ -6,6 +6,7 @@
 // deletes what it did not make (docs/formats.md, Outputs).
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -53,8 +54,17 @@ std::string RunOutputOf(const std::string& path, const std::string& run_dir);
 // writes in its folder `run_dir` holds something of another kind (a folder
 // where predictions.json or profile.md goes, a file where checkpoints/
 // goes), which would fail the write after the steps it was to
-// keep.
+// keep, or is a symbolic link (there or among its checkpoints), which the
+// run would write through.
 absl::Status CheckRunOutputs(const std::string& run_dir);
+
+// "" if every entry of the folder `dir`, at any depth, is one that the
+// command that writes such a folder wrote: `ours` holds their paths relative
+// to `dir` ("predict/CoLA.tsv"; a folder on the way to one is ours too).
+// Else what else it holds, e.g. "a folder holding predict/notes.txt", naming
+// up to three such entries: what --overwrite would delete and no command
+// wrote.
+std::string ForeignEntries(const std::string& dir, const std::set<std::string>& ours);
 
 // "" if the folder `dir` is none of the outputs of OutputKind's folders;
 // else what it is, e.g. "an instance store (store.json)".

@@ -12,6 +12,7 @@
 #include "data/corpus.h"
 #include "data/histogram.h"
 #include "data/instances.h"
+#include "data/store.h"
 
 namespace pbert::data {
 
@@ -83,9 +84,6 @@ struct PrepareSummary {
   // in the store folder (kKeptPackIndex); 0 otherwise.
   uint64_t kept_rows = 0;
 };
-
-// The pack index `prepare` writes into a store made from packed HDF5.
-inline constexpr char kKeptPackIndex[] = "packs.pbpack";
 
 // Reports (stage, units done, units in all; 0 if unknown). A stage's first
 // report gives the units an earlier run did (an import that continues), 0

@@ -166,6 +166,23 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
           " exists and is not an instance store; --overwrite replaces only a store: choose "
           "another folder"));
     }
+    // Only what prepare wrote there: its manifest, the shards it lists, a
+    // kept pack index.
+    std::set<std::string> ours = {kManifest, kKeptPackIndex};
+    absl::StatusOr<std::string> text = ReadFile((fs::path(dir) / kManifest).string(), 1 << 26);
+    const nlohmann::json manifest = nlohmann::json::parse(text.ok() ? *text : "", nullptr, false);
+    if (manifest.is_object() && manifest.contains("shards") && manifest["shards"].is_array()) {
+      for (const nlohmann::json& shard : manifest["shards"]) {
+        if (shard.is_object() && shard.contains("file") && shard["file"].is_string()) {
+          ours.insert(shard["file"].get<std::string>());
+        }
+      }
+    }
+    if (const std::string other = ForeignEntries(dir, ours); !other.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, " is ", other, ", which prepare did not write; --overwrite replaces only a store: "
+          "move them away, or choose another folder"));
+    }
   }
   // A file in its path, an unwritable folder or too long a name.
   RETURN_IF_ERROR(CheckWritable(dir, "the store", Writes::kFolder));

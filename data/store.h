@@ -21,6 +21,10 @@
 
 namespace pbert::data {
 
+// The pack index `prepare` keeps in a store made from packed HDF5, beside
+// its shards.
+inline constexpr char kKeptPackIndex[] = "packs.pbpack";
+
 inline constexpr uint32_t kStoreVersion = 2;
 
 struct StoreInfo {

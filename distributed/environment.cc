@@ -1,10 +1,14 @@
 #include "distributed/environment.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status.h"
 
 namespace pbert::distributed {
@@ -19,8 +23,16 @@ absl::Status ReadInt(const Getter& get, const char* name, std::optional<int>* ou
   if (value == nullptr || *value == '\0') return absl::OkStatus();
   int parsed;
   if (!absl::SimpleAtoi(value, &parsed)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("environment variable ", name, "='", value, "' is not an integer"));
+    // Digits alone make a whole number, only one past what a count can be.
+    absl::string_view digits = absl::StripAsciiWhitespace(value);
+    absl::ConsumePrefix(&digits, "+");
+    const bool whole = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+      return absl::ascii_isdigit(static_cast<unsigned char>(c));
+    });
+    return absl::InvalidArgumentError(absl::StrCat(
+        "environment variable ", name, "='", value, "' is ",
+        whole ? absl::StrCat("out of range: it must be at most ", std::numeric_limits<int>::max())
+              : "not an integer"));
   }
   if (parsed < min) {
     return absl::InvalidArgumentError(absl::StrCat("environment variable ", name, "=", parsed,

@@ -40,7 +40,10 @@ absl::StatusOr<at::ScalarType> TypeOf(const std::string& name) {
   for (const auto& d : kDtypes) {
     if (name == d.name) return d.type;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unsupported safetensors dtype '", name, "'"));
+  std::string known;
+  for (const auto& d : kDtypes) absl::StrAppend(&known, known.empty() ? "" : ", ", d.name);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unsupported safetensors dtype '", name, "' (", known, " are read)"));
 }
 
 // The safetensors format's own limit on its header (the reference reader's).
@@ -186,7 +189,11 @@ absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path) {
     for (const auto& [name, entry] : header.json.items()) {
       if (name == "__metadata__") continue;
       if (!entry.is_object()) return bad(absl::StrCat("tensor '", name, "' is not an object"));
-      ASSIGN_OR_RETURN(at::ScalarType type, TypeOf(entry.at("dtype").get<std::string>()));
+      absl::StatusOr<at::ScalarType> type_of = TypeOf(entry.at("dtype").get<std::string>());
+      if (!type_of.ok()) {
+        return bad(absl::StrCat("tensor '", name, "' has an ", type_of.status().message()));
+      }
+      const at::ScalarType type = *type_of;
       std::vector<int64_t> shape = entry.at("shape").get<std::vector<int64_t>>();
       if (shape.size() > kMaxTensorRank) {
         return bad(absl::StrCat("tensor '", name, "' has ", shape.size(),
@@ -235,7 +242,10 @@ absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path) {
   std::map<std::string, at::Tensor> out;
   for (const Entry& e : entries) {
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.type));
-    std::memcpy(t.data_ptr(), bytes.data() + header.data_start + e.begin, e.end - e.begin);
+    // An empty tensor has no storage (a null pointer, which memcpy must not get).
+    if (e.end > e.begin) {
+      std::memcpy(t.data_ptr(), bytes.data() + header.data_start + e.begin, e.end - e.begin);
+    }
     out[e.name] = t;
   }
   return NamedTensors(out.begin(), out.end());

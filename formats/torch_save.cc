@@ -150,10 +150,13 @@ class ZipArchive {
   std::map<std::string, Record> records_;
 };
 
-// The values data.pkl builds. Containers are shared, as pickle's memo
-// shares them; objects we have no use for are kept opaque.
+// The values data.pkl builds, owned by the unpickler that made them and
+// referred to by plain pointers: containers are shared, as pickle's memo
+// shares them, and may hold themselves, and a file nested any depth is let
+// go of without recursion (a chain of shared_ptr would free itself through
+// the stack, one frame a level). Objects we have no use for are kept opaque.
 struct Value;
-using Ref = std::shared_ptr<Value>;
+using Ref = Value*;
 
 struct Value {
   enum class Kind {
@@ -180,12 +183,6 @@ struct Value {
   at::Tensor tensor;
 };
 
-Ref Make(Value::Kind kind) {
-  auto v = std::make_shared<Value>();
-  v->kind = kind;
-  return v;
-}
-
 struct StorageType {
   const char* name;
   at::ScalarType dtype;
@@ -199,10 +196,63 @@ constexpr StorageType kStorageTypes[] = {
     {"torch.ByteStorage", at::kByte},   {"torch.BoolStorage", at::kBool},
 };
 
+// The globals a pickle may name: those torch.save writes for tensors,
+// storages and containers, as PyTorch's own weights_only loader allows them
+// (torch/_weights_only_unpickler.py), besides the storage types above. Any
+// other (os.system, builtins.eval, a class of the saving program) is
+// refused by name: nothing is ever called, but a file that asks for a call
+// is not a file of weights.
+bool AllowedGlobal(absl::string_view name) {
+  static constexpr absl::string_view kAllowed[] = {
+      "collections.OrderedDict",
+      "torch._utils._rebuild_tensor",
+      "torch._utils._rebuild_tensor_v2",
+      "torch._utils._rebuild_parameter",
+      "torch._utils._rebuild_parameter_with_state",
+      "torch._utils._rebuild_sparse_tensor",
+      "torch._utils._rebuild_sparse_csr_tensor",
+      "torch._utils._rebuild_meta_tensor_no_storage",
+      "torch._tensor._rebuild_from_type_v2",
+      "torch.nn.parameter.Parameter",
+      "torch.serialization._get_layout",
+      "torch.Size",
+      "torch.Tensor",
+      "torch.device",
+      "torch.storage.UntypedStorage",
+      "torch.storage.TypedStorage",
+      "torch.bfloat16",
+      "torch.bool",
+      "torch.complex32",
+      "torch.complex64",
+      "torch.complex128",
+      "torch.float16",
+      "torch.float32",
+      "torch.float64",
+      "torch.int8",
+      "torch.int16",
+      "torch.int32",
+      "torch.int64",
+      "torch.uint8",
+  };
+  for (absl::string_view allowed : kAllowed) {
+    if (name == allowed) return true;
+  }
+  for (const StorageType& t : kStorageTypes) {
+    if (name == t.name) return true;
+  }
+  return false;
+}
+
 class Unpickler {
  public:
   Unpickler(Bytes pickle, const ZipArchive* archive)
       : data_(pickle.data()), size_(pickle.size()), archive_(archive) {}
+
+  Ref Make(Value::Kind kind) {
+    values_.push_back(std::make_unique<Value>());
+    values_.back()->kind = kind;
+    return values_.back().get();
+  }
 
   absl::StatusOr<Ref> Run() {
     while (true) {
@@ -312,6 +362,17 @@ class Unpickler {
     if (list->kind == Value::Kind::kObject) return absl::OkStatus();
     if (list->kind != Value::Kind::kList) return absl::DataLossError("APPEND(S) on a non-list");
     for (const Ref& v : items) list->items.push_back(v);
+    return absl::OkStatus();
+  }
+  absl::Status PushGlobal(std::string name) {
+    if (!AllowedGlobal(name)) {
+      return absl::DataLossError(absl::StrCat(
+          "it names the global '", name, "', which torch.save does not write for tensors ",
+          "(only PyTorch's tensors, storages and containers are read; nothing is called)"));
+    }
+    Ref v = Make(Value::Kind::kGlobal);
+    v->s = std::move(name);
+    Push(v);
     return absl::OkStatus();
   }
   absl::Status Memo(uint64_t key) {
@@ -563,10 +624,7 @@ class Unpickler {
       case 'c': {  // GLOBAL "module\nname\n"
         ASSIGN_OR_RETURN(std::string module, Line());
         ASSIGN_OR_RETURN(std::string name, Line());
-        Ref v = Make(Value::Kind::kGlobal);
-        v->s = module + "." + name;
-        Push(v);
-        return absl::OkStatus();
+        return PushGlobal(module + "." + name);
       }
       case 0x93: {  // STACK_GLOBAL
         ASSIGN_OR_RETURN(Ref name, Pop());
@@ -574,10 +632,7 @@ class Unpickler {
         if (name->kind != Value::Kind::kString || module->kind != Value::Kind::kString) {
           return absl::DataLossError("STACK_GLOBAL without names");
         }
-        Ref v = Make(Value::Kind::kGlobal);
-        v->s = module->s + "." + name->s;
-        Push(v);
-        return absl::OkStatus();
+        return PushGlobal(module->s + "." + name->s);
       }
       case 'R': {  // REDUCE
         ASSIGN_OR_RETURN(Ref args, Pop());
@@ -632,6 +687,7 @@ class Unpickler {
   size_t pos_ = 0;
   bool done_ = false;
   const ZipArchive* archive_;
+  std::vector<std::unique_ptr<Value>> values_;  // every value made, each freed alone
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Ref> memo_;
@@ -662,12 +718,12 @@ absl::StatusOr<TorchSaveTensors> ReadTorchSave(const std::string& path) {
     Unpickler unpickler(*pickle, &*archive);
     auto top = unpickler.Run();
     if (!top.ok()) return bad(std::string(top.status().message()));
-    const Value* dict = top->get();
+    const Value* dict = *top;
     if (!HoldsTensors(*dict) && dict->kind == Value::Kind::kDict) {
       for (const auto& [key, value] : dict->entries) {
         if (key->kind == Value::Kind::kString && (key->s == "model" || key->s == "state_dict") &&
             HoldsTensors(*value)) {
-          dict = value.get();
+          dict = value;
           break;
         }
       }

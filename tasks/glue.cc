@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -178,6 +179,7 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     }
   }
   std::vector<GlueExample> examples;
+  std::unordered_map<int64_t, uint64_t> index_lines;  // a test file's index: its line
   while (std::exchange(pending, false) || next()) {
     std::vector<std::string> fields = absl::StrSplit(line, '\t');
     if (fields.size() != columns) {
@@ -200,6 +202,12 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
           !absl::SimpleAtoi(value, &example.index)) {
         return absl::InvalidArgumentError(
             absl::StrCat(where(), ": the index \"", value, "\" is not a whole number"));
+      }
+      // One prediction an index: a second would stand twice in the submission.
+      if (const auto [at, added] = index_lines.emplace(example.index, example.line); !added) {
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": the index ", example.index,
+                                                       " is line ", at->second,
+                                                       "'s too; each example needs its own"));
       }
       examples.push_back(std::move(example));
       continue;

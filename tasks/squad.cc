@@ -80,9 +80,15 @@ SplitContext Split(const std::string& context) {
 bool IsMaxContext(const std::vector<std::pair<int, int>>& windows, size_t current, int position) {
   double best_score = -1;
   size_t best = 0;
-  for (size_t i = 0; i < windows.size(); ++i) {
+  // The windows' starts and ends ascend, so those that hold `position` are
+  // a run of them, found by bisection and visited in order (a scan of them
+  // all for every token costs time quadratic in a context's length).
+  const auto first = std::partition_point(windows.begin(), windows.end(), [&](const auto& w) {
+    return w.first + w.second - 1 < position;
+  });
+  for (size_t i = first - windows.begin(); i < windows.size() && windows[i].first <= position;
+       ++i) {
     const int start = windows[i].first, end = windows[i].first + windows[i].second - 1;
-    if (position < start || position > end) continue;
     const double score = std::min(position - start, end - position) + 0.01 * windows[i].second;
     if (best_score < 0 || score > best_score) {
       best_score = score;
@@ -346,17 +352,16 @@ absl::StatusOr<SquadFeatures> MakeSquadFeatures(const SquadSet& set,
       answer_end = example.end_word + 1 < static_cast<int>(example.words.size())
                        ? word_token[example.end_word + 1] - 1
                        : static_cast<int>(tokens.size()) - 1;
-      // _improve_answer_span: the tightest tokens that spell the answer.
+      // _improve_answer_span: the tightest tokens that spell the answer, the
+      // first from the left (of the spans it tries, only those of the
+      // answer's own length can spell it).
       const std::vector<int32_t> wanted = tokenizer.Encode(example.answers[0]);
-      bool found = false;
-      for (int s = answer_start; s <= answer_end && !found; ++s) {
-        for (int t = answer_end; t >= s && !found; --t) {
-          if (static_cast<size_t>(t - s + 1) == wanted.size() &&
-              std::equal(wanted.begin(), wanted.end(), tokens.begin() + s)) {
-            answer_start = s;
-            answer_end = t;
-            found = true;
-          }
+      const int width = static_cast<int>(wanted.size());
+      for (int s = answer_start; width > 0 && s + width - 1 <= answer_end; ++s) {
+        if (std::equal(wanted.begin(), wanted.end(), tokens.begin() + s)) {
+          answer_start = s;
+          answer_end = s + width - 1;
+          break;
         }
       }
     }

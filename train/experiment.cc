@@ -81,6 +81,7 @@ std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::
   }
   if (!device_is_cuda) {
     idle({"optim.fused"}, "the CPU always runs LibTorch's _foreach LAMB");
+    idle({"model.varlen_kernel"}, "on the CPU the varlen layout attends in buckets");
   }
   if (resumed) {
     idle({pretraining ? "train.init_checkpoint" : "finetune.init_checkpoint"},

@@ -4,8 +4,9 @@
 // by default), so that tests can check what a crash or a stop request at
 // that moment leaves behind. Points: "checks" (step 0: the run folder is
 // claimed, the checks before training are under way), "after-step" (a step
-// has been applied, nothing saved yet) and "checkpoint-write" (a
-// checkpoint's files are half written). Only the first attempt of a launch
+// has been applied, nothing saved yet), "checkpoint-write" (a
+// checkpoint's files are half written) and "run-end" (the last checkpoint
+// is saved, the export and the predictions not yet made). Only the first attempt of a launch
 // or torchrun job (TORCHELASTIC_RESTART_COUNT unset or 0) fails, so that a
 // restarted job can go on. Unset, it costs one comparison. docs/training.md lists them.
 #pragma once

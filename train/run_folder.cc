@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,31 @@ bool HoldsARun(const std::string& dir) {
   return !fs::is_empty(absl::StrCat(dir, "/checkpoints"), error) && !error;
 }
 
+// As ssh does for ~/.ssh: a run folder that others may write into (or
+// whose parent lets others move it away and put their own in its place) is
+// one where another user can plant what the run then reads or replace what
+// it wrote. Said in one line; the run goes on (a group's shared folder may
+// be meant so).
+void WarnIfOthersMayWrite(const std::string& dir) {
+  std::error_code error;
+  const fs::path folder = fs::absolute(dir, error);
+  struct stat st;
+  std::string who;
+  if (::stat(folder.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0) {
+    who = absl::StrCat("run.output_dir ", dir, " is writable by every user");
+  } else if (const fs::path parent = folder.parent_path();
+             ::stat(parent.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0 &&
+             (st.st_mode & S_ISVTX) == 0) {
+    who = absl::StrCat("the folder ", parent.string(), " that holds run.output_dir ", dir,
+                       " is writable by every user, without the sticky bit");
+  }
+  if (who.empty()) return;
+  logging::Get("train")->warn(
+      "{}: another user could put files or links in the run's place; take away others' write "
+      "permission (chmod o-w), or choose another run.output_dir",
+      who);
+}
+
 }  // namespace
 
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir, const std::string& task) {
@@ -75,20 +101,22 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir, const std::st
   }
   CreatedFolders created(dir);  // removed again if the claim fails
   RETURN_IF_ERROR(CreateFolder(dir, "run.output_dir"));
+  // What is in the place of a file or folder the run writes would fail
+  // the write, after the training it was to keep; a link there would have
+  // it write elsewhere.
+  RETURN_IF_ERROR(CheckRunOutputs(dir));
   // The logs are appended to: anything but a file in their place (a named
   // pipe would hold the run) fails before anything is written.
   for (const char* name : kRunLogs) {
     RETURN_IF_ERROR(AppendLog::CheckPath(absl::StrCat(dir, "/", name)));
   }
-  // What is in the place of a file or folder the run writes would fail
-  // the write, after the training it was to keep.
-  RETURN_IF_ERROR(CheckRunOutputs(dir));
   const std::string lock = absl::StrCat(dir, "/", kLockName);
   bool created_lock = true;
-  int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // Never through a link (CheckRunOutputs refused one; this, one put there since).
+  int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0 && errno == EEXIST) {
     created_lock = false;
-    fd = open(lock.c_str(), O_RDWR | O_CLOEXEC);
+    fd = open(lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   }
   if (fd < 0) {
     const std::string why = std::strerror(errno);
@@ -117,6 +145,7 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir, const std::st
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
     logging::Get("train")->debug("could not write the pid into {}", lock);
   }
+  WarnIfOthersMayWrite(dir);
   return RunFolder(dir, fd, std::move(created), created_lock);
 }
 

@@ -344,18 +344,48 @@ absl::Status Trainer::CheckSameBatch(const CheckpointInfo& checkpoint) const {
 }
 
 absl::StatusOr<TrainResult> Trainer::Train() {
-  if (finished_) {
-    TrainResult r = Result(finished_->loop.status);
-    r.already_finished = true;
-    r.checkpoint = setup_.resume->dir;
-    return r;
-  }
   try {
+    if (finished_) {
+      RETURN_IF_ERROR(CompleteEnd());
+      TrainResult r = Result(finished_->loop.status);
+      r.already_finished = true;
+      r.checkpoint = setup_.resume->dir;
+      return r;
+    }
     RETURN_IF_ERROR(OpenLogs());
     return Loop();
   } catch (const std::exception& e) {
     return Failed(e);
   }
+}
+
+// A finished run resumed: what its end had left to do when it stopped
+// after its last checkpoint (killed, a full disk) is done now, from that
+// checkpoint's weights: the export where RUN_DIR/model is missing, and the
+// predictions, made again on every such resume (the file to predict may be
+// a new one, --predict). So the command's exit 0 means every output exists.
+absl::Status Trainer::CompleteEnd() {
+  const std::filesystem::path run_dir(config_.run.output_dir);
+  const std::string model_dir = (run_dir / "model").string();
+  std::error_code error;
+  bool export_missing = false;
+  if (rank0_ && setup_.export_model) {
+    RemoveStaleTemporaries(model_dir, ".tmp-");  // an export killed on its way
+    export_missing = !std::filesystem::exists(model_dir, error);
+    if (!export_missing) model_dir_ = model_dir;
+  }
+  // Every rank builds the model, or none: rank 0 says whether it must.
+  export_missing = comm_.Sum({export_missing ? 1.0 : 0.0})[0] > 0;
+  if (!export_missing && !evaluation_.predicts()) return absl::OkStatus();
+  RETURN_IF_ERROR(BuildModel());
+  RETURN_IF_ERROR(LoadCheckpointWeights(setup_.resume->dir, trainee_->weights(),
+                                        trainee_->optimizer(), trainee_->device()));
+  if (export_missing) {
+    Log()->info("the run had stopped before its export: {} from {}", model_dir,
+                setup_.resume->dir);
+    RETURN_IF_ERROR(Export());
+  }
+  return Predict();
 }
 
 // Training stopped by an exception: the MLLOG says the run was aborted,
@@ -392,9 +422,10 @@ absl::Status Trainer::LostContact(const std::exception& e) {
   return absl::UnavailableError(absl::StrCat(
       "rank ", comm_.rank(), " lost contact with the other ranks: ", comm_.DescribeLostRanks(),
       " (", what, "; a rank that stops, or does not answer within dist.timeout_s, ends the run); ",
-      !rank0_ ? "resume with --resume auto from the run's newest checkpoint (rank 0 writes them)"
+      !rank0_ ? absl::StrCat("resume with ", setup_.resume_flag,
+                             " from the run's newest checkpoint (rank 0 writes them)")
       : last.empty() ? "no checkpoint was written"
-                     : absl::StrCat("resume from ", last, " (--resume auto)")));
+                     : absl::StrCat("resume from ", last, " (", setup_.resume_flag, ")")));
 }
 
 absl::StatusOr<TrainResult> Trainer::Loop() {
@@ -532,6 +563,7 @@ absl::StatusOr<TrainResult> Trainer::Finish() {
                                                         : "aborted";
   RETURN_IF_ERROR(mllog_->RunStop(loop_.status, loop_.samples));
   RETURN_IF_ERROR(Save(SaveReason::kEnd));
+  FaultPoint("run-end", loop_.step, comm_.rank());
   RETURN_IF_ERROR(Export());
   RETURN_IF_ERROR(Predict());
   return Result(loop_.status);
@@ -552,7 +584,9 @@ absl::Status Trainer::Predict() {
         written.code(),
         absl::StrCat(
             written.message(), "; the run is saved: predict with finetune --evaluate ",
-            model_dir_.empty() ? checkpointer_.last() : model_dir_ + "/model.safetensors"));
+            !model_dir_.empty() ? model_dir_ + "/model.safetensors"
+            : checkpointer_.last().empty() && setup_.resume ? setup_.resume->dir
+                                                            : checkpointer_.last()));
   }
   Log()->info("predicted{} into {} in {:.1f} s", MetricsText(predicted.counts), predict_dir_,
               std::chrono::duration<double>(Clock::now() - start).count());

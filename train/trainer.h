@@ -80,6 +80,7 @@ struct TrainerSetup {
   std::function<bool()> stop_requested;    // polled before each step (SIGINT, SIGTERM)
   bool force = false;        // resume a checkpoint that trained other rows per step (--force)
   ModelExport export_model;  // at the end of a finished run, into RUN_DIR/model; null: none
+  std::string resume_flag = "--resume auto";  // the command's flag that continues a run
 };
 
 class Trainer {
@@ -116,6 +117,7 @@ class Trainer {
   absl::StatusOr<TrainResult> Finish();
   absl::Status Export();
   absl::Status Predict();
+  absl::Status CompleteEnd();
   absl::Status Abort(const absl::Status& why);
   absl::Status Failed(const std::exception& e);
   absl::Status OutOfMemory(const std::exception& e) const;

@@ -452,10 +452,34 @@ TEST(CliTest, OverwriteNeverReplacesWhatTheCommandDidNotMake) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
   EXPECT_EQ(contents(), before);
-  // What the command made itself it replaces.
+  // What the command made itself it replaces; not once something else is
+  // inside it, at any depth.
   const std::string hf = (dir / "hf").string();
   EXPECT_EQ(RunBinary(export_hf + hf + flags).exit_code, 0);
   EXPECT_EQ(RunBinary(export_hf + hf + flags).exit_code, 0);
+  testing::WriteFile(hf + "/extra/notes.txt", "mine\n");
+  Result kept = RunBinary(export_hf + hf + flags);
+  EXPECT_EQ(kept.exit_code, 2) << kept.err;
+  EXPECT_NE(kept.err.find(hf + " is a folder holding extra; --overwrite replaces only"),
+            std::string::npos)
+      << kept.err;
+  EXPECT_EQ(testing::ReadText(hf + "/extra/notes.txt"), "mine\n");
+  // A store prepare wrote, holding a file of the user's.
+  std::string body;
+  for (int i = 0; i < 20; ++i) body += "w10 w11 w12 w13 .\nw14 w15 w16 .\n\n";
+  const std::string text = testing::WriteFile((dir / "text.txt").string(), body);
+  const std::string prepare = "prepare --vocab " + vocab + " --max-len 32 --log-level warn " + text;
+  const std::string store = (dir / "made").string();
+  ASSERT_EQ(RunBinary(prepare + " --out " + store).exit_code, 0);
+  testing::WriteFile(store + "/mine/thesis.tex", "years of work\n");
+  kept = RunBinary(prepare + " --out " + store + " --overwrite");
+  EXPECT_EQ(kept.exit_code, 2) << kept.err;
+  EXPECT_NE(kept.err.find(store + " is a folder holding mine, which prepare did not write"),
+            std::string::npos)
+      << kept.err;
+  EXPECT_EQ(testing::ReadText(store + "/mine/thesis.tex"), "years of work\n");
+  fs::remove_all(store + "/mine");
+  EXPECT_EQ(RunBinary(prepare + " --out " + store + " --overwrite").exit_code, 0);
   fs::remove_all(dir);
 }
 
@@ -1222,6 +1246,43 @@ TEST(CliTest, HostileStructureIsOneLineNamingTheFile) {
   fs::remove_all(root);
 }
 
+// What comes from a file is shown safely: a tensor name that would clear
+// the terminal and forge a line of its own is escaped in the error line and
+// in the log, and a name of 100 KB leaves a line of bounded length.
+TEST(CliTest, NamesFromFilesAreEscapedAndBounded) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / "pbert_cli_escaped";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  // A safetensors file of one tensor, named `name` (JSON-escaped here).
+  auto weights = [&](const std::string& file, const std::string& name) {
+    const std::string header =
+        "{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    std::string bytes(8, '\0');
+    for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>((header.size() >> (8 * b)) & 0xff);
+    return testing::WriteFile((root / file).string(), bytes + header + std::string(4, '\0'));
+  };
+  // Through the model of a config, which names the tensors it does not know.
+  const std::string convert = std::string(" --log-level warn --config ") +
+                              pbert::testing::SourceDir() + "/configs/bert-tiny.yaml " +
+                              (root / "out.safetensors").string();
+  const std::string forged = weights("forged.safetensors", "\\u001b[2J\\npacked-bert: done");
+  Result r = RunBinary("model convert " + forged + convert);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("\\x1b[2J\\npacked-bert: done"), std::string::npos) << r.err;
+  const std::string long_name = weights("long.safetensors", std::string(100'000, 'x'));
+  r = RunBinary("model convert " + long_name + convert);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_LT(r.err.size(), 2100u) << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find("bytes left out"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find("; check the model section and the vocabulary\n"), std::string::npos)
+      << "the end, which says what to do, is kept";
+  EXPECT_FALSE(fs::exists(root / "out.safetensors"));
+  fs::remove_all(root);
+}
+
 // What a user gives in the wrong place is named for what it is: a run
 // folder where a checkpoint or weights belong, a checkpoint that lost its
 // weights (not "is a folder").
@@ -1323,7 +1384,7 @@ TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(r.err,
             "packed-bert model: error: the CPU-time limit of this process (ulimit -t) is "
-            "reached; raise it, or run the command again (train continues with --resume auto)\n");
+            "reached; raise it, or run the command again\n");
   fs::remove_all(root);
 }
 

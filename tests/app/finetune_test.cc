@@ -388,6 +388,40 @@ TEST_F(FinetuneTest, ResumesExactly) {
   EXPECT_EQ(evaluations("stopped"), evaluations("straight"));
 }
 
+// A run whose end was cut short (killed after its last checkpoint, before
+// its export and predictions) is completed by its resume: the export and
+// the predictions made from that checkpoint, equal to a run's that never
+// stopped, and an export's temporary left by a kill removed; a finished
+// run resumed with another file to predict predicts it.
+TEST_F(FinetuneTest, AResumeCompletesWhatAFinishedRunLeftUndone) {
+  const std::string predict = " --predict " + (dir_ / "dev.tsv").string();
+  const Result straight = RunBinary(Mrpc("straight") + predict);
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  const int steps = json::parse(straight.out)["total_steps"].get<int>();
+  const fs::path run = dir_ / "cut";
+  const Result cut = RunBinary(Mrpc("cut") + predict, absl::StrCat("PBERT_FAULT=run-end:", steps));
+  ASSERT_EQ(cut.exit_code, -1) << cut.err;  // killed
+  ASSERT_FALSE(fs::exists(run / "model"));
+  ASSERT_FALSE(fs::exists(run / "predict"));
+  fs::create_directories(run / "model.tmp-AbC123");  // as a killed export leaves it
+  const Result resumed = RunBinary(Mrpc("cut") + predict + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const json out = json::parse(resumed.out);
+  EXPECT_EQ(out["model"], (run / "model").string()) << resumed.out;
+  EXPECT_EQ(out["predict"], (run / "predict").string()) << resumed.out;
+  EXPECT_TRUE(ReadText((run / "model" / "model.safetensors").string()) ==
+              ReadText((dir_ / "straight" / "model" / "model.safetensors").string()));
+  EXPECT_EQ(ReadText((run / "predict" / "MRPC.tsv").string()),
+            ReadText((dir_ / "straight" / "predict" / "MRPC.tsv").string()));
+  EXPECT_FALSE(fs::exists(run / "model.tmp-AbC123"));
+  // Another file to predict, on the finished run.
+  const Result again =
+      RunBinary(Mrpc("cut") + " --predict " + (dir_ / "train.tsv").string() + " --resume");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  const std::string predicted = ReadText((run / "predict" / "MRPC.tsv").string());
+  EXPECT_EQ(std::count(predicted.begin(), predicted.end(), '\n'), 1 + 200) << predicted;
+}
+
 // Two ranks under `packed-bert launch` (Gloo over loopback) share each
 // step's micro-batches and the evaluation, and train as one process
 // accumulating the same micro-batches (dropout on: micro-batch g of a step
@@ -1037,6 +1071,17 @@ json.dump(out, open(sys.argv[2], "w"))
       RunBinary(absl::StrCat(common, " --evaluate ", model, " --output ", evaluation.string()));
   EXPECT_EQ(again.exit_code, 2) << again.err;
   EXPECT_NE(again.err.find("add --overwrite"), std::string::npos) << again.err;
+  // What the evaluation did not write, at any depth, it never replaces.
+  const std::string mine = WriteFile((evaluation / "predict" / "notes.txt").string(), "mine\n");
+  const Result kept = RunBinary(absl::StrCat(common, " --evaluate ", model, " --output ",
+                                             evaluation.string(), " --overwrite"));
+  EXPECT_EQ(kept.exit_code, 2) << kept.err;
+  EXPECT_NE(kept.err.find(evaluation.string() + " is a folder holding predict/notes.txt; "
+                                                "--overwrite replaces only an evaluation folder"),
+            std::string::npos)
+      << kept.err;
+  EXPECT_EQ(ReadText(mine), "mine\n");
+  fs::remove(mine);
   const Result replaced = RunBinary(absl::StrCat(common, " --evaluate ", model, " --output ",
                                                  evaluation.string(), " --overwrite"));
   EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
@@ -1075,6 +1120,21 @@ json.dump(out, open(sys.argv[2], "w"))
   EXPECT_NE(bad_index.err.find(bad + ": line 4: the index \"0x10\" is not a whole number"),
             std::string::npos)
       << bad_index.err;
+  EXPECT_FALSE(fs::exists(refused));
+  // An index given twice (it would stand twice in the submission): one
+  // line naming both lines, nothing written.
+  std::string twice = GlueTestFileOf(layout, devs[0]);
+  const size_t second = twice.find('\n') + 1;
+  const std::string first_index = twice.substr(second, twice.find('\t', second) - second);
+  twice.replace(third, twice.find('\t', third) - third, first_index);
+  const std::string repeated = WriteFile(files + "/twice_test.tsv", twice);
+  const Result twice_index = RunBinary(absl::StrCat(
+      other, " --evaluate ", model, " --predict ", repeated, " --output ", refused.string()));
+  EXPECT_EQ(twice_index.exit_code, 2) << twice_index.err;
+  EXPECT_NE(twice_index.err.find(absl::StrCat(repeated, ": line 4: the index ", first_index,
+                                              " is line 2's too")),
+            std::string::npos)
+      << twice_index.err;
   EXPECT_FALSE(fs::exists(refused));
 }
 

@@ -1212,5 +1212,64 @@ TEST_F(TrainTest, ARunFolderHoldsOneRunOfOneTaskAndNothingElse) {
   EXPECT_FALSE(fs::exists(fresh + "/mllog.txt"));
 }
 
+// A run folder is its owner's: nothing in it is written through a link
+// (a fresh run, a resume, a log, the lock, a checkpoint), each refused in
+// one line naming the link before anything is written, the file it points
+// at unchanged; a folder others may write into is named in a warning; and
+// whatever the umask, no entry the run makes is writable by others.
+TEST_F(TrainTest, ARunFolderCannotBeTurnedAgainstItsOwner) {
+  const std::string victim = testing::WriteFile(root_ + "/victim.txt", "the user's own file\n");
+  const std::string steps = "--set optim.total_steps=6";
+  for (const std::string name : {"mllog.txt", "run.lock", "events.out.tfevents.packed-bert",
+                                 "config.yaml", "checkpoints"}) {
+    const std::string run = root_ + "/planted";
+    fs::remove_all(run);
+    fs::create_directories(run);
+    fs::create_symlink(name == "checkpoints" ? root_ : victim, run + "/" + name);
+    const Result r = RunBinary(Args("planted", steps));
+    EXPECT_EQ(r.exit_code, 2) << name << "\n" << r.err;
+    EXPECT_NE(r.err.find(run + "/" + name + " is a symbolic link"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(testing::ReadText(victim), "the user's own file\n") << name;
+    EXPECT_FALSE(fs::exists(run + "/metrics.jsonl")) << name;
+  }
+  // A finished run, a link put in place of its log and of a checkpoint:
+  // the resume refuses, writing nothing through either.
+  const std::string run = root_ + "/run";
+  ASSERT_EQ(RunBinary(Args("run", steps)).exit_code, 0);
+  const auto log = run + "/metrics.jsonl";
+  for (const std::string planted : {log, run + "/checkpoints/step-00000009"}) {
+    if (planted == log) fs::rename(log, log + ".mine");
+    fs::create_symlink(victim, planted);
+    const Result resumed = RunBinary(Args("run", "--resume auto --set optim.total_steps=12"));
+    EXPECT_EQ(resumed.exit_code, 2) << resumed.err;
+    EXPECT_NE(resumed.err.find(planted + " is a symbolic link (to " + victim + ")"),
+              std::string::npos)
+        << resumed.err;
+    EXPECT_EQ(testing::ReadText(victim), "the user's own file\n");
+    fs::remove(planted);
+    if (planted == log) fs::rename(log + ".mine", log);
+  }
+  // Under umask 000, in a folder every user may write into: one warning,
+  // and nothing the run made is writable by the group or others.
+  const std::string open = root_ + "/open";
+  fs::create_directories(open);
+  fs::permissions(open, fs::perms::all);
+  const Result shared = RunBinary(Args("open", steps), "umask 000;");
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+  EXPECT_NE(shared.err.find("run.output_dir " + open +
+                            " is writable by every user: another user could put files or links"),
+            std::string::npos)
+      << shared.err;
+  int entries = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(open)) {
+    const fs::perms perms = fs::symlink_status(entry.path()).permissions();
+    EXPECT_EQ(perms & (fs::perms::group_write | fs::perms::others_write), fs::perms::none)
+        << entry.path();
+    ++entries;
+  }
+  EXPECT_GT(entries, 10);
+}
+
 }  // namespace
 }  // namespace pbert::app

@@ -161,6 +161,9 @@ TEST(EnvironmentTest, BadValuesNameTheVariable) {
   };
   EXPECT_EQ(std::string(from({{"RANK", "one"}}).status().message()),
             "environment variable RANK='one' is not an integer");
+  EXPECT_EQ(std::string(from({{"WORLD_SIZE", "99999999999"}}).status().message()),
+            "environment variable WORLD_SIZE='99999999999' is out of range: it must be at most "
+            "2147483647");
   EXPECT_EQ(std::string(from({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).status().message()),
             "RANK=2 and WORLD_SIZE=2 do not fit: need 0 <= RANK < WORLD_SIZE");
   EXPECT_FALSE(from({{"MASTER_PORT", "70000"}}).ok());

@@ -97,6 +97,9 @@ TEST(SafetensorsTest, OffsetsCoverTheDataOnceAndNamesAreUnique) {
        "tensor 'a' is in the header twice"},
       {"deep", "{\"__metadata__\":" + std::string(100, '[') + std::string(100, ']') + "}", 0,
        "nests values 101 levels deep"},
+      {"dtype", "{\"a\":{\"dtype\":\"X99\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+       "tensor 'a' has an unsupported safetensors dtype 'X99' (F32, F16, BF16, F64, I64, I32, "
+       "I16, I8, U8, BOOL are read)"},
       // A tensor of 1 element in 9 (or 100,001) dimensions.
       {"rank", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
        "tensor 'a' has 9 dimensions, more than the 8 a weight may have"},

@@ -179,6 +179,19 @@ TEST_F(TorchSaveTest, BadFilesAreRefusedWithOneLine) {
   ExpectRefused(dir_ + "/flipped.pt", "fails its CRC-32");
 }
 
+// A pickle reads only what torch.save writes for tensors, storages and
+// containers: a global that would call something (however it is named) is
+// refused by its name, and nothing is called; a list nested 300,000 deep is
+// read and let go of without recursion (it crashed the reader at 200,000).
+TEST_F(TorchSaveTest, PickledCallsAndDeepNestingAreRefusedInOneLine) {
+  const std::string hostile = dir_ + "/hostile/";
+  ExpectRefused(hostile + "system.pt", "names the global 'posix.system'");
+  // (Pickle's protocol 2, which torch.save writes, names builtins so.)
+  ExpectRefused(hostile + "eval.pt", "names the global '__builtin__.eval'");
+  ExpectRefused(hostile + "call.pt", "names the global 'subprocess.call'");
+  ExpectRefused(hostile + "deep.pt", "holds no dict of tensors");
+}
+
 class TensorBundleTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -16,6 +16,10 @@ Writes in DIR:
   fuzz/NNN.pt   hf.pt with its data.pkl mutated (flipped bits, cut, spliced),
                 re-zipped with valid CRCs so that the mutation reaches the
                 unpickler: the reader must refuse or read each, never crash
+  hostile/      files that ask for calls (os.system and builtins.eval as
+                torch.save writes them, subprocess.call by STACK_GLOBAL) and
+                a list nested 300,000 deep: refused by name, never run or
+                followed down the stack
 """
 import copy
 import json
@@ -103,6 +107,30 @@ def write_fuzz(source, folder, count):
                 z.writestr(name, mutate(data, rng) if name.endswith("/data.pkl") else data)
 
 
+class Evaluated:
+    """Unpickles as eval("1 + 1"): what a hostile file asks for."""
+
+    def __reduce__(self):
+        return (eval, ("1 + 1",))
+
+
+def write_raw(path, pickle_bytes):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("hostile/data.pkl", pickle_bytes)
+
+
+def write_hostile(folder):
+    os.makedirs(folder, exist_ok=True)
+    weights = {"w": torch.zeros(2)}
+    torch.save({**weights, "hook": os.system}, f"{folder}/system.pt")
+    torch.save({**weights, "value": Evaluated()}, f"{folder}/eval.pt")
+    # Protocol 4's STACK_GLOBAL: the module and name as strings on the stack.
+    write_raw(f"{folder}/call.pt",
+              b"\x80\x04}\x8c\x01k\x8c\x0asubprocess\x8c\x04call\x93s.")
+    depth = 300_000  # each list appended into the one below it
+    write_raw(f"{folder}/deep.pt", b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b".")
+
+
 def main():
     out = sys.argv[1]
     vocab, hidden, layers, inter, max_pos = map(int, sys.argv[2:7])
@@ -136,6 +164,7 @@ def main():
     torch.save({"epoch": 1, "files": ["a"]}, f"{out}/no_tensors.pt")
 
     write_fuzz(f"{out}/hf.pt", f"{out}/fuzz", 300)
+    write_hostile(f"{out}/hostile")
 
     names = [n for n, _ in hf.named_parameters()]  # tied ones once
     with open(f"{out}/expected.json", "w") as f:
