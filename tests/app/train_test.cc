@@ -1082,8 +1082,8 @@ TEST_F(TrainTest, ARefusedRunLeavesNothingBehind) {
   odd = RunBinary(Args("odd"));
   EXPECT_EQ(odd.exit_code, 2);
   EXPECT_EQ(odd.err, "packed-bert train: error: " + root_ +
-                         "/odd/metrics.jsonl is a named pipe (FIFO), where a log file is kept; "
-                         "move it away\n");
+                         "/odd/metrics.jsonl is a named pipe (FIFO), where the run writes its "
+                         "file metrics.jsonl; move it away, or choose another run.output_dir\n");
   EXPECT_EQ(std::distance(fs::directory_iterator(root_ + "/odd"), fs::directory_iterator{}), 1)
       << "a refused run wrote into the folder";
   // Into the folder of a run stopped at step 6: a new run, and a forced
