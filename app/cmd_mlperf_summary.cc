@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "app/commands.h"
+#include "common/printable.h"
 #include "common/status.h"
 #include "train/mlperf_result.h"
 
@@ -27,8 +28,9 @@ absl::Status RunMlperfSummary(const Args& args) {
   std::printf("%-40s %-9s %14s %12s %9s %6s\n", "run", "status", "time to train", "samples",
               "accuracy", "evals");
   for (const train::MlperfRun& r : runs) {
-    std::printf("%-40s %-9s %14s %12lld %9.4f %6d\n", r.path.c_str(),
-                r.status.empty() ? "no stop" : r.status.c_str(),
+    // The status is the MLLOG file's text: shown safely, never as it is.
+    const std::string status = r.status.empty() ? "no stop" : Printable(r.status, 40);
+    std::printf("%-40s %-9s %14s %12lld %9.4f %6d\n", r.path.c_str(), status.c_str(),
                 r.status.empty() ? "-" : absl::StrFormat("%.2f min", r.minutes).c_str(),
                 static_cast<long long>(r.samples), r.last_accuracy, r.evaluations);
   }

@@ -18,6 +18,7 @@
 #include "formats/safetensors.h"
 #include "model/bert.h"
 #include "model/weights.h"
+#include "tasks/tasks.h"
 #include "train/checkpointer.h"
 
 namespace pbert::app {
@@ -107,6 +108,15 @@ absl::Status ExportHf(const Args& args) {
         "with --config FILE"));
   }
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}, has_saved ? saved : ""));
+  // A fine-tuning run's checkpoint holds a task model, which its run
+  // exported itself when it finished (RUN_DIR/model).
+  if (const std::string task = train::TaskOfWeights(in);
+      !task.empty() && task != tasks::kPretraining) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        in, " is a checkpoint of a ", task, " fine-tuning run: model export-hf exports "
+        "pretraining checkpoints; a fine-tuning run writes its Hugging Face model itself, into "
+        "RUN_DIR/model, when it finishes (finetune --resume makes it if it is missing)"));
+  }
   HfExportOptions options;
   options.vocab = args.Get("vocab", config.prepare.vocab);
   options.lower_case = config.prepare.lower_case;

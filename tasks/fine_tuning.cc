@@ -141,6 +141,14 @@ absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(const
                      " tokens, more than model.vocab_size ", setup.model.bert.vocab_size()));
   }
   const int max_len = setup.finetune.SequenceLength();
+  // [CLS], a token of each text and its [SEP]: a pair's least, with room.
+  constexpr int kShortest = 8;
+  if (max_len < kShortest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "finetune.max_seq_length ", max_len, " leaves no room for a sequence ([CLS], the text, ",
+        "[SEP]); give ", kShortest, " or more, or 0 for the task's own (384 for SQuAD, 128 for ",
+        "GLUE)"));
+  }
   if (max_len > setup.model.bert.max_position_embeddings()) {
     return absl::InvalidArgumentError(absl::StrCat("finetune.max_seq_length ", max_len,
                                                    " is more than model.max_position_embeddings ",

@@ -36,9 +36,15 @@ namespace fs = std::filesystem;
 // A checkpoint whose files cannot be read (they are written atomically, so
 // the disk or a hand changed them): what is wrong, and what to do.
 absl::Status Damaged(const std::string& dir, absl::string_view what) {
-  return absl::DataLossError(
-      absl::StrCat(what, "; the checkpoint is damaged: resume from an earlier one (--resume ",
-                   fs::path(dir).parent_path().string(), "/step-N) or move ", dir, " away"));
+  // Earlier ones lie beside it in a run's checkpoints/; a checkpoint copied
+  // elsewhere has none to name.
+  const fs::path parent = fs::path(dir).parent_path();
+  return absl::DataLossError(absl::StrCat(
+      what, "; the checkpoint is damaged: ",
+      parent.filename() == "checkpoints"
+          ? absl::StrCat("resume from an earlier one (--resume ", parent.string(),
+                         "/step-N) or move ", dir, " away")
+          : "resume from another copy of it, or from an earlier checkpoint of its run"));
 }
 
 constexpr char kPrefix[] = "step-";

@@ -282,7 +282,10 @@ std::string StepProfiler::Unmet(int64_t last_step) const {
 }
 
 absl::Status StepProfiler::Before(int64_t step) {
-  if (step != steps_.first || steps_.empty()) return absl::OkStatus();
+  // The first profiled step, or a resume's first step inside the range
+  // (which profiles the steps left).
+  if (started_ || !steps_.Has(step)) return absl::OkStatus();
+  profiled_ = {step, steps_.last};
   std::set<ActivityType> activities = {ActivityType::CPU};
   if (gpu_) activities.insert(ActivityType::CUDA);
   const ProfilerConfig config(ProfilerState::KINETO);
@@ -301,13 +304,16 @@ absl::Status StepProfiler::Before(int64_t step) {
   started_ = true;
   seconds_ = 0;
   reads_before_ = HostReads();
-  logging::Get("train")->info("profiling steps {} to {}", steps_.first, steps_.last);
+  logging::Get("train")->info("profiling steps {} to {}{}", profiled_.first, profiled_.last,
+                              step > steps_.first
+                                  ? absl::StrCat(" (the run resumed inside train.profile_steps ",
+                                                 steps_.first, ":", steps_.last, ")")
+                                  : "");
   return absl::OkStatus();
 }
 
 absl::Status StepProfiler::After(int64_t step, double seconds) {
-  // (A run resumed inside the range never started it: no profile.)
-  if (steps_.empty() || !steps_.Has(step) || !started_) return absl::OkStatus();
+  if (!started_ || !steps_.Has(step)) return absl::OkStatus();
   seconds_ += seconds;
   if (step != steps_.last) return absl::OkStatus();
   return Finish();
@@ -344,7 +350,7 @@ absl::Status StepProfiler::Finish() {
   }
   summary_ = std::make_unique<ProfileSummary>(Summarize(events, gpu_));
   ProfileSummary& s = *summary_;
-  s.steps = steps_.last - steps_.first + 1;
+  s.steps = profiled_.last - profiled_.first + 1;
   s.wall_seconds = seconds_;
   s.host_reads = static_cast<int64_t>(HostReads() - reads_before_);
   if (!gpu_) s.waits = s.host_reads;
@@ -354,9 +360,9 @@ absl::Status StepProfiler::Finish() {
     s.device = facts.ok() ? facts->name : "GPU";
   }
   if (run_dir_.empty()) return absl::OkStatus();
-  std::string markdown = s.Markdown(steps_);
+  std::string markdown = s.Markdown(profiled_);
   if (!unavailable_.empty()) {
-    markdown = absl::StrCat("# Profile of steps ", steps_.first, " to ", steps_.last, "\n\n",
+    markdown = absl::StrCat("# Profile of steps ", profiled_.first, " to ", profiled_.last, "\n\n",
                             s.device, "; ", s.steps, " steps, ",
                             absl::StrFormat("%.3f", s.wall_seconds * 1e3 / s.steps),
                             " ms per step (host clock). LibTorch's profiler is not available in "

@@ -90,14 +90,15 @@ class StepProfiler {
   ~StepProfiler();
 
   // Around optimizer step `step` (1-based): Before starts the profiler at
-  // the first profiled step, After (with the step's host time) ends it
-  // after the last and writes the files.
+  // the first profiled step (or, in a run resumed inside the range, at its
+  // first step: the steps left are profiled), After (with the step's host
+  // time) ends it after the last and writes the files.
   absl::Status Before(int64_t step);
   absl::Status After(int64_t step, double seconds);
 
   // At the end of a run whose last step was `last_step`: why the steps it
   // was asked to profile were not ("" when they were, or none were asked
-  // for, or a resume began past their start: docs/performance.md).
+  // for: docs/performance.md).
   std::string Unmet(int64_t last_step) const;
 
   // The summary once the last profiled step is done (else nullptr).
@@ -110,7 +111,8 @@ class StepProfiler {
   std::string run_dir_;
   bool gpu_ = false;
   int device_index_ = 0;
-  bool started_ = false;  // Before saw the first step (a resume may begin past it)
+  bool started_ = false;  // Before saw the first step to profile
+  ProfileSteps profiled_;  // the steps profiled: steps_, or a resume's steps left of it
   bool active_ = false;
   std::string unavailable_;  // why LibTorch's profiler could not run ("" if it ran)
   double seconds_ = 0;

@@ -329,6 +329,15 @@ TEST_F(FinetuneTest, GlueClassifiesAndExports) {
   for (const auto& e : fs::directory_iterator(dir_ / "run" / "checkpoints")) {
     checkpoint = e.path().string();
   }
+  // Its checkpoint given to model export-hf: said to be a fine-tuning
+  // run's, which exported itself.
+  const Result reexport = RunBinary("model export-hf " + checkpoint + " " +
+                                    (dir_ / "hf").string() + " --vocab " + vocab_);
+  EXPECT_EQ(reexport.exit_code, 2) << reexport.err;
+  EXPECT_NE(reexport.err.find(checkpoint + " is a checkpoint of a mrpc fine-tuning run"),
+            std::string::npos)
+      << reexport.err;
+  EXPECT_FALSE(fs::exists(dir_ / "hf"));
   const std::string bare = (dir_ / "bare.safetensors").string();
   fs::copy_file(checkpoint + "/model.safetensors", bare);
   const Result other = RunBinary(Squad("other", "", bare));
@@ -615,6 +624,8 @@ TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {
        long_question + ": question long1: 17 tokens, more than finetune.max_query_length 16"},
       {Squad("r6", "", (dir_ / "missing.safetensors").string()), "missing.safetensors"},
       {Mrpc("r7", "", "sst3"), "finetune.task"},
+      {Mrpc("r8") + " --set finetune.max_seq_length=1",
+       "finetune.max_seq_length 1 leaves no room for a sequence"},
   };
   for (const Case& c : cases) {
     const Result r = RunBinary(c.arguments);
@@ -625,7 +636,7 @@ TEST_F(FinetuneTest, BadInputIsOneLineAndLeavesNothing) {
     ASSERT_NE(at, std::string::npos) << r.err;
     EXPECT_EQ(r.err.find('\n', at), r.err.size() - 1) << r.err;
   }
-  for (const char* run : {"r1", "r2", "r3", "r4", "r5", "r6", "r7"}) {
+  for (const char* run : {"r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"}) {
     EXPECT_FALSE(fs::exists(dir_ / run)) << run << " was left behind";
   }
 }

@@ -227,6 +227,16 @@ TEST_F(TrainTest, KilledAndResumedEqualsStraightBitForBit) {
                                                 "/optimizer.pt is a named pipe (FIFO); give a "
                                                 "file; the checkpoint is damaged"))
       << damaged.err;
+  // A damaged checkpoint copied out of its run has no earlier one beside it.
+  const std::string copy = root_ + "/saved/step-00000006";
+  fs::create_directories(root_ + "/saved");
+  fs::copy(root_ + "/killed/checkpoints/step-00000006", copy, fs::copy_options::recursive);
+  fs::resize_file(copy + "/optimizer.pt", 100);
+  damaged = RunBinary(Args("fromcopy", "--resume " + copy));
+  EXPECT_EQ(damaged.exit_code, 2);
+  EXPECT_TRUE(absl::EndsWith(damaged.err, "; the checkpoint is damaged: resume from another copy "
+                                          "of it, or from an earlier checkpoint of its run\n"))
+      << damaged.err;
   // Resumed into another run.output_dir: the new folder receives the logs
   // up to the checkpoint and holds the whole run; the old one is untouched.
   const auto killed_before = Contents(root_ + "/killed");
@@ -556,6 +566,26 @@ TEST_F(TrainTest, TwoRanksEqualOneRankAccumulatingTheirMicroBatches) {
   };
   ASSERT_EQ(evals("one").size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(evals("one")[i], evals("two")[i], 1e-9);
+}
+
+// Two ranks whose copies of the training data differ (rank 1's holds other
+// sequences) stop before their first step, each in one line naming its
+// data; nothing is trained.
+TEST_F(TrainTest, RanksReadingDifferentDataStopBeforeTheFirstStep) {
+  fs::copy(root_ + "/train", root_ + "/train0", fs::copy_options::recursive);
+  WriteStore(root_ + "/train1", 400, 9);
+  const Result r = RunBinary(absl::StrCat(
+      "launch --nproc-per-node 2 --master-port 29751 --grace-s 20 -- sh -c 'exec ",
+      pbert::testing::BinaryPath(), " ", Args("mixed"), " --set data.store=", root_,
+      "/train$RANK'"));
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  for (int rank : {0, 1}) {
+    EXPECT_NE(r.err.find(absl::StrCat("the ranks read different data (rank ", rank,
+                                      ": data.store ", root_, "/train", rank, ", checksum ")),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/mixed/checkpoints/step-00000006"));
 }
 
 TEST_F(TrainTest, AKilledRankStopsTheJobAndARestartEndsWhereAStraightRunDoes) {
