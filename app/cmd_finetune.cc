@@ -89,7 +89,7 @@ absl::Status RunEvaluate(const Args& args) {
   RETURN_IF_ERROR(train::UseDevice(device));
   ASSIGN_OR_RETURN(auto communicator, JoinProcessGroup(config, environment, device, "finetune"));
   ASSIGN_OR_RETURN(const model::Precision precision,
-                   train::EvaluationPrecision(config.model.precision, device));
+                   train::EvaluationPrecision(config.model, device));
   ASSIGN_OR_RETURN(
       std::unique_ptr<tasks::Task> task,
       tasks::MakeTask(config.finetune.task,

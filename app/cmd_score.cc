@@ -31,7 +31,7 @@ absl::Status RunScore(const Args& args) {
   ASSIGN_OR_RETURN(const c10::Device device, train::ResolveDevice(config.run.device, 0));
   RETURN_IF_ERROR(train::UseDevice(device));
   ASSIGN_OR_RETURN(const model::Precision precision,
-                   train::EvaluationPrecision(config.model.precision, device));
+                   train::EvaluationPrecision(config.model, device));
   auto start = std::chrono::steady_clock::now();
 
   // The weights first: a wrong file is found before the data is read.

@@ -14,6 +14,7 @@
 #include "common/atomic_file.h"
 #include "common/status.h"
 #include "common/structured_text.h"
+#include "yaml-cpp/depthguard.h"
 
 namespace pbert::config {
 Check<std::string> OneOf(std::vector<std::string> choices) {
@@ -338,6 +339,21 @@ absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::s
 
 }  // namespace
 
+namespace {
+
+// YAML's own error at its position in `name`, in our words where its are
+// not (its guard against deep nesting says "bad file").
+absl::Status YamlError(const std::string& name, const YAML::Exception& e) {
+  const std::string where = absl::StrCat(name, ":", e.mark.line + 1, ":", e.mark.column + 1);
+  if (dynamic_cast<const YAML::DeepRecursion*>(&e) != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": values nested deeper than YAML's reader follows; a config nests three"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(where, ": YAML syntax: ", e.msg));
+}
+
+}  // namespace
+
 absl::Status ParseTree(const std::string& text, const std::string& name, YAML::Node* root,
                        Sources* sources) {
   sources->file = name;
@@ -346,8 +362,7 @@ absl::Status ParseTree(const std::string& text, const std::string& name, YAML::N
     RETURN_IF_ERROR(CheckTree(*root, name));
     RETURN_IF_ERROR(ApplyMergeKeys(*root, name));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1, ": YAML syntax: ", e.msg));
+    return YamlError(name, e);
   }
   if (root->IsNull()) *root = YAML::Node(YAML::NodeType::Map);
   if (!root->IsMap()) {
@@ -378,8 +393,7 @@ absl::Status LoadTree(const std::string& file, const std::vector<Override>& over
             file, ":", loaded.Mark().line + 1, ": the top level must be a map of sections"));
       }
     } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(file, ":", e.mark.line + 1, ":",
-                                                     e.mark.column + 1, ": YAML syntax: ", e.msg));
+      return YamlError(file, e);
     }
   }
   return ApplyOverrides(overrides, root, sources);

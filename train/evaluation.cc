@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "model/attention.h"
+#include "model/config.h"
 #include "tasks/tasks.h"
 #include "train/checkpointer.h"
 
@@ -69,8 +71,10 @@ absl::StatusOr<tasks::Scored> Evaluation::Predict(torch::nn::Module& model,
   return all;
 }
 
-absl::StatusOr<model::Precision> EvaluationPrecision(model::Precision configured,
+absl::StatusOr<model::Precision> EvaluationPrecision(const model::ModelConfig& model,
                                                      const c10::Device& device) {
+  RETURN_IF_ERROR(model::CheckVarlenKernel(model.bert, device));
+  model::Precision configured = model.precision;
   if (configured == model::Precision::kFp8) {
     logging::Get("eval")->warn(
         "model.precision fp8: the weights are evaluated in bf16 (a run's fp8 scales belong to "

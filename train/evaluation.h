@@ -17,6 +17,10 @@
 #include "tasks/task.h"
 #include "train/evaluator.h"
 
+namespace pbert::model {
+struct ModelConfig;
+}  // namespace pbert::model
+
 namespace pbert::train {
 
 struct EvaluationState {
@@ -76,10 +80,11 @@ class Evaluation {
   EvaluationState state_;
 };
 
-// The precision an evaluation of given weights runs in: `configured`
-// resolved for `device`, fp8 as bf16 (fp8's scales belong to a run's
-// checkpoints, not to its weights), which a line says.
-absl::StatusOr<model::Precision> EvaluationPrecision(model::Precision configured,
+// The precision an evaluation of given weights runs in: the model
+// section's resolved for `device`, fp8 as bf16 (fp8's scales belong to a
+// run's checkpoints, not to its weights), which a line says; after the
+// model's own checks for `device` that a run makes (model.varlen_kernel).
+absl::StatusOr<model::Precision> EvaluationPrecision(const model::ModelConfig& model,
                                                      const c10::Device& device);
 
 // The weights at `path` (a model of the task: a checkpoint of its run, or

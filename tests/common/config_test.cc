@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
 
@@ -386,6 +387,16 @@ TEST(ConfigFileTest, ADuplicateKeyOrSectionNamesBothLines) {
   ASSERT_TRUE(WriteFileAtomically(path, "? {x: 1}\n: 1\n").ok());
   EXPECT_EQ(std::string(Load(path, {}, &config).message()),
             path + ":1:3: a key that is a map; a config's keys are names");
+  // Nesting past YAML's own guard (500 levels): said in our words, not its
+  // "bad file".
+  ASSERT_TRUE(
+      WriteFileAtomically(path, "a: " + std::string(1000, '[') + std::string(1000, ']') + "\n")
+          .ok());
+  const std::string deep(Load(path, {}, &config).message());
+  EXPECT_TRUE(absl::StartsWith(deep, path + ":1:")) << deep;
+  EXPECT_TRUE(absl::EndsWith(deep, ": values nested deeper than YAML's reader follows; a config "
+                                   "nests three"))
+      << deep;
 }
 
 }  // namespace
