@@ -81,6 +81,18 @@ void WarnIfOthersMayWrite(const std::string& dir) {
       who);
 }
 
+// What is in the place of a file or folder the run writes would fail the
+// write, after the training it was to keep, and a link there would have it
+// write elsewhere; the logs, appended to, must be files (a named pipe would
+// hold the run). Each refused before anything is written.
+absl::Status CheckWhatTheRunWrites(const std::string& dir) {
+  RETURN_IF_ERROR(CheckRunOutputs(dir));
+  for (const char* name : kRunLogs) {
+    RETURN_IF_ERROR(AppendLog::CheckPath(absl::StrCat(dir, "/", name)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir, const std::string& task) {
@@ -101,15 +113,7 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& dir, const std::st
   }
   CreatedFolders created(dir);  // removed again if the claim fails
   RETURN_IF_ERROR(CreateFolder(dir, "run.output_dir"));
-  // What is in the place of a file or folder the run writes would fail
-  // the write, after the training it was to keep; a link there would have
-  // it write elsewhere.
-  RETURN_IF_ERROR(CheckRunOutputs(dir));
-  // The logs are appended to: anything but a file in their place (a named
-  // pipe would hold the run) fails before anything is written.
-  for (const char* name : kRunLogs) {
-    RETURN_IF_ERROR(AppendLog::CheckPath(absl::StrCat(dir, "/", name)));
-  }
+  RETURN_IF_ERROR(CheckWhatTheRunWrites(dir));
   const std::string lock = absl::StrCat(dir, "/", kLockName);
   bool created_lock = true;
   // Never through a link (CheckRunOutputs refused one; this, one put there since).
