@@ -179,6 +179,9 @@ namespace {
 
 // The command running, for a failure outside it (a worker thread's).
 const char* running_command = "";
+// SetResumeFlag's flag, read by a signal handler.
+std::string resume_flag_text;
+const char* resume_flag = "";
 
 // An exception that left a command, as a status: what failed, in words.
 absl::Status StatusOfException(const std::string& name) {
@@ -222,14 +225,12 @@ void OnCpuLimit(int) {
   static const char kLine[] =
       ": error: the CPU-time limit of this process (ulimit -t) is reached; raise it, or run "
       "the command again";
-  // The run's own flag that continues it.
-  const char* resume = std::strcmp(running_command, "train") == 0 ? " with --resume auto\n"
-                       : std::strcmp(running_command, "finetune") == 0 ? " with --resume\n"
-                                                                        : "\n";
+  const bool resumes = *resume_flag != '\0';
   const ssize_t ignored = ::write(2, "packed-bert ", 12) +
                           ::write(2, running_command, std::strlen(running_command)) +
                           ::write(2, kLine, sizeof(kLine) - 1) +
-                          ::write(2, resume, std::strlen(resume));
+                          (resumes ? ::write(2, " with ", 6) : 0) +
+                          ::write(2, resume_flag, std::strlen(resume_flag)) + ::write(2, "\n", 1);
   (void)ignored;
   std::_Exit(1);
 }
@@ -324,6 +325,11 @@ absl::Status FlushResult() {
 }
 
 }  // namespace
+
+void SetResumeFlag(const std::string& flag) {
+  resume_flag_text = flag;
+  resume_flag = resume_flag_text.c_str();
+}
 
 absl::Status OutOfMemory(const std::string& command) {
   const std::string limits = ExhaustedLimits(/*out_of_memory=*/true);

@@ -104,4 +104,9 @@ absl::Status OutOfMemory(const std::string& command);
 // The exit code for a failed status (see CommandLine::Run).
 int ExitCodeFor(const absl::Status& status);
 
+// The flag that continues the running command's run ("--resume auto"),
+// which the line written when the CPU-time limit ends the process names;
+// set by a command that trains, before it does.
+void SetResumeFlag(const std::string& flag);
+
 }  // namespace pbert::app

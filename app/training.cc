@@ -204,6 +204,7 @@ absl::Status WithResume(const absl::Status& status, const ExperimentConfig& conf
 }  // namespace
 
 absl::Status RunTraining(const Args& args, const TrainingCommand& command) {
+  SetResumeFlag(ResumeFlag(command));
   Parts parts;
   ASSIGN_OR_RETURN(parts.config, LoadConfig(args, command.shorthands, "", &parts.given));
   if (command.regimen == train::Regimen::kPretraining) {

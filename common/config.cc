@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/atomic_file.h"
 #include "common/status.h"
 #include "common/structured_text.h"
@@ -188,9 +189,12 @@ absl::Status ApplyOverrides(const std::vector<Override>& overrides, YAML::Node* 
     }
     const std::string typed = text.substr(eq + 1);
     if (typed.size() > kMaxConfigBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("--set ", path, "=...: a value of ",
-                                                     typed.size(), " bytes, over the ",
-                                                     kMaxConfigBytes, " a whole config may have"));
+      // The flag as given, its value left out.
+      absl::string_view given = flag;
+      absl::ConsumeSuffix(&given, typed);
+      return absl::InvalidArgumentError(absl::StrCat(given, "...: a value of ", typed.size(),
+                                                     " bytes, over the ", kMaxConfigBytes,
+                                                     " a whole config may have"));
     }
     YAML::Node value;
     try {

@@ -117,6 +117,93 @@ int32_t GetId(const uint8_t* p, int id_bytes) {
   return static_cast<int32_t>(v);
 }
 
+// store.json, checked against its own checksum and its ranges.
+struct Manifest {
+  StoreInfo info;
+  uint64_t store_id = 0;
+  uint64_t records = 0;
+  struct Shard {
+    std::string file;
+    uint64_t records = 0;
+    uint64_t checksum = 0;
+  };
+  std::vector<Shard> shards;
+};
+
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  std::string manifest_path = dir + "/" + kManifest;
+  std::error_code error;
+  if (!fs::exists(manifest_path, error) && error && error != std::errc::no_such_file_or_directory &&
+      error != std::errc::not_a_directory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": ", error.message(), "; give the folder of an instance store"));
+  }
+  if (!fs::exists(manifest_path, error)) {
+    return absl::NotFoundError(absl::StrCat(dir, " is not an instance store (no ", kManifest,
+                                            "); create one with packed-bert prepare"));
+  }
+  ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path, kMaxManifestBytes));
+  auto damaged = [&](const std::string& what) {
+    return absl::DataLossError(
+        absl::StrCat(manifest_path, ": ", what, "; the store is damaged, prepare it again"));
+  };
+  Manifest out;
+  auto parsed = ParseJson<nlohmann::ordered_json>(text, manifest_path, kMaxManifestBytes);
+  if (!parsed.ok()) {
+    return parsed.status().code() == absl::StatusCode::kDataLoss ? damaged("not valid JSON")
+                                                                 : parsed.status();
+  }
+  try {
+    const nlohmann::ordered_json& manifest = *parsed;
+    if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          manifest_path, ": store format version ", manifest.at("version").get<uint32_t>(),
+          ", this build reads ", kStoreVersion, "; prepare the store again"));
+    }
+    if (manifest.value("manifest_checksum", "") != ManifestChecksum(manifest)) {
+      return damaged("its checksum does not match its contents (edited or cut)");
+    }
+    if (manifest.value("format", "") != kStoreFormat) {
+      return damaged(absl::StrCat("its format is not \"", kStoreFormat, "\""));
+    }
+    if (!absl::SimpleHexAtoi(manifest.at("store_id").get<std::string>(), &out.store_id) ||
+        !absl::SimpleHexAtoi(manifest.at("vocab_checksum").get<std::string>(),
+                             &out.info.vocab_checksum)) {
+      return damaged("store_id or vocab_checksum is not hexadecimal");
+    }
+    out.info.max_len = manifest.at("max_len").get<uint32_t>();
+    out.info.max_predictions = manifest.at("max_predictions").get<uint32_t>();
+    out.info.vocab_size = manifest.at("vocab_size").get<uint32_t>();
+    out.info.source = manifest.value("source", "");
+    if (out.info.max_len == 0 || out.info.max_len > kMaxSequenceLength ||
+        out.info.vocab_size == 0) {
+      return damaged("max_len or vocab_size out of range");
+    }
+    if (manifest.at("id_bytes").get<uint32_t>() !=
+        static_cast<uint32_t>(IdBytes(out.info.vocab_size))) {
+      return damaged(absl::StrCat("id_bytes ", manifest.at("id_bytes").get<uint32_t>(),
+                                  " does not fit vocab_size ", out.info.vocab_size));
+    }
+    out.records = manifest.at("records").get<uint64_t>();
+    for (const auto& entry : manifest.at("shards")) {
+      Manifest::Shard shard;
+      shard.file = entry.at("file").get<std::string>();
+      if (const std::string problem = PlainFileNameProblem(shard.file); !problem.empty()) {
+        return damaged(absl::StrCat("shard name \"", absl::CEscape(shard.file),
+                                    "\" is not a file name in the store folder: ", problem));
+      }
+      if (!absl::SimpleHexAtoi(entry.at("checksum").get<std::string>(), &shard.checksum)) {
+        return damaged(absl::StrCat("the checksum of ", shard.file, " is not hexadecimal"));
+      }
+      shard.records = entry.at("records").get<uint64_t>();
+      out.shards.push_back(std::move(shard));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat(manifest_path, ": malformed (", e.what(), ")"));
+  }
+  return out;
+}
+
 }  // namespace
 
 StoreWriter::StoreWriter(std::string dir, std::string temp_dir, StoreInfo info, uint64_t per_shard,
@@ -167,14 +254,18 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
           "another folder"));
     }
     // Only what prepare wrote there: its manifest, the shards it lists, a
-    // kept pack index.
+    // kept pack index (a store whose manifest is damaged, to prepare again:
+    // the shards it may hold by their names).
     std::set<std::string> ours = {kManifest, kKeptPackIndex};
-    absl::StatusOr<std::string> text = ReadFile((fs::path(dir) / kManifest).string(), 1 << 26);
-    const nlohmann::json manifest = nlohmann::json::parse(text.ok() ? *text : "", nullptr, false);
-    if (manifest.is_object() && manifest.contains("shards") && manifest["shards"].is_array()) {
-      for (const nlohmann::json& shard : manifest["shards"]) {
-        if (shard.is_object() && shard.contains("file") && shard["file"].is_string()) {
-          ours.insert(shard["file"].get<std::string>());
+    if (absl::StatusOr<Manifest> manifest = ReadManifest(dir); manifest.ok()) {
+      for (const Manifest::Shard& shard : manifest->shards) ours.insert(shard.file);
+    } else {
+      for (const auto& entry : fs::directory_iterator(dir, error)) {
+        uint32_t index = 0;
+        const std::string name = entry.path().filename().string();
+        if (name.size() == ShardFileName(0).size() &&
+            absl::SimpleAtoi(name.substr(6, 5), &index) && name == ShardFileName(index)) {
+          ours.insert(name);
         }
       }
     }
@@ -735,97 +826,6 @@ absl::StatusOr<InstanceStore> InstanceStore::Open(const std::string& dir, StoreC
   if (checks == StoreChecks::kChecksums) RETURN_IF_ERROR(store.VerifyChecksums(share));
   return store;
 }
-
-namespace {
-
-// store.json, checked against its own checksum and its ranges.
-struct Manifest {
-  StoreInfo info;
-  uint64_t store_id = 0;
-  uint64_t records = 0;
-  struct Shard {
-    std::string file;
-    uint64_t records = 0;
-    uint64_t checksum = 0;
-  };
-  std::vector<Shard> shards;
-};
-
-absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
-  std::string manifest_path = dir + "/" + kManifest;
-  std::error_code error;
-  if (!fs::exists(manifest_path, error) && error && error != std::errc::no_such_file_or_directory &&
-      error != std::errc::not_a_directory) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": ", error.message(), "; give the folder of an instance store"));
-  }
-  if (!fs::exists(manifest_path, error)) {
-    return absl::NotFoundError(absl::StrCat(dir, " is not an instance store (no ", kManifest,
-                                            "); create one with packed-bert prepare"));
-  }
-  ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path, kMaxManifestBytes));
-  auto damaged = [&](const std::string& what) {
-    return absl::DataLossError(
-        absl::StrCat(manifest_path, ": ", what, "; the store is damaged, prepare it again"));
-  };
-  Manifest out;
-  auto parsed = ParseJson<nlohmann::ordered_json>(text, manifest_path, kMaxManifestBytes);
-  if (!parsed.ok()) {
-    return parsed.status().code() == absl::StatusCode::kDataLoss ? damaged("not valid JSON")
-                                                                 : parsed.status();
-  }
-  try {
-    const nlohmann::ordered_json& manifest = *parsed;
-    if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          manifest_path, ": store format version ", manifest.at("version").get<uint32_t>(),
-          ", this build reads ", kStoreVersion, "; prepare the store again"));
-    }
-    if (manifest.value("manifest_checksum", "") != ManifestChecksum(manifest)) {
-      return damaged("its checksum does not match its contents (edited or cut)");
-    }
-    if (manifest.value("format", "") != kStoreFormat) {
-      return damaged(absl::StrCat("its format is not \"", kStoreFormat, "\""));
-    }
-    if (!absl::SimpleHexAtoi(manifest.at("store_id").get<std::string>(), &out.store_id) ||
-        !absl::SimpleHexAtoi(manifest.at("vocab_checksum").get<std::string>(),
-                             &out.info.vocab_checksum)) {
-      return damaged("store_id or vocab_checksum is not hexadecimal");
-    }
-    out.info.max_len = manifest.at("max_len").get<uint32_t>();
-    out.info.max_predictions = manifest.at("max_predictions").get<uint32_t>();
-    out.info.vocab_size = manifest.at("vocab_size").get<uint32_t>();
-    out.info.source = manifest.value("source", "");
-    if (out.info.max_len == 0 || out.info.max_len > kMaxSequenceLength ||
-        out.info.vocab_size == 0) {
-      return damaged("max_len or vocab_size out of range");
-    }
-    if (manifest.at("id_bytes").get<uint32_t>() !=
-        static_cast<uint32_t>(IdBytes(out.info.vocab_size))) {
-      return damaged(absl::StrCat("id_bytes ", manifest.at("id_bytes").get<uint32_t>(),
-                                  " does not fit vocab_size ", out.info.vocab_size));
-    }
-    out.records = manifest.at("records").get<uint64_t>();
-    for (const auto& entry : manifest.at("shards")) {
-      Manifest::Shard shard;
-      shard.file = entry.at("file").get<std::string>();
-      if (const std::string problem = PlainFileNameProblem(shard.file); !problem.empty()) {
-        return damaged(absl::StrCat("shard name \"", absl::CEscape(shard.file),
-                                    "\" is not a file name in the store folder: ", problem));
-      }
-      if (!absl::SimpleHexAtoi(entry.at("checksum").get<std::string>(), &shard.checksum)) {
-        return damaged(absl::StrCat("the checksum of ", shard.file, " is not hexadecimal"));
-      }
-      shard.records = entry.at("records").get<uint64_t>();
-      out.shards.push_back(std::move(shard));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(absl::StrCat(manifest_path, ": malformed (", e.what(), ")"));
-  }
-  return out;
-}
-
-}  // namespace
 
 absl::StatusOr<StoreInfo> ReadStoreInfo(const std::string& dir) {
   ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(dir));

@@ -206,7 +206,7 @@ absl::Status Trainer::LoadStart() {
 // opened by `OpenLogs`, when training starts: a run refused while it is
 // created writes nothing.
 absl::Status Trainer::OpenParts(const TrainerState& state) {
-  RETURN_IF_ERROR(CheckSameDataOnEveryRank());
+  RETURN_IF_ERROR(CheckSameDataOnEveryRank(state.loop));
   log_state_ = {state.mllog, state.metrics};
   // The loader's threads make each micro-batch the model's inputs on the
   // device, with the task's tensors (train/inputs.h).
@@ -234,30 +234,28 @@ absl::Status Trainer::OpenParts(const TrainerState& state) {
 // Every rank reads its share of the same rows: a node whose copy of a
 // file differs (another version, a half-copied file) would train on other
 // sequences without a word. Each rank's checksums of its training and
-// evaluation data are compared with the others' (their sum against world
-// size times its own), and every rank then agrees on the outcome, so that
-// all stop together, each naming its own data.
-absl::Status Trainer::CheckSameDataOnEveryRank() {
+// evaluation data (`loop`'s) are compared with the others' (their sum
+// against world size times its own), and every rank then agrees on the
+// outcome, so that all stop together, each naming its own data.
+absl::Status Trainer::CheckSameDataOnEveryRank(const LoopState& loop) {
   if (comm_.world_size() <= 1) return absl::OkStatus();
-  std::string train_sets, eval_sets;
-  const std::string train = DataChecksumText({task_.train()}, &train_sets);
-  const std::string eval = DataChecksumText(EvaluationSets(task_), &eval_sets);
   // 32 bits of each: their sums over any world are exact in double.
   auto bits = [](const std::string& checksum) {
     return static_cast<double>(std::hash<std::string>()(checksum) & 0xffffffffu);
   };
-  const std::vector<double> own = {bits(train), bits(eval)};
+  const std::vector<double> own = {bits(loop.train_data_checksum),
+                                   bits(loop.eval_data_checksum)};
   const std::vector<double> sums = comm_.Sum(own);
-  std::string differs;
-  if (sums[0] != own[0] * comm_.world_size()) {
-    differs = absl::StrCat(train_sets, ", checksum ", train);
-  } else if (sums[1] != own[1] * comm_.world_size()) {
-    differs = absl::StrCat(eval_sets, ", checksum ", eval);
-  }
-  if (comm_.Sum({differs.empty() ? 0.0 : 1.0})[0] == 0) return absl::OkStatus();
+  const bool train_differs = sums[0] != own[0] * comm_.world_size();
+  const bool differs = train_differs || sums[1] != own[1] * comm_.world_size();
+  if (comm_.Sum({differs ? 1.0 : 0.0})[0] == 0) return absl::OkStatus();
+  // This rank's data that differs (its training data where none of its own does).
+  const bool eval = differs && !train_differs;
+  std::string sets;
+  const std::string checksum = DataChecksumText(
+      eval ? EvaluationSets(task_) : std::vector<const tasks::PackedSet*>{task_.train()}, &sets);
   return absl::InvalidArgumentError(absl::StrCat(
-      "the ranks read different data (rank ", comm_.rank(), ": ",
-      differs.empty() ? train_sets : differs,
+      "the ranks read different data (rank ", comm_.rank(), ": ", sets, ", checksum ", checksum,
       "; another rank's differs): give every node the same files (copy them whole), or a path "
       "all of them share"));
 }

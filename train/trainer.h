@@ -106,7 +106,7 @@ class Trainer {
   absl::Status BuildModel();
   absl::Status LoadStart();
   absl::Status OpenParts(const TrainerState& state);
-  absl::Status CheckSameDataOnEveryRank();
+  absl::Status CheckSameDataOnEveryRank(const LoopState& loop);
   absl::Status OpenLogs();
 
   absl::StatusOr<TrainResult> Loop();
