@@ -34,9 +34,8 @@ nlohmann::ordered_json ConfigJson(const model::BertOptions& o, const HfExportOpt
   c["position_embedding_type"] = "absolute";
   c["tie_word_embeddings"] = true;
   c["torch_dtype"] = "float32";
-  if (e.regression) {
+  if (e.problem_type == "regression") {
     c["num_labels"] = 1;
-    c["problem_type"] = "regression";
   } else if (!e.labels.empty()) {
     nlohmann::ordered_json id2label, label2id;
     for (size_t i = 0; i < e.labels.size(); ++i) {
@@ -45,8 +44,8 @@ nlohmann::ordered_json ConfigJson(const model::BertOptions& o, const HfExportOpt
     }
     c["id2label"] = id2label;
     c["label2id"] = label2id;
-    c["problem_type"] = "single_label_classification";
   }
+  if (!e.problem_type.empty()) c["problem_type"] = e.problem_type;
   return c;
 }
 
@@ -85,9 +84,9 @@ absl::Status ExportHuggingFace(const torch::nn::Module& bert, const model::BertO
   const std::string& dir = folder.temp_path();
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json",
                                       ConfigJson(options, export_options).dump(2) + "\n"));
-  // Hugging Face's BertForQuestionAnswering has no pooler (add_pooling_layer
-  // False): its weights are left out, as save_pretrained leaves them.
-  const bool no_pooler = export_options.architecture == "BertForQuestionAnswering";
+  // A class without a pooler (add_pooling_layer False): its weights are
+  // left out, as save_pretrained leaves them.
+  const bool no_pooler = !export_options.pooler;
   formats::NamedTensors named;
   for (auto& [name, view] : model::FileTensors(bert)) {
     if (no_pooler && absl::StartsWith(name, "bert.pooler.")) continue;

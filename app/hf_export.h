@@ -27,7 +27,12 @@ struct HfExportOptions {
   // order (id2label) or one score (a regression).
   std::string architecture = "BertForPreTraining";
   std::vector<std::string> labels;
-  bool regression = false;
+  // config.json's problem_type ("regression": one score; "" where the
+  // class has none), and whether the class has a pooler (Hugging Face's
+  // question answering and token classification models have none: its
+  // weights are left out, as save_pretrained leaves them).
+  std::string problem_type;
+  bool pooler = true;
   // The fine-tuning task (config.json "finetuning_task", as transformers'
   // run_glue.py writes it); "" for none.
   std::string task;

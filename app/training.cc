@@ -163,7 +163,8 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
       options.existing = Existing::kReplace;
       options.architecture = head.architecture;
       options.labels = head.labels;
-      options.regression = head.regression;
+      options.problem_type = head.problem_type;
+      options.pooler = head.pooler;
       options.task = task;
       return ExportHuggingFace(model, config.model.bert, options, dir);
     };

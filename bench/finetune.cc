@@ -31,7 +31,7 @@
 //   build/bench/finetune [--model tiny] [--rounds 3] [--steps 4] [--threads 2]
 //                        [--sequences 32] [--features 4096] [--device cpu|cuda]
 //                        [--precision auto|fp32|bf16]
-//                        [--tasks squad-384,glue-128] [--histogram histogram_squad_384.txt]
+//                        [--tasks squad-384,glue-128,ner-128,multilabel-128] [--histogram histogram_squad_384.txt]
 //                        [--peer "python3 bench/hf_peer.py"] [--plan-out finetune-plan.json]
 #include <torch/torch.h>
 
@@ -43,6 +43,8 @@
 #include <iostream>
 #include <mutex>
 #include <numeric>
+#include <random>
+#include <tuple>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -62,6 +64,8 @@
 #include "data/tokenizer.h"
 #include "gpu/gpu.h"
 #include "tasks/fine_tuning.h"
+#include "tasks/multi_label.h"
+#include "tasks/token_classification.h"
 #include "tests/source_paths.h"
 #include "train/device.h"
 #include "train/inputs.h"
@@ -72,13 +76,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using pbert::tasks::Feature;
-using pbert::tasks::HeadKind;
+// The task type a case runs.
+enum class HeadKind { kSpan, kClasses, kTokens, kMultiLabel };
 
 struct Distribution {
   std::string name, source;
   int max_len;
   HeadKind head;
-  std::string peer_task;  // bench/hf_peer.py's name of the task
+  std::string peer_task;  // bench/hf_peer.py's name of the task ("": no peer)
   std::vector<int> lengths;
 };
 
@@ -116,6 +121,14 @@ std::vector<Feature> FeaturesOf(const std::vector<int>& lengths, uint32_t seed) 
     f.start = static_cast<int32_t>(random.Int(0, n - 1));
     f.end = std::min(n - 1, f.start + static_cast<int32_t>(random.Int(0, 4)));
     f.label = static_cast<float>(random.Int(0, 1));
+    // A tag on about two tokens in three (a word's first piece), none on
+    // [CLS] and [SEP]; one or two of 28 labels (GoEmotions' count).
+    for (int t = 0; t < n; ++t) {
+      const bool tagged = t > 0 && t + 1 < n && random.Int(0, 2) > 0;
+      f.token_labels.push_back(tagged ? static_cast<int32_t>(random.Int(0, 8)) : -1);
+    }
+    f.label_set = {static_cast<int32_t>(random.Int(0, 27))};
+    if (random.Int(0, 3) == 0) f.label_set.push_back(static_cast<int32_t>(random.Int(0, 27)));
     out.push_back(std::move(f));
   }
   return out;
@@ -155,12 +168,23 @@ absl::StatusOr<std::shared_ptr<const pbert::tasks::Task>> TaskOf(
   auto set = pbert::tasks::PackFeatures("train", "bench", d.name, features, setup);
   if (!set.ok()) return set.status();
   pbert::tasks::FineTuning parts;
-  parts.head = d.head;
   parts.evaluate = [](const pbert::tasks::PackedSet&, const c10::Device&) {
     return std::unique_ptr<pbert::tasks::SetEvaluation>();
   };
-  return std::shared_ptr<const pbert::tasks::Task>(pbert::tasks::MakeFineTuningTask(
-      d.name, std::make_unique<pbert::tasks::PackedSet>(std::move(*set)), {}, std::move(parts)));
+  auto train = std::make_unique<pbert::tasks::PackedSet>(std::move(*set));
+  switch (d.head) {
+    case HeadKind::kSpan:
+      parts.export_head.pooler = false;
+      return pbert::tasks::MakeSpanTask(d.name, std::move(train), {}, std::move(parts));
+    case HeadKind::kClasses:
+      return pbert::tasks::MakeClassTask(d.name, std::move(train), {}, std::move(parts), 2);
+    case HeadKind::kTokens:
+      parts.export_head.pooler = false;
+      return pbert::tasks::MakeTokenClassTask(d.name, std::move(train), {}, std::move(parts), 9);
+    case HeadKind::kMultiLabel:
+      return pbert::tasks::MakeMultiLabelTask(d.name, std::move(train), {}, std::move(parts), 28);
+  }
+  return absl::InternalError("no such head");
 }
 
 // A failure (exit 1), or with `code` 2 what this machine or the flags
@@ -175,7 +199,7 @@ int Usage(const std::string& why) {
   std::cerr << "bench/finetune: " << why
             << "; usage: bench/finetune [--model tiny|mini|medium|base|large] [--rounds N] "
                "[--steps K] [--threads T] [--sequences N] [--features N] [--device cpu|cuda] "
-               "[--precision auto|fp32|bf16] [--tasks squad-384,glue-128] [--histogram FILE] "
+               "[--precision auto|fp32|bf16] [--tasks squad-384,glue-128,ner-128,multilabel-128] [--histogram FILE] "
                "[--peer COMMAND] [--plan-out FILE]\n";
   return 2;
 }
@@ -187,7 +211,7 @@ int main(int argc, char** argv) {
   int rounds = 3, steps = 4, threads = 2;
   int64_t sequences = 32, feature_count = 4096;
   std::string model_name = "tiny", device_name = "cpu", precision_name = "auto";
-  std::string tasks = "squad-384,glue-128", peer, plan_out = "finetune-plan.json", histogram;
+  std::string tasks = "squad-384,glue-128,ner-128,multilabel-128", peer, plan_out = "finetune-plan.json", histogram;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return Usage(flag + " needs a value");
@@ -223,9 +247,10 @@ int main(int argc, char** argv) {
   const pbert::bench::ModelSize* size = pbert::bench::FindModelSize(model_name);
   if (size == nullptr) return Usage("--model " + model_name + ": no such model size");
   const std::vector<std::string> wanted_tasks = absl::StrSplit(tasks, ',');
+  const std::vector<std::string> known = {"squad-384", "glue-128", "ner-128", "multilabel-128"};
   for (const std::string& name : wanted_tasks) {
-    if (name != "squad-384" && name != "glue-128") {
-      return Usage("--tasks names '" + name + "', which is neither squad-384 nor glue-128");
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return Usage("--tasks names '" + name + "', which is none of " + absl::StrJoin(known, ", "));
     }
   }
   auto wants = [&](const std::string& name) {
@@ -281,6 +306,20 @@ int main(int argc, char** argv) {
       glue.source = "Wikipedia sentence pairs (wiki_00)";
     }
     distributions.push_back(std::move(glue));
+  }
+  // Short sentences: CoNLL-2003's average 14 words, GoEmotions' Reddit
+  // comments 13 (no copy of either here: drawn).
+  for (const auto& [name, head, mean] : {std::tuple{"ner-128", HeadKind::kTokens, 22.0},
+                                         std::tuple{"multilabel-128", HeadKind::kMultiLabel, 18.0}}) {
+    if (!wants(name)) continue;
+    Distribution d{name, "", 128, head, "", {}};
+    std::mt19937 rng(5);
+    std::exponential_distribution<double> draw(1.0 / mean);
+    for (int64_t i = 0; i < feature_count; ++i) {
+      d.lengths.push_back(std::min(128, 3 + static_cast<int>(draw(rng))));
+    }
+    d.source = absl::StrFormat("drawn: 3 + an exponential of mean %.0f tokens", mean);
+    distributions.push_back(std::move(d));
   }
   std::printf("model %s (%lld wide, %lld layers), %s, %s, %d threads, OpenBLAS %s kernels\n",
               size->name.c_str(), static_cast<long long>(size->hidden),
@@ -404,6 +443,7 @@ int main(int argc, char** argv) {
   std::vector<pbert::bench::PeerResult> peers(distributions.size());
   for (size_t t = 0; t < distributions.size() && !peer.empty(); ++t) {
     const Distribution& d = distributions[t];
+    if (d.peer_task.empty()) continue;
     const Case& padded = cases[3 * t];
     nlohmann::json plan = {
         {"task", d.peer_task},
@@ -459,10 +499,11 @@ int main(int argc, char** argv) {
     const Distribution& d = *c.distribution;
     const pbert::bench::PeerResult& p = peers[k / 3];
     std::string key = absl::StrFormat("%s packed %.0f real tokens/s", d.name, c.tokens / total);
-    if (!peer.empty() && !p.error.empty()) {
+    const bool peered = !peer.empty() && !d.peer_task.empty();  // the new tasks have none
+    if (peered && !p.error.empty()) {
       std::printf("%-40s %s\n", (d.name + " Hugging Face, padded").c_str(), p.error.c_str());
       key += ", the peer failed";
-    } else if (!peer.empty()) {
+    } else if (peered) {
       const double timed_steps = static_cast<double>(padded.plan.size()) - steps;
       const std::string name = d.name + " Hugging Face, padded";
       const std::string peer_memory =

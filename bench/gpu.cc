@@ -502,7 +502,7 @@ int RunCase(const Options& o, const Request& r) {
     const int64_t weights = allocated() - before;
     // Every step's inputs on the device before the clock starts, as the
     // loader's threads make them ahead of the steps in a run.
-    auto steps = pbert::train::Prepare(batches, (*trainee)->input_plan());
+    auto steps = pbert::train::Prepare(batches, (*trainee)->input_plan(), {&(*trainee)->task()});
     if (!steps.ok()) return report_error(std::string(steps.status().message()));
     const int64_t with_inputs = allocated();
     auto step = [&](size_t k) -> absl::Status {

@@ -25,6 +25,7 @@
 #include "model/losses.h"
 #include "model/precision.h"
 #include "tests/source_paths.h"
+#include "tasks/pretraining.h"
 #include "train/inputs.h"
 
 namespace {
@@ -96,7 +97,7 @@ void Step(pbert::model::BertForPreTraining& model, const Case& c) {
   }
   auto sums = pbert::model::ComputeSums(logits, c.inputs);
   pbert::model::PretrainingLoss(sums, pbert::model::MlmLossMode::kPerToken,
-                                pbert::train::TotalsOf(*c.batch))
+                                pbert::tasks::PretrainingTotals(*c.batch))
       .backward();
 }
 

@@ -557,7 +557,7 @@ int Main(int argc, char** argv) {
           // apart: the host work that is off the training thread.
           auto start = std::chrono::steady_clock::now();
           auto prepared =
-              pbert::train::Prepare(std::vector<pbert::data::PackedBatch>{c.batch}, plan);
+              pbert::train::Prepare(std::vector<pbert::data::PackedBatch>{c.batch}, plan, {&o.task()});
           auto prepared_at = std::chrono::steady_clock::now();
           if (!prepared.ok()) {
             std::cerr << prepared.status() << "\n";
@@ -599,7 +599,7 @@ int Main(int argc, char** argv) {
       if (cases[i].name != profile) continue;
       pbert::train::Trainee& o = *ours[cases[i].model.name];
       auto prepared = pbert::train::Prepare(std::vector<pbert::data::PackedBatch>{cases[i].batch},
-                                            PlanOf(o, cases[i].attention));
+                                            PlanOf(o, cases[i].attention), {&o.task()});
       if (!prepared.ok()) {
         std::cerr << prepared.status() << "\n";
         return 1;

@@ -239,7 +239,8 @@ int main(int argc, char** argv) {
           pbert::model::BertOptions bert = (*trainee)->bert_options();
           bert.attention(c.attention);
           o.prepare = pbert::train::Preparer(pbert::model::InputPlan::For(
-              bert, (*trainee)->device(), (*trainee)->precision(), torch::kFloat));
+              bert, (*trainee)->device(), (*trainee)->precision(), torch::kFloat),
+              {&(*trainee)->task()});
           auto start = std::chrono::steady_clock::now();
           auto loader = pbert::data::Loader::Create(store, c.index, o, c.position);
           if (!loader.ok()) return Fail(loader.status());

@@ -11,19 +11,12 @@ namespace pbert::model {
 
 namespace nn = torch::nn;
 
-namespace {
-
-// A head's product in fp32 (or the model's wider type) whatever autocast
-// runs (in bf16 a score or a logit would keep three significant digits): a
-// product of a few columns beside the encoder's.
 at::Tensor Fp32Linear(const nn::Linear& linear, const at::Tensor& x) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const at::ScalarType dtype = at::promote_types(
       at::promote_types(x.scalar_type(), linear->weight.scalar_type()), at::kFloat);
   return at::linear(x.to(dtype), linear->weight.to(dtype), linear->bias.to(dtype));
 }
-
-}  // namespace
 
 BertForQuestionAnsweringImpl::BertForQuestionAnsweringImpl(const BertOptions& options)
     : options(options) {

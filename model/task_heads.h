@@ -17,6 +17,11 @@
 
 namespace pbert::model {
 
+// A head's product in fp32 (or the model's wider type) whatever autocast
+// runs (in bf16 a score or a logit would keep three significant digits): a
+// product of a few columns beside the encoder's.
+at::Tensor Fp32Linear(const torch::nn::Linear& linear, const at::Tensor& x);
+
 // Start and end logits of each sequence's tokens, -inf at padding slots.
 struct SpanLogitsTensor {
   at::Tensor start, end;  // [N,L]

@@ -56,8 +56,11 @@ absl::StatusOr<std::string> WeightsPath(const std::string& given) {
 // The rows each padded parameter has in files (BertForPreTraining::FileRows).
 std::map<std::string, int64_t> FileRowsOf(const torch::nn::Module& module) {
   if (const auto* bert = module.as<BertForPreTrainingImpl>()) return bert->FileRows();
-  if (const auto* qa = module.as<BertForQuestionAnsweringImpl>()) return qa->FileRows();
-  if (const auto* c = module.as<BertForSequenceClassificationImpl>()) return c->FileRows();
+  // A task's head over BERT's encoder, named "bert" as Hugging Face names it.
+  for (const auto& child : module.named_children()) {
+    if (child.key() != "bert") continue;
+    if (const auto* bert = child.value()->as<BertModelImpl>()) return PaddedFileRows(bert->options);
+  }
   return {};
 }
 

@@ -28,10 +28,13 @@ absl::StatusOr<std::vector<int64_t>> FeaturesOf(const std::vector<Feature>& feat
 
 }  // namespace
 
-absl::Status AddSpanInputs(const std::vector<Feature>& features, const data::PackedBatch& batch,
-                           const model::InputPlan& plan, model::Inputs* inputs) {
-  auto owned = FeaturesOf(features, batch);
-  if (!owned.ok()) return owned.status();
+absl::StatusOr<std::vector<int64_t>> RecordsOf(const std::vector<Feature>& features,
+                                               const data::PackedBatch& batch) {
+  return FeaturesOf(features, batch);
+}
+
+int64_t AddSequenceTokens(const data::PackedBatch& batch, const model::InputPlan& plan,
+                          model::Inputs* inputs) {
   const int64_t real = static_cast<int64_t>(batch.sequences.size());
   const int64_t B = batch.rows(), S = batch.input_ids.size(1), D = batch.cls_positions.size(1);
   int64_t longest = 1;
@@ -40,14 +43,8 @@ absl::Status AddSpanInputs(const std::vector<Feature>& features, const data::Pac
   const int64_t L = plan.static_shapes ? S : longest;
   at::Tensor token = at::zeros({n, L}, at::kLong);
   at::Tensor valid = at::zeros({n, L}, at::kBool);
-  at::Tensor start = at::zeros({n}, at::kLong), end = at::zeros({n}, at::kLong);
-  at::Tensor weight = at::zeros({n}, at::kDouble);
-  at::Tensor feature = at::full({n}, static_cast<int64_t>(features.size()), at::kLong);
   auto t = token.accessor<int64_t, 2>();
   auto v = valid.accessor<bool, 2>();
-  auto starts = start.accessor<int64_t, 1>(), ends = end.accessor<int64_t, 1>();
-  auto weights = weight.accessor<double, 1>();
-  auto owners = feature.accessor<int64_t, 1>();
   const bool varlen = plan.attention == model::AttentionKind::kVarlen;
   for (int64_t i = 0; i < real; ++i) {
     const data::SequenceSpan& s = batch.sequences[i];
@@ -56,39 +53,65 @@ absl::Status AddSpanInputs(const std::vector<Feature>& features, const data::Pac
       t[i][j] = first + j;
       v[i][j] = true;
     }
-    const Feature& f = features[(*owned)[i]];
-    starts[i] = f.start;
-    ends[i] = f.end;
-    weights[i] = 1.0;
-    owners[i] = (*owned)[i];
   }
-  // A padding sequence reads token 0, so that its softmax is finite, and
-  // weighs nothing.
+  // A padding sequence reads token 0, so that its softmax is finite.
   for (int64_t i = real; i < n; ++i) v[i][0] = true;
   inputs->sequence_token = token;
   inputs->sequence_valid = valid;
+  return n;
+}
+
+absl::Status AddSpanInputs(const std::vector<Feature>& features, const data::PackedBatch& batch,
+                           const model::InputPlan& plan, model::Inputs* inputs) {
+  auto owned = FeaturesOf(features, batch);
+  if (!owned.ok()) return owned.status();
+  const int64_t real = static_cast<int64_t>(batch.sequences.size());
+  const int64_t n = AddSequenceTokens(batch, plan, inputs);
+  at::Tensor start = at::zeros({n}, at::kLong), end = at::zeros({n}, at::kLong);
+  at::Tensor weight = at::zeros({n}, at::kDouble);
+  at::Tensor feature = at::full({n}, static_cast<int64_t>(features.size()), at::kLong);
+  auto starts = start.accessor<int64_t, 1>(), ends = end.accessor<int64_t, 1>();
+  auto weights = weight.accessor<double, 1>();
+  auto owners = feature.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < real; ++i) {
+    const Feature& f = features[(*owned)[i]];
+    starts[i] = f.start;
+    ends[i] = f.end;
+    weights[i] = 1.0;  // a padding sequence weighs nothing
+    owners[i] = (*owned)[i];
+  }
   inputs->task = {start, end, weight, feature};
   return absl::OkStatus();
 }
 
-absl::Status AddClassInputs(const std::vector<Feature>& features, HeadKind head,
+std::vector<std::pair<int64_t, int64_t>> SlotsOf(const data::PackedBatch& batch) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  out.reserve(batch.sequences.size());
+  // The batch's sequences lie row after row, each row's in slot order.
+  const int64_t S = batch.input_ids.size(1);
+  int64_t row = -1, slot = 0;
+  for (const data::SequenceSpan& s : batch.sequences) {
+    const int64_t r = s.row_start / S;
+    slot = r == row ? slot + 1 : 0;
+    row = r;
+    out.emplace_back(r, slot);
+  }
+  return out;
+}
+
+absl::Status AddClassInputs(const std::vector<Feature>& features, bool score,
                             const data::PackedBatch& batch, model::Inputs* inputs) {
   auto owned = FeaturesOf(features, batch);
   if (!owned.ok()) return owned.status();
   const int64_t B = batch.rows(), D = batch.cls_positions.size(1);
-  at::Tensor labels = head == HeadKind::kScore ? at::zeros({B, D}, at::kFloat)
-                                               : at::zeros({B, D}, at::kLong);
+  at::Tensor labels = score ? at::zeros({B, D}, at::kFloat) : at::zeros({B, D}, at::kLong);
   at::Tensor feature = at::full({B, D}, static_cast<int64_t>(features.size()), at::kLong);
   auto owners = feature.accessor<int64_t, 2>();
-  // The batch's sequences lie row after row, each row's in slot order.
-  const int64_t S = batch.input_ids.size(1);
-  int64_t row = -1, slot = 0;
+  const std::vector<std::pair<int64_t, int64_t>> slots = SlotsOf(batch);
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const int64_t r = batch.sequences[i].row_start / S;
-    slot = r == row ? slot + 1 : 0;
-    row = r;
+    const auto [r, slot] = slots[i];
     const Feature& f = features[(*owned)[i]];
-    if (head == HeadKind::kScore) {
+    if (score) {
       labels.accessor<float, 2>()[r][slot] = f.label;
     } else {
       labels.accessor<int64_t, 2>()[r][slot] = static_cast<int64_t>(f.label);
@@ -117,13 +140,13 @@ TaskSums SpanSums(const model::SpanLogitsTensor& logits, const model::Inputs& in
   return sums;
 }
 
-TaskSums ClassSums(const at::Tensor& logits, const model::Inputs& inputs, HeadKind head) {
+TaskSums ClassSums(const at::Tensor& logits, const model::Inputs& inputs, bool score) {
   const at::Tensor& labels = inputs.task[kClassLabel];
   const at::Tensor mask = inputs.nsp_valid.to(at::kBool);
   const at::Tensor weight = mask.to(at::kDouble);
   TaskSums sums;
   sums.sequences = weight.sum();
-  if (head == HeadKind::kScore) {
+  if (score) {
     const at::Tensor error = logits.squeeze(-1).to(at::kDouble) - labels.to(at::kDouble);
     sums.loss = (error * error * weight).sum();
     sums.correct = at::zeros({}, weight.options());

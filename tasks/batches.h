@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -19,8 +20,6 @@
 
 namespace pbert::tasks {
 
-enum class HeadKind { kSpan, kClasses, kScore };
-
 // The span head's tensors of Inputs::task, in order: each of the N
 // sequences' answer start and end (positions in the sequence), its weight
 // (1; 0 for the padding sequences of static shapes) and its feature.
@@ -29,6 +28,22 @@ enum SpanTensor { kSpanStart, kSpanEnd, kSpanWeight, kSpanFeature };
 // (int64 class, or float score; 0 in unused slots) and feature.
 enum ClassTensor { kClassLabel, kClassFeature };
 
+// The features (data::PackedBatch::records) of `batch`'s sequences, checked
+// against `features`.
+absl::StatusOr<std::vector<int64_t>> RecordsOf(const std::vector<Feature>& features,
+                                               const data::PackedBatch& batch);
+
+// Inputs::sequence_token and sequence_valid of `batch` in `plan`'s layout:
+// [N,L], N the batch's sequences and L the longest (with static shapes
+// N = B*D sequences of L = S slots, a padding sequence reading token 0);
+// returns N.
+int64_t AddSequenceTokens(const data::PackedBatch& batch, const model::InputPlan& plan,
+                          model::Inputs* inputs);
+
+// Each of `batch`'s sequences' row and slot in it: where its [CLS] is in
+// Inputs::cls_token's [B,D].
+std::vector<std::pair<int64_t, int64_t>> SlotsOf(const data::PackedBatch& batch);
+
 // For `batch`, whose sequences are records of `features` (data::PackedBatch::
 // records), on the host: Inputs::sequence_token and sequence_valid (in the
 // varlen layout's [T] tokens or the padded rows' [B*S]; with static shapes
@@ -36,7 +51,8 @@ enum ClassTensor { kClassLabel, kClassFeature };
 // padding sequence (or an unused slot) points at feature features.size().
 absl::Status AddSpanInputs(const std::vector<Feature>& features, const data::PackedBatch& batch,
                            const model::InputPlan& plan, model::Inputs* inputs);
-absl::Status AddClassInputs(const std::vector<Feature>& features, HeadKind head,
+// `score`: each label is a float score (STS-B), not a class.
+absl::Status AddClassInputs(const std::vector<Feature>& features, bool score,
                             const data::PackedBatch& batch, model::Inputs* inputs);
 
 // A micro-batch's sums (0-dim float64 tensors; the loss carries
@@ -52,7 +68,7 @@ struct TaskSums {
 // over its own tokens (run_squad.py's loss), summed with its weight.
 TaskSums SpanSums(const model::SpanLogitsTensor& logits, const model::Inputs& inputs);
 // Classifier: the cross-entropy of each slot that holds a sequence
-// (Inputs::nsp_valid), summed; kScore: the squared error of a score.
-TaskSums ClassSums(const at::Tensor& logits, const model::Inputs& inputs, HeadKind head);
+// (Inputs::nsp_valid), summed; `score`: the squared error of a score.
+TaskSums ClassSums(const at::Tensor& logits, const model::Inputs& inputs, bool score);
 
 }  // namespace pbert::tasks

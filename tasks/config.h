@@ -14,7 +14,7 @@
 
 namespace pbert::tasks {
 
-// "squad", then the GLUE tasks (tasks/glue.h).
+// "squad", "ner", "multilabel", then the GLUE tasks (tasks/glue.h).
 std::vector<std::string> TaskNames();
 
 enum class FinetuneOptimizer {
@@ -27,7 +27,7 @@ constexpr ChoiceList<FinetuneOptimizer> ChoicesOf(FinetuneOptimizer) { return kF
 
 struct FinetuneConfig {
   std::string task = "squad";
-  std::string train_file;               // train-v1.1.json, or a GLUE task's train.tsv
+  std::string train_file;  // train-v1.1.json, a GLUE task's train.tsv, CoNLL's train.txt, ...
   std::string eval_file;                // dev-v1.1.json, or dev.tsv (MNLI: dev_matched.tsv)
   std::string eval_mismatched_file;     // MNLI: dev_mismatched.tsv, scored beside it
   std::string predict_file;             // a file without labels to predict (test.tsv)
@@ -42,11 +42,15 @@ struct FinetuneConfig {
   FinetuneOptimizer optimizer = FinetuneOptimizer::kAdamW;
   int64_t log_every_steps = 20;
   int64_t checkpoint_every_steps = 0;  // 0: at the end of each epoch only
+  std::string labels;      // ner, multilabel: the label names, comma-separated, in class order
+  double threshold = 0.5;  // multilabel: the probability from which a label is predicted
   SquadOptions squad;
 
   template <class V>
   void Visit(V& v) {
-    v.Field("task", &task, "squad, cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte or wnli",
+    v.Field("task", &task,
+            "squad; ner (CoNLL files); multilabel (GoEmotions files); or a GLUE task: cola, sst2, "
+            "mrpc, stsb, qqp, mnli, qnli, rte or wnli",
             config::OneOf(TaskNames()));
     v.Field("train_file", &train_file, "the task's training file as distributed");
     v.Field("eval_file", &eval_file,
@@ -83,6 +87,13 @@ struct FinetuneConfig {
     v.Field("checkpoint_every_steps", &checkpoint_every_steps,
             "steps between checkpoints; 0 = at the end of each epoch",
             config::InRange<int64_t>(0, int64_t{1} << 30));
+    v.Field("labels", &labels,
+            "ner and multilabel: the label names in class order, comma-separated; empty = ner: "
+            "the training file's tags (CoNLL-2003's nine in their usual order where they are "
+            "among them); multilabel: labels.txt or emotions.txt beside the files");
+    v.Field("threshold", &threshold,
+            "multilabel: the probability from which a label is predicted (F1 and predictions)",
+            config::InRange(0.0, 1.0));
     v.Include(&squad);
   }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "data/instance.h"
 
@@ -17,6 +18,10 @@ struct Feature {
   int32_t start = 0, end = 0;
   // Classification: the label's index; regression (STS-B): the score.
   float label = 0;
+  // Token classification: each token's label, -1 where it has none (a
+  // word's later sub-tokens, [CLS], [SEP]); multi-label classification:
+  // the ids of the sequence's labels.
+  std::vector<int32_t> token_labels, label_set;
 };
 
 }  // namespace pbert::tasks

@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/logging.h"
@@ -24,7 +26,8 @@ uint64_t FeaturesChecksum(const std::vector<Feature>& features) {
     checksum.Update({static_cast<const uint8_t*>(data), bytes});
   };
   for (const Feature& f : features) {
-    for (const std::vector<int32_t>* field : {&f.sequence.input_ids, &f.sequence.segment_ids}) {
+    for (const std::vector<int32_t>* field :
+         {&f.sequence.input_ids, &f.sequence.segment_ids, &f.token_labels, &f.label_set}) {
       const uint64_t n = field->size();
       add(&n, sizeof(n));
       add(field->data(), n * sizeof(int32_t));
@@ -36,87 +39,133 @@ uint64_t FeaturesChecksum(const std::vector<Feature>& features) {
   return checksum.Digest();
 }
 
-class FineTuningTask : public Task {
+MicroBatchSums SumsOf(const TaskSums& sums, const at::Tensor& loss) {
+  return {loss, at::stack({sums.sequences.detach(), sums.correct.detach()})};
+}
+
+Metrics AccuracyOf(const char* name, const std::vector<double>& sums) {
+  return {{name, sums[0] > 0 ? sums[1] / sums[0] : 0.0}};
+}
+
+class SpanTask : public FineTuningTask {
  public:
-  FineTuningTask(std::string name, std::unique_ptr<PackedSet> train,
-                 std::vector<PackedSet> evaluation, FineTuning parts)
-      : Task(std::move(name), std::move(train), std::move(evaluation)), parts_(std::move(parts)) {}
+  using FineTuningTask::FineTuningTask;
 
   TaskModel MakeModel(const model::BertOptions& options) const override {
-    if (parts_.head == HeadKind::kSpan) {
-      auto impl = std::make_shared<model::BertForQuestionAnsweringImpl>(options);
-      return {impl, impl->bert};
-    }
-    auto impl = std::make_shared<model::BertForSequenceClassificationImpl>(options, parts_.labels);
+    auto impl = std::make_shared<model::BertForQuestionAnsweringImpl>(options);
     return {impl, impl->bert};
   }
-  bool Trains(const std::string& name) const override {
-    // Hugging Face's BertForQuestionAnswering has no pooler: the span head
-    // leaves it untrained (and unexported).
-    return parts_.head != HeadKind::kSpan || name.rfind("bert.pooler.", 0) != 0;
-  }
-  absl::Status AddInputs(const PackedSet& set, const data::PackedBatch& batch,
-                         const model::InputPlan& plan, model::Inputs* inputs) const override {
-    if (set.features == nullptr) {
-      return absl::InternalError(absl::StrCat(set.name, " has no features"));
-    }
-    return parts_.head == HeadKind::kSpan
-               ? AddSpanInputs(*set.features, batch, plan, inputs)
-               : AddClassInputs(*set.features, parts_.head, batch, inputs);
+  absl::StatusOr<Totals> AddInputs(const PackedSet& set, const data::PackedBatch& batch,
+                                   const model::InputPlan& plan,
+                                   model::Inputs* inputs) const override {
+    ASSIGN_OR_RETURN(const std::vector<Feature>* features, FeaturesOf(set));
+    RETURN_IF_ERROR(AddSpanInputs(*features, batch, plan, inputs));
+    return Totals{static_cast<double>(batch.sequences.size())};
   }
   Outputs Forward(torch::nn::Module& model, const model::Inputs& inputs) const override {
-    if (parts_.head == HeadKind::kSpan) {
-      const model::SpanLogitsTensor spans =
-          model.as<model::BertForQuestionAnsweringImpl>()->forward(inputs);
-      return {spans.start, spans.end};
-    }
-    return {model.as<model::BertForSequenceClassificationImpl>()->forward(inputs)};
+    const model::SpanLogitsTensor spans = ModuleAs<model::BertForQuestionAnsweringImpl>(model)
+                                              .forward(inputs);
+    return {spans.start, spans.end};
   }
   MicroBatchSums Sums(const Outputs& outputs, const model::Inputs& inputs,
                       const at::Tensor& totals) const override {
-    const TaskSums sums = parts_.head == HeadKind::kSpan
-                              ? SpanSums({outputs[0], outputs[1]}, inputs)
-                              : ClassSums(outputs[0], inputs, parts_.head);
-    // Each sequence's loss over the step's sequences (model::TotalsTensor's
-    // third count).
-    const at::Tensor loss = sums.loss / totals[2].clamp_min(1.0).to(sums.loss.scalar_type());
-    return {loss, at::stack({sums.sequences.detach(), sums.correct.detach()})};
+    const TaskSums sums = SpanSums({outputs[0], outputs[1]}, inputs);
+    return SumsOf(sums, PerStepSequences(sums.loss, totals));
   }
   const std::vector<std::string>& SumNames() const override { return FineTuningSumNames(); }
   Metrics TrainMetrics(const std::vector<double>& sums) const override {
-    if (parts_.head == HeadKind::kScore) return {};
-    return {{AccuracyName(), sums[0] > 0 ? sums[1] / sums[0] : 0.0}};
+    return AccuracyOf("span_accuracy", sums);
   }
   double TrainingFlops(const model::BertOptions& options,
                        const model::BatchWork& work) const override {
+    // The span head over every token.
     const double h = static_cast<double>(options.hidden_size());
-    // The span head over every token, or the pooler and classifier over
-    // every sequence.
-    const double head = parts_.head == HeadKind::kSpan
-                            ? work.tokens * 2 * h
-                            : work.sequences * (h * h + h * static_cast<double>(parts_.labels));
-    return model::TrainingFlopsOf(model::EncoderMacs(options, work) + head);
+    return model::TrainingFlopsOf(model::EncoderMacs(options, work) + work.tokens * 2 * h);
   }
-  std::unique_ptr<SetEvaluation> Evaluate(const PackedSet& set,
-                                          const c10::Device& device) const override {
-    return parts_.evaluate(set, device);
+};
+
+class ClassTask : public FineTuningTask {
+ public:
+  ClassTask(std::string name, std::unique_ptr<PackedSet> train, std::vector<PackedSet> evaluation,
+            FineTuning parts, int64_t labels)
+      : FineTuningTask(std::move(name), std::move(train), std::move(evaluation), parts),
+        labels_(labels),
+        score_(parts.export_head.problem_type == "regression") {}
+
+  TaskModel MakeModel(const model::BertOptions& options) const override {
+    auto impl = std::make_shared<model::BertForSequenceClassificationImpl>(options, labels_);
+    return {impl, impl->bert};
   }
-  ExportHead Export() const override { return parts_.export_head; }
+  absl::StatusOr<Totals> AddInputs(const PackedSet& set, const data::PackedBatch& batch,
+                                   const model::InputPlan&, model::Inputs* inputs) const override {
+    ASSIGN_OR_RETURN(const std::vector<Feature>* features, FeaturesOf(set));
+    RETURN_IF_ERROR(AddClassInputs(*features, score_, batch, inputs));
+    return Totals{static_cast<double>(batch.sequences.size())};
+  }
+  Outputs Forward(torch::nn::Module& model, const model::Inputs& inputs) const override {
+    return {ModuleAs<model::BertForSequenceClassificationImpl>(model).forward(inputs)};
+  }
+  MicroBatchSums Sums(const Outputs& outputs, const model::Inputs& inputs,
+                      const at::Tensor& totals) const override {
+    const TaskSums sums = ClassSums(outputs[0], inputs, score_);
+    return SumsOf(sums, PerStepSequences(sums.loss, totals));
+  }
+  const std::vector<std::string>& SumNames() const override { return FineTuningSumNames(); }
+  Metrics TrainMetrics(const std::vector<double>& sums) const override {
+    if (score_) return {};
+    return AccuracyOf("accuracy", sums);
+  }
+  double TrainingFlops(const model::BertOptions& options,
+                       const model::BatchWork& work) const override {
+    return ClassifierFlops(options, work, labels_);
+  }
 
  private:
-  const char* AccuracyName() const {
-    return parts_.head == HeadKind::kSpan ? "span_accuracy" : "accuracy";
-  }
-
-  FineTuning parts_;
+  int64_t labels_;
+  bool score_;
 };
 
 }  // namespace
 
-std::unique_ptr<Task> MakeFineTuningTask(std::string name, std::unique_ptr<PackedSet> train,
-                                         std::vector<PackedSet> evaluation, FineTuning parts) {
-  return std::make_unique<FineTuningTask>(std::move(name), std::move(train), std::move(evaluation),
-                                          std::move(parts));
+bool FineTuningTask::Trains(const std::string& name) const {
+  return parts_.export_head.pooler || name.rfind("bert.pooler.", 0) != 0;
+}
+
+const std::vector<std::string>& FineTuningTask::TotalNames() const {
+  static const std::vector<std::string> names = {"sequences"};
+  return names;
+}
+
+absl::StatusOr<const std::vector<Feature>*> FineTuningTask::FeaturesOf(const PackedSet& set) {
+  if (set.features == nullptr) {
+    return absl::InternalError(absl::StrCat(set.name, " has no features"));
+  }
+  return set.features.get();
+}
+
+at::Tensor FineTuningTask::PerStepSequences(const at::Tensor& loss, const at::Tensor& totals) {
+  return loss / totals[0].clamp_min(1.0).to(loss.scalar_type());
+}
+
+double ClassifierFlops(const model::BertOptions& options, const model::BatchWork& work,
+                       int64_t labels) {
+  // The pooler and the classifier over every sequence.
+  const double h = static_cast<double>(options.hidden_size());
+  return model::TrainingFlopsOf(model::EncoderMacs(options, work) +
+                                work.sequences * (h * h + h * static_cast<double>(labels)));
+}
+
+std::unique_ptr<Task> MakeSpanTask(std::string name, std::unique_ptr<PackedSet> train,
+                                   std::vector<PackedSet> evaluation, FineTuning parts) {
+  return std::make_unique<SpanTask>(std::move(name), std::move(train), std::move(evaluation),
+                                    std::move(parts));
+}
+
+std::unique_ptr<Task> MakeClassTask(std::string name, std::unique_ptr<PackedSet> train,
+                                    std::vector<PackedSet> evaluation, FineTuning parts,
+                                    int64_t labels) {
+  return std::make_unique<ClassTask>(std::move(name), std::move(train), std::move(evaluation),
+                                     std::move(parts), labels);
 }
 
 absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(const TaskSetup& setup) {
@@ -156,6 +205,28 @@ absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(const
   }
   return std::make_shared<const data::Tokenizer>(
       std::make_shared<data::Vocabulary>(std::move(vocabulary)), setup.prepare.lower_case);
+}
+
+absl::Status CheckOneFileOfEach(const TaskSetup& setup) {
+  const FinetuneConfig& c = setup.finetune;
+  for (const auto& [key, path] :
+       {std::pair{"finetune.eval_mismatched_file", c.eval_mismatched_file},
+        std::pair{"finetune.predict_mismatched_file", c.predict_mismatched_file}}) {
+    if (!path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          key, " is MNLI's second file; task ", c.task, " has one of each: leave it empty"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ListOfLabels(const std::string& labels) {
+  std::vector<std::string> out;
+  for (absl::string_view label : absl::StrSplit(labels, ',')) {
+    label = absl::StripAsciiWhitespace(label);
+    if (!label.empty()) out.emplace_back(label);
+  }
+  return out;
 }
 
 absl::StatusOr<PackedSet> PackFeatures(std::string name, std::string key, std::string path,

@@ -69,14 +69,7 @@ absl::StatusOr<std::unique_ptr<Task>> MakeGlue(const GlueTask& glue, const TaskS
   auto log = logging::Get("finetune");
   const FinetuneConfig& c = setup.finetune;
   const bool mnli = std::string(glue.name) == "mnli";
-  for (const auto& [key, path] :
-       {std::pair{"finetune.eval_mismatched_file", c.eval_mismatched_file},
-        std::pair{"finetune.predict_mismatched_file", c.predict_mismatched_file}}) {
-    if (!mnli && !path.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          key, " is MNLI's second file; task ", glue.name, " has one of each: leave it empty"));
-    }
-  }
+  if (!mnli) RETURN_IF_ERROR(CheckOneFileOfEach(setup));
   ASSIGN_OR_RETURN(std::shared_ptr<const data::Tokenizer> tokenizer, FineTuningTokenizer(setup));
   const int length = c.SequenceLength();
   std::unique_ptr<PackedSet> train_set;
@@ -121,16 +114,16 @@ absl::StatusOr<std::unique_ptr<Task>> MakeGlue(const GlueTask& glue, const TaskS
     files[name] = std::move(file);
   }
   FineTuning parts;
-  parts.head = glue.regression() ? HeadKind::kScore : HeadKind::kClasses;
-  parts.labels = glue.classes();
   parts.export_head.architecture = "BertForSequenceClassification";
-  parts.export_head.regression = glue.regression();
+  parts.export_head.problem_type =
+      glue.regression() ? "regression" : "single_label_classification";
   for (const char* label : glue.labels) parts.export_head.labels.emplace_back(label);
   const GlueTask* task = &glue;
   parts.evaluate = [task, files](const PackedSet& set, const c10::Device& device) {
     return std::make_unique<GlueEvaluation>(*task, files.at(set.name), device);
   };
-  return MakeFineTuningTask(c.task, std::move(train_set), std::move(evaluation), std::move(parts));
+  return MakeClassTask(c.task, std::move(train_set), std::move(evaluation), std::move(parts),
+                       glue.classes());
 }
 
 }  // namespace pbert::tasks

@@ -72,13 +72,20 @@ class PretrainingTask : public Task {
     auto impl = std::make_shared<model::BertForPreTrainingImpl>(options);
     return {impl, impl->bert};
   }
-  absl::Status AddInputs(const PackedSet&, const data::PackedBatch&, const model::InputPlan&,
-                         model::Inputs*) const override {
-    return absl::OkStatus();  // the instances hold their targets (model::Inputs)
+  absl::StatusOr<Totals> AddInputs(const PackedSet&, const data::PackedBatch& batch,
+                                   const model::InputPlan&, model::Inputs*) const override {
+    // The targets are laid out with the model's inputs (model::Inputs'
+    // mlm and nsp fields, train/inputs.cc), where the masked tokens are.
+    const model::StepTotals t = PretrainingTotals(batch);
+    return Totals{t.mlm_tokens, t.mlm_sequences, t.nsp_sequences};
+  }
+  const std::vector<std::string>& TotalNames() const override {
+    static const std::vector<std::string> names = {"mlm_tokens", "mlm_sequences", "sequences"};
+    return names;
   }
   Outputs Forward(torch::nn::Module& model, const model::Inputs& inputs) const override {
     const model::PretrainingLogits logits =
-        model.as<model::BertForPreTrainingImpl>()->forward(inputs);
+        ModuleAs<model::BertForPreTrainingImpl>(model).forward(inputs);
     return {logits.mlm, logits.nsp};
   }
   MicroBatchSums Sums(const Outputs& outputs, const model::Inputs& inputs,
@@ -102,11 +109,22 @@ class PretrainingTask : public Task {
                                           const c10::Device& device) const override {
     return std::make_unique<PretrainingEvaluation>(device);
   }
-  ExportHead Export() const override { return {"BertForPreTraining", {}, false}; }
+  ExportHead Export() const override { return {"BertForPreTraining", {}, "", true}; }
 
  private:
   model::MlmLossMode mode_;
 };
+
+}  // namespace
+
+bool IsPretrainingHead(const std::string& name) { return name.rfind("cls.", 0) == 0; }
+
+model::StepTotals PretrainingTotals(const data::PackedBatch& batch) {
+  return {static_cast<double>(batch.mlm_used.numel()), static_cast<double>(batch.masked_sequences),
+          static_cast<double>(batch.sequences.size())};
+}
+
+namespace {
 
 // `source`'s sequences fit the model and the rows of data.max_seq_len.
 absl::Status CheckFits(const data::SequenceSource& source, const TaskSetup& setup,

@@ -7,9 +7,12 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/batch.h"
+#include "model/losses.h"
 #include "tasks/tasks.h"
 
 namespace pbert::tasks {
@@ -37,6 +40,16 @@ struct PretrainingMetrics {
   }
   double NspLoss() const { return nsp_sequences > 0 ? nsp_loss / nsp_sequences : 0.0; }
 };
+
+// The counts a pretraining step divides its losses by, of one micro-batch
+// (from the host fields the loader computed; model::StepTotals), and
+// the same as the task's Totals: masked tokens, sequences with one,
+// sequences.
+model::StepTotals PretrainingTotals(const data::PackedBatch& batch);
+
+// Whether `name` is a parameter of pretraining's heads (cls.*: the masked
+// LM and next sentence heads), which no fine-tuned model holds.
+bool IsPretrainingHead(const std::string& name);
 
 // The pretraining task of `setup` (setup.task is ignored): its store and
 // rows opened and checked, its eval set if data.eval names one. Writes

@@ -152,12 +152,12 @@ absl::StatusOr<std::unique_ptr<Task>> MakeSquad(const TaskSetup& setup) {
     devs[name] = std::move(dev);
   }
   FineTuning parts;
-  parts.head = HeadKind::kSpan;
-  parts.export_head = {"BertForQuestionAnswering", {}, false};
+  parts.export_head.architecture = "BertForQuestionAnswering";
+  parts.export_head.pooler = false;
   parts.evaluate = [devs, length](const PackedSet& set, const c10::Device& device) {
     return std::make_unique<SquadEvaluation>(devs.at(set.name), length, device);
   };
-  return MakeFineTuningTask(c.task, std::move(train_set), std::move(evaluation), std::move(parts));
+  return MakeSpanTask(c.task, std::move(train_set), std::move(evaluation), std::move(parts));
 }
 
 }  // namespace pbert::tasks

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,11 +28,19 @@
 #include "model/inputs.h"
 #include "tasks/feature.h"
 
-namespace torch::nn {
-class Module;
-}
-
 namespace pbert::tasks {
+
+// `module` as the head `T` that a task's MakeModel made; a model of another
+// head is a logic error, thrown (the loop turns LibTorch's and the step's
+// exceptions into a status), never a null dereference.
+template <class T>
+T& ModuleAs(torch::nn::Module& module) {
+  T* head = module.as<T>();
+  if (head == nullptr) {
+    throw std::logic_error("a task was given a model of another head: " + module.name());
+  }
+  return *head;
+}
 
 // Sequences a task reads (pretraining instances, or fine-tuning features),
 // and the rows they are packed into.
@@ -119,8 +128,20 @@ class SetEvaluation {
 struct ExportHead {
   std::string architecture;         // BertForPreTraining, BertForQuestionAnswering, ...
   std::vector<std::string> labels;  // a classifier's, in class order
-  bool regression = false;          // one score (STS-B)
+  // config.json's problem_type: "regression" (one score, STS-B),
+  // "single_label_classification", "multi_label_classification"; "" for
+  // a head without labels.
+  std::string problem_type;
+  // Whether the class has a pooler (Hugging Face's question answering and
+  // token classification models have none: the export leaves it out).
+  bool pooler = true;
 };
+
+// A micro-batch's counts that its losses are divided by, in the task's
+// TotalNames() order: known on the host before any forward pass (so that
+// every micro-batch of a step runs forward and backward at once), then
+// summed over the step's micro-batches and ranks.
+using Totals = std::vector<double>;
 
 class Task {
  public:
@@ -144,15 +165,19 @@ class Task {
     return true;
   }
 
-  // Adds the task's tensors (Inputs::sequence_token and valid, Inputs::task)
-  // for `batch` of `set` to `inputs`, on the host, in `plan`'s layout; on
-  // the loader's threads.
-  virtual absl::Status AddInputs(const PackedSet& set, const data::PackedBatch& batch,
-                                 const model::InputPlan& plan, model::Inputs* inputs) const = 0;
+  // Adds the task's tensors (its targets: Inputs::task, or pretraining's
+  // fields of Inputs; Inputs::sequence_token and valid) for `batch` of
+  // `set` to `inputs`, on the host, in `plan`'s layout, on the loader's
+  // threads; returns the batch's totals.
+  virtual absl::StatusOr<Totals> AddInputs(const PackedSet& set, const data::PackedBatch& batch,
+                                           const model::InputPlan& plan,
+                                           model::Inputs* inputs) const = 0;
+  // The names of the totals, in order ("sequences", "labeled_tokens", ...).
+  virtual const std::vector<std::string>& TotalNames() const = 0;
   // The head's outputs for `inputs` (the loop runs it under autocast).
   virtual Outputs Forward(torch::nn::Module& model, const model::Inputs& inputs) const = 0;
-  // A micro-batch's loss and sums; `totals`: the step's (model::TotalsTensor,
-  // summed over micro-batches and ranks).
+  // A micro-batch's loss and sums; `totals`: the step's ([TotalNames().size()]
+  // float64 on the device, summed over micro-batches and ranks).
   virtual MicroBatchSums Sums(const Outputs& outputs, const model::Inputs& inputs,
                               const at::Tensor& totals) const = 0;
   // The names of the sums, in order.

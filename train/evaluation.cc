@@ -8,6 +8,8 @@
 #include "common/status.h"
 #include "model/attention.h"
 #include "model/config.h"
+#include "model/weights.h"
+#include "tasks/pretraining.h"
 #include "tasks/tasks.h"
 #include "train/checkpointer.h"
 
@@ -115,8 +117,12 @@ absl::StatusOr<WeightsEvaluation> EvaluateWeights(const tasks::Task& task, const
     // (A model for SQuAD has no use for the pooler, which its export leaves out.)
     const absl::Status loaded = LoadVerifiedWeights(
         path, *model.module, [&task](const std::string& name) { return task.Trains(name); });
-    if (!loaded.ok() && absl::StrContains(loaded.message(), "unexpected: cls.")) {
-      return pretraining();
+    if (!loaded.ok()) {
+      if (auto weights = model::ReadWeights(path); weights.ok()) {
+        for (const auto& [name, tensor] : weights->tensors) {
+          if (tasks::IsPretrainingHead(name)) return pretraining();
+        }
+      }
     }
     RETURN_IF_ERROR(loaded);
     model.module->to(device);

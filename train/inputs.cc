@@ -167,14 +167,23 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
 absl::StatusOr<MicroBatch> Prepare(const data::PackedBatch& batch, const model::InputPlan& plan,
                                    const TaskInputs& task) {
   try {
-    MicroBatch micro;
     model::Inputs inputs = MakeInputs(batch, plan);
+    tasks::Totals totals;
     if (task.task != nullptr) {
-      RETURN_IF_ERROR(task.task->AddInputs(*task.set, batch, plan, &inputs));
+      static const tasks::PackedSet kNone;
+      const tasks::PackedSet* set = task.set != nullptr ? task.set : task.task->train();
+      ASSIGN_OR_RETURN(totals,
+                       task.task->AddInputs(set != nullptr ? *set : kNone, batch, plan, &inputs));
+      if (totals.size() != task.task->TotalNames().size()) {
+        return absl::InternalError(absl::StrCat("task ", task.task->name(), " gave ",
+                                                totals.size(), " totals of ",
+                                                task.task->TotalNames().size()));
+      }
       if (plan.device.is_cuda()) inputs.PinMemory();  // the task's (the rest are)
     }
+    MicroBatch micro;
     micro.inputs = inputs.To(plan.device, /*non_blocking=*/true);
-    micro.totals = TotalsOf(batch);
+    micro.totals = std::move(totals);
     micro.work = WorkOf(batch);
     micro.rows = batch.rows();
     micro.width = batch.input_ids.size(1);
@@ -217,11 +226,6 @@ std::vector<MicroBatch> Prepared(data::StepBatches& batches) {
     out.back().index = batches.first_micro_batch + (out.size() - 1);
   }
   return out;
-}
-
-model::StepTotals TotalsOf(const data::PackedBatch& batch) {
-  return {static_cast<double>(batch.mlm_used.numel()), static_cast<double>(batch.masked_sequences),
-          static_cast<double>(batch.sequences.size())};
 }
 
 model::BatchWork WorkOf(const data::PackedBatch& batch) {

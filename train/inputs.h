@@ -15,14 +15,13 @@
 #include "data/loader.h"
 #include "model/flops.h"
 #include "model/inputs.h"
-#include "model/losses.h"
 #include "tasks/task.h"
 
 namespace pbert::train {
 
 struct MicroBatch {
   model::Inputs inputs;      // on the plan's device
-  model::StepTotals totals;  // its masked tokens, sequences with one, sequences
+  tasks::Totals totals;      // the task's (Task::TotalNames)
   model::BatchWork work;     // what the model computes on it, for its FLOPs
   int64_t rows = 0;          // B
   int64_t width = 0;         // S: tokens per row, padding included
@@ -32,9 +31,10 @@ struct MicroBatch {
   uint64_t index = 0;
 };
 
-// The task whose tensors a micro-batch of `set` carries beside the
-// model's inputs (tasks::Task::AddInputs); none: pretraining's instances
-// hold their targets.
+// The task whose tensors and totals a micro-batch of `set` carries beside
+// the model's inputs (tasks::Task::AddInputs); `set` null: the task's
+// training set (or none: pretraining's instances hold their targets). A
+// micro-batch prepared without a task has no totals and cannot be trained.
 struct TaskInputs {
   const tasks::Task* task = nullptr;
   const tasks::PackedSet* set = nullptr;
@@ -60,11 +60,6 @@ absl::StatusOr<std::vector<MicroBatch>> Prepare(const std::vector<data::PackedBa
 data::LoaderOptions::PrepareFunction Preparer(const model::InputPlan& plan,
                                               const TaskInputs& task = {});
 std::vector<MicroBatch> Prepared(data::StepBatches& batches);
-
-// The counts of one micro-batch, from the host fields the loader computed:
-// known before any forward pass (so every micro-batch can run forward and
-// backward at once), and without reading a device.
-model::StepTotals TotalsOf(const data::PackedBatch& batch);
 
 // What the model computes on `batch`, for its FLOPs (host fields only).
 model::BatchWork WorkOf(const data::PackedBatch& batch);

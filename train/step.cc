@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "optim/lamb.h"
 #include "train/captured_step.h"
@@ -12,14 +13,22 @@
 namespace pbert::train {
 namespace {
 
-// The step's totals (masked tokens, sequences) over all micro-batches and
-// ranks, from the counts the loader computed on the host: summed over the
-// ranks on the device, never read back.
-at::Tensor SumTotals(const std::vector<MicroBatch>& batches,
-                     distributed::Communicator& communicator, const c10::Device& device) {
-  model::StepTotals local;
-  for (const auto& batch : batches) local += batch.totals;
-  at::Tensor totals = model::TotalsTensor(local, device);
+// The step's totals (the task's: masked tokens, sequences, labeled tokens)
+// over all micro-batches and ranks, from the counts the loader's threads
+// computed on the host: summed over the ranks on the device, never read
+// back.
+absl::StatusOr<at::Tensor> SumTotals(const std::vector<MicroBatch>& batches, const tasks::Task& task,
+                                     distributed::Communicator& communicator,
+                                     const c10::Device& device) {
+  std::vector<double> local(task.TotalNames().size(), 0.0);
+  for (const auto& batch : batches) {
+    if (batch.totals.size() != local.size()) {
+      return absl::InternalError(absl::StrCat("a micro-batch prepared without the totals of task ",
+                                              task.name(), " (train::TaskInputs)"));
+    }
+    for (size_t i = 0; i < local.size(); ++i) local[i] += batch.totals[i];
+  }
+  at::Tensor totals = model::HostToDevice(at::tensor(local, at::kDouble), device);
   communicator.SumInPlace(totals);
   return totals;
 }
@@ -68,7 +77,8 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
                                      const std::vector<MicroBatch>& batches, double lr,
                                      const StepOptions& options) {
   trainee.model().train();
-  const at::Tensor totals = SumTotals(batches, communicator, trainee.device());
+  ASSIGN_OR_RETURN(const at::Tensor totals,
+                   SumTotals(batches, trainee.task(), communicator, trainee.device()));
   trainee.reducer().ZeroGrad();
   // What the host knows of the micro-batches; the sums stay on the device
   // until the step's one read.
@@ -109,7 +119,7 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
     sums_total = sums_total.defined() ? sums_total + stats : stats;
     host.rows += static_cast<double>(batch.rows);
     host.tokens += static_cast<double>(batch.tokens);
-    host.sequences += batch.totals.nsp_sequences;
+    host.sequences += batch.work.sequences;
     host.flops += trainee.task().TrainingFlops(trainee.bert_options(), batch.work);
   }
   const size_t task_sums = trainee.task().SumNames().size();
@@ -125,7 +135,7 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
 absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator& communicator,
                                      const std::vector<data::PackedBatch>& batches, double lr,
                                      const StepOptions& options, const tasks::PackedSet* set) {
-  const TaskInputs task = set != nullptr ? TaskInputs{&trainee.task(), set} : TaskInputs{};
+  const TaskInputs task{&trainee.task(), set};
   ASSIGN_OR_RETURN(std::vector<MicroBatch> prepared,
                    Prepare(batches, trainee.input_plan(), task));
   // This rank's micro-batches follow those of the ranks before it.

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "model/task_heads.h"
 #include "model/weights.h"
+#include "tasks/pretraining.h"
 #include "tasks/tasks.h"
 #include "train/fault.h"
 #include "train/inputs.h"
@@ -165,7 +166,8 @@ absl::Status Trainer::LoadStart() {
   if (!trained_for.empty() && trained_for != tasks::kPretraining && trained_for != task_.name()) {
     // Another task's fine-tuned model: its encoder, and the pooler where
     // it has one; this task's head is drawn anew, as transformers does.
-    const bool pooled = trained_for != "squad";
+    ASSIGN_OR_RETURN(const model::Weights weights, model::ReadWeights(path));
+    const bool pooled = weights.tensors.count("bert.pooler.dense.weight") > 0;
     const auto encoder = [&](const std::string& name) {
       return absl::StartsWith(name, "bert.") && used(name) &&
              (pooled || !absl::StartsWith(name, "bert.pooler."));
@@ -189,13 +191,16 @@ absl::Status Trainer::LoadStart() {
     return absl::OkStatus();
   }
   // A fine-tuned model of another task (or of this one with other labels)
-  // says so; anything else gets the pretrained reader's message.
+  // says so, naming its head (a tensor beside the encoder and pretraining's
+  // heads); anything else gets the pretrained reader's message.
   if (auto weights = model::ReadWeights(path); weights.ok()) {
-    for (const char* head : {"qa_outputs.weight", "classifier.weight"}) {
-      auto it = weights->tensors.find(head);
-      if (it == weights->tensors.end()) continue;
+    for (const auto& [name, tensor] : weights->tensors) {
+      if (absl::StartsWith(name, "bert.") || tasks::IsPretrainingHead(name) ||
+          !absl::EndsWith(name, ".weight") || tensor.dim() != 2) {
+        continue;
+      }
       return absl::InvalidArgumentError(absl::StrCat(
-          path, " is a fine-tuned model (", head, " of ", it->second.size(0),
+          path, " is a fine-tuned model (", name, " of ", tensor.size(0),
           " outputs), not one of ", task_.name(), "'s head: start from pretrained weights"));
     }
   }

@@ -4,7 +4,8 @@
     check_hf_export.py OUT VOCAB
 
 Lists the state dict of transformers' BertForPreTraining (or, as its
-config.json says, BertForQuestionAnswering or BertForSequenceClassification)
+config.json says, BertForQuestionAnswering, BertForSequenceClassification or
+BertForTokenClassification)
 for the sizes in OUT/config.json, written from the module structure of transformers'
 models/bert/modeling_bert.py (BertEmbeddings, BertLayer = BertAttention
 (BertSelfAttention, BertSelfOutput) + BertIntermediate + BertOutput,
@@ -58,6 +59,13 @@ def bert_for_pretraining_state_dict(c):
         out["qa_outputs.weight"] = [2, h]
         out["qa_outputs.bias"] = [2]
         return out
+    if architecture == "BertForTokenClassification":
+        # BertModel(config, add_pooling_layer=False), dropout, classifier.
+        del out["bert.pooler.dense.weight"], out["bert.pooler.dense.bias"]
+        labels = len(c.get("id2label", {})) or 2
+        out["classifier.weight"] = [labels, h]
+        out["classifier.bias"] = [labels]
+        return out
     if architecture == "BertForSequenceClassification":
         labels = c.get("num_labels", len(c.get("id2label", {})) or 2)
         out["classifier.weight"] = [labels, h]
@@ -93,12 +101,15 @@ def main(out, vocab_path):
         print("\n".join(problems))
         return 1
     architectures = ("BertForPreTraining", "BertForQuestionAnswering",
-                     "BertForSequenceClassification")
+                     "BertForSequenceClassification", "BertForTokenClassification")
     if len(config["architectures"]) != 1 or config["architectures"][0] not in architectures or \
             config["model_type"] != "bert":
         problems.append("config.json: not a %s of model_type bert" % " or ".join(architectures))
-    if config["architectures"] == ["BertForSequenceClassification"]:
+    if config["architectures"][0] in ("BertForSequenceClassification", "BertForTokenClassification"):
         id2label = config.get("id2label", {})
+        kinds = (None, "regression", "single_label_classification", "multi_label_classification")
+        if config.get("problem_type") not in kinds:
+            problems.append("config.json: problem_type %r is none of transformers'" % config.get("problem_type"))
         if config.get("problem_type") == "regression":
             if config.get("num_labels") != 1:
                 problems.append("config.json: a regression with num_labels %r" % config.get("num_labels"))

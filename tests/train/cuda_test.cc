@@ -139,7 +139,8 @@ TEST_P(VarlenKernelTest, VarlenEqualsDenseFp32) {
         model::AutocastGuard autocast(precision, c10::DeviceType::CUDA);
         logits = m(inputs);
         loss = model::PretrainingLoss(model::ComputeSums(logits, inputs),
-                                      model::MlmLossMode::kPerToken, TotalsOf(batch));
+                                      model::MlmLossMode::kPerToken,
+                                      tasks::PretrainingTotals(batch));
       }
       loss.backward();
       return std::make_pair(logits, loss.item<double>());
@@ -420,7 +421,7 @@ TEST(CudaTest, AStepWaitsForTheGpuOnlyInItsOneRead) {
     o.master_weights = lean;
     o.fused_optimizer = lean;
     auto trainee = std::move(*Trainee::Make(o, *communicator));
-    auto prepared = Prepare(batches, trainee->input_plan());
+    auto prepared = Prepare(batches, trainee->input_plan(), {&trainee->task()});
     ASSERT_TRUE(prepared.ok()) << prepared.status();
     StepOptions step;
     step.max_grad_norm = 1.0;
@@ -711,11 +712,13 @@ TEST(CudaTest, ACapturedStepEqualsTheEagerOneAndResumes) {
 TEST(CudaTest, TheTaskModelsKeepOneQkvBufferOnTheGpu) {
   SKIP_WITHOUT_GPU();
   auto communicator = distributed::Communicator::Single();
-  for (const tasks::HeadKind head : {tasks::HeadKind::kSpan, tasks::HeadKind::kClasses}) {
+  using tasks::testing::HeadKind;
+  for (const HeadKind head : {HeadKind::kSpan, HeadKind::kClasses, HeadKind::kTokens,
+                              HeadKind::kMultiLabel}) {
     const auto task = tasks::testing::TaskOf(tasks::testing::RandomFeatures(47, 40), head, 3);
     const tasks::PackedSet& set = *task->train();
     for (const bool masters : {false, true}) {
-      const std::string what = absl::StrCat(head == tasks::HeadKind::kSpan ? "span" : "classes",
+      const std::string what = absl::StrCat(tasks::testing::HeadName(head),
                                             masters ? ", bf16 with master weights" : ", bf16");
       TraineeOptions o = Bf16OnTheGpu(7);
       o.task = task;

@@ -27,13 +27,13 @@
 namespace pbert::train::tuning {
 namespace {
 
-using tasks::HeadKind;
+using tasks::testing::HeadKind;
 using tasks::testing::StepBatches;
 using tasks::testing::TaskOf;
 
 constexpr double kLr = 1e-2;
 
-std::string HeadName(HeadKind head) { return head == HeadKind::kSpan ? "span" : "classes"; }
+using tasks::testing::HeadName;
 
 // A trainee of `task` on a tiny BERT with dropout 0.1, seeded alike.
 struct TuningRun {
@@ -315,10 +315,56 @@ TEST_P(FineTuningStepTest, TheQkvBufferStaysOneThroughTheMoveAndTheSteps) {
   }
 }
 
+// Packed rows (lpfhp, up to 3 sequences a row) against one sequence a row,
+// in double without dropout: the same sequences a step (the packed step's
+// rows hold the features of the unpacked step's, StepBatches of the
+// unpacked set's records made into the packed layout), so the same loss,
+// sums and gradients, within the rounding of sums over the step's tokens
+// (at most 2^12 terms here, each no larger than the largest entry).
+TEST_P(FineTuningStepTest, PackedStepsEqualUnpackedSteps) {
+  const HeadKind head = GetParam();
+  const auto features = tasks::testing::RandomFeatures(47, 48);
+  const auto unpacked = TaskOf(features, head, 1);
+  const auto packed = TaskOf(features, head, 3);
+  const tasks::PackedSet& one = *unpacked->train();
+  const tasks::PackedSet& three = *packed->train();
+  ASSERT_LT(three.rows->rows(), one.rows->rows());
+  TuningRun a = Make(Options(unpacked, model::testing::TinyOptions(), torch::kDouble));
+  TuningRun b = Make(Options(packed, model::testing::TinyOptions(), torch::kDouble));
+  // The whole set in one step: the unpacked rows in two micro-batches (48
+  // features: 24 rows each), the packed rows in one.
+  const int rows_a = static_cast<int>(one.rows->rows() / 2);
+  ASSERT_EQ(2 * rows_a, static_cast<int>(one.rows->rows()));
+  const int rows_b = static_cast<int>(three.rows->rows());
+  for (int step = 0; step < 2; ++step) {
+    auto ra = TrainStep(*a.trainee, *a.communicator, StepBatches(one, 0, rows_a, 2), kLr, {}, &one);
+    auto rb =
+        TrainStep(*b.trainee, *b.communicator, StepBatches(three, 0, rows_b, 1), kLr, {}, &three);
+    ASSERT_TRUE(ra.ok() && rb.ok()) << (ra.ok() ? rb.status() : ra.status());
+    const auto ga = LossAndGradients(*a.trainee, *ra);
+    const auto gb = LossAndGradients(*b.trainee, *rb);
+    double largest = 0;
+    for (size_t i = 1; i < ga.size(); ++i) largest = std::max(largest, ga[i].abs().max().item<double>());
+    const double tolerance = (1 << 12) * std::numeric_limits<double>::epsilon();
+    const std::string where = absl::StrCat(HeadName(head), ", step ", step);
+    EXPECT_NEAR(ra->metrics.loss, rb->metrics.loss, tolerance * ra->metrics.loss) << where;
+    ASSERT_EQ(ra->metrics.sums.size(), rb->metrics.sums.size());
+    for (size_t k = 0; k < ra->metrics.sums.size(); ++k) {
+      EXPECT_NEAR(ra->metrics.sums[k], rb->metrics.sums[k], 1e-9 * std::abs(ra->metrics.sums[k]))
+          << where << ", sum " << k;
+    }
+    for (size_t i = 1; i < ga.size(); ++i) {
+      EXPECT_LE((ga[i] - gb[i]).abs().max().item<double>(), tolerance * largest)
+          << where << ", gradient " << i - 1;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Heads, FineTuningStepTest,
-                         ::testing::Values(HeadKind::kSpan, HeadKind::kClasses),
+                         ::testing::Values(HeadKind::kSpan, HeadKind::kClasses, HeadKind::kTokens,
+                                           HeadKind::kMultiLabel),
                          [](const ::testing::TestParamInfo<HeadKind>& info) {
-                           return std::string(info.param == HeadKind::kSpan ? "Span" : "Classes");
+                           return HeadName(info.param);
                          });
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "data/instance.h"
 #include "model/bert.h"
 #include "model/precision.h"
+#include "tasks/pretraining.h"
 #include "tests/data/random_instances.h"
 #include "tests/model/fixtures.h"
 #include "train/inputs.h"
@@ -59,6 +60,9 @@ inline PretrainingSums SumsOf(const PretrainingLogits& logits, const data::Packe
   return ComputeSums(logits, train::MakeInputs(batch, InputPlan()));
 }
 
-using train::TotalsOf;
+// The counts a pretraining step divides by, of `batch` alone.
+inline StepTotals TotalsOf(const data::PackedBatch& batch) {
+  return tasks::PretrainingTotals(batch);
+}
 
 }  // namespace pbert::model::testing

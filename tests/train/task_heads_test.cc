@@ -19,6 +19,7 @@ namespace pbert::tasks {
 namespace {
 
 using model::AttentionKind;
+using testing::HeadKind;
 using model::BertForQuestionAnswering;
 using model::BertForSequenceClassification;
 using model::InputPlan;
@@ -81,7 +82,7 @@ HeadRun RunHead(Model& model, const std::vector<Feature>& features, int depth,
   Inputs inputs = train::MakeInputs(*batch, plan);
   const absl::Status added = head == HeadKind::kSpan
                                  ? AddSpanInputs(features, *batch, plan, &inputs)
-                                 : AddClassInputs(features, head, *batch, &inputs);
+                                 : AddClassInputs(features, head == HeadKind::kScore, *batch, &inputs);
   if (!added.ok()) throw std::runtime_error(std::string(added.message()));
   model->zero_grad();
   HeadRun run;
@@ -104,7 +105,7 @@ HeadRun RunHead(Model& model, const std::vector<Feature>& features, int depth,
     for (size_t r = 0; r < rows.size(); ++r) {
       for (size_t k = 0; k < rows[r].size(); ++k) run.logits[records[i++]] = logits[r][k];
     }
-    sums = ClassSums(logits, inputs, head);
+    sums = ClassSums(logits, inputs, head == HeadKind::kScore);
   }
   EXPECT_EQ(sums.sequences.item<double>(), static_cast<double>(features.size()));
   const at::Tensor loss = sums.loss / sums.sequences;
