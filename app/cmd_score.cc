@@ -21,24 +21,9 @@
 namespace pbert::app {
 namespace {
 
-absl::Status RunScore(const Args& args) {
-  // --max-depth is packing.max_depth: pack and score share its range.
-  ASSIGN_OR_RETURN(ExperimentConfig config,
-                   LoadConfig(args, {{"max-depth", "packing.max_depth"}}));
-  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 1, std::numeric_limits<int64_t>::max()));
-  ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32, 1, 1 << 20));
-  const int max_depth = config.packing.options.max_depth;
-  ASSIGN_OR_RETURN(const c10::Device device, train::ResolveDevice(config.run.device, 0));
-  RETURN_IF_ERROR(train::UseDevice(device));
-  ASSIGN_OR_RETURN(const model::Precision precision,
-                   train::EvaluationPrecision(config.model, device));
-  auto start = std::chrono::steady_clock::now();
-
-  // The weights first: a wrong file is found before the data is read.
-  model::BertForPreTraining bert(config.model.bert);
-  RETURN_IF_ERROR(train::LoadVerifiedWeights(args.Get("weights"), *bert));
-  bert->to(device);
-
+// The sequences of --data (at most `limit`; -1: all), packed as --pack says.
+absl::StatusOr<tasks::PackedSet> ScoredSet(const Args& args, const ExperimentConfig& config,
+                                           int64_t limit) {
   const std::string path = args.Get("data");
   tasks::PackedSet set;
   set.name = "eval";
@@ -51,7 +36,7 @@ absl::Status RunScore(const Args& args) {
                                        set.sequences->limits().max_len, path));
   const int max_len = static_cast<int>(set.sequences->limits().max_len);
   const std::string algorithm = args.Get("pack", "none");
-  const int depth = algorithm == "none" ? 1 : max_depth;
+  const int depth = algorithm == "none" ? 1 : config.packing.options.max_depth;
   ASSIGN_OR_RETURN(data::PackedSequences packed,
                    data::PackLengths(algorithm, set.sequences->Lengths(),
                                      {max_len, depth, static_cast<uint64_t>(config.run.seed)}));
@@ -60,6 +45,28 @@ absl::Status RunScore(const Args& args) {
                               packed.run.report.packing_factor);
   set.rows = std::make_shared<data::PackIndex>(std::move(packed.index));
   set.shape = {max_len, depth, 0};
+  return set;
+}
+
+absl::Status RunScore(const Args& args) {
+  // --max-depth is packing.max_depth: pack and score share its range.
+  ASSIGN_OR_RETURN(ExperimentConfig config,
+                   LoadConfig(args, {{"max-depth", "packing.max_depth"}}));
+  ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 1, std::numeric_limits<int64_t>::max()));
+  ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32, 1, 1 << 20));
+  ASSIGN_OR_RETURN(const c10::Device device, train::ResolveDevice(config.run.device, 0));
+  RETURN_IF_ERROR(train::UseDevice(device));
+  ASSIGN_OR_RETURN(const model::Precision precision,
+                   train::EvaluationPrecision(config.model, device));
+  auto start = std::chrono::steady_clock::now();
+
+  // The weights first: a wrong file is found before the data is read.
+  model::BertForPreTraining bert(config.model.bert);
+  RETURN_IF_ERROR(train::LoadVerifiedWeights(args.Get("weights"), *bert));
+  bert->to(device);
+
+  ASSIGN_OR_RETURN(const tasks::PackedSet set, ScoredSet(args, config, limit));
+  const std::string algorithm = args.Get("pack", "none");
   const std::unique_ptr<tasks::Task> task = tasks::PretrainingOn({}, config.model.mlm_loss);
 
   auto communicator = distributed::Communicator::Single();

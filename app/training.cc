@@ -105,6 +105,36 @@ absl::StatusOr<std::shared_ptr<const tasks::Task>> OpenTask(const TrainingComman
   return std::shared_ptr<const tasks::Task>(std::move(task));
 }
 
+// No input of the run is one of the outputs it writes over.
+absl::Status CheckInputs(const train::RunFolder& folder, const ExperimentConfig& config,
+                         const tasks::Task& task) {
+  RETURN_IF_ERROR(folder.CheckInput("prepare.vocab", config.prepare.vocab));
+  if (const tasks::PackedSet* train = task.train()) {
+    RETURN_IF_ERROR(folder.CheckInput(train->key, train->path));
+  }
+  for (const tasks::PackedSet& set : task.evaluation()) {
+    RETURN_IF_ERROR(folder.CheckInput(set.key, set.path));
+  }
+  return absl::OkStatus();
+}
+
+// The finished run's export: a Hugging Face folder of the task's head.
+train::ModelExport ExportOf(const ExperimentConfig& config, std::string task) {
+  return [&config, task](const torch::nn::Module& model, const tasks::ExportHead& head,
+                         const std::string& dir) {
+    HfExportOptions options;
+    options.vocab = config.prepare.vocab;
+    options.lower_case = config.prepare.lower_case;
+    options.existing = Existing::kReplace;
+    options.architecture = head.architecture;
+    options.labels = head.labels;
+    options.problem_type = head.problem_type;
+    options.pooler = head.pooler;
+    options.task = task;
+    return ExportHuggingFace(model, config.model.bert, options, dir);
+  };
+}
+
 // Checks everything the run needs and builds its trainer; writes nothing
 // but a new run's packed rows and the effective config, once all is checked.
 absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
@@ -120,16 +150,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
   }
   // Each rank checks the checksums of its share of the store's shards.
   ASSIGN_OR_RETURN(parts.task, OpenTask(command, config, s.communicator));
-  if (s.folder) {
-    // No input is one of the outputs the run writes over.
-    RETURN_IF_ERROR(s.folder->CheckInput("prepare.vocab", config.prepare.vocab));
-    if (const tasks::PackedSet* train = parts.task->train()) {
-      RETURN_IF_ERROR(s.folder->CheckInput(train->key, train->path));
-    }
-    for (const tasks::PackedSet& set : parts.task->evaluation()) {
-      RETURN_IF_ERROR(s.folder->CheckInput(set.key, set.path));
-    }
-  }
+  if (s.folder) RETURN_IF_ERROR(CheckInputs(*s.folder, config, *parts.task));
   train::FaultPoint("checks", 0, s.communicator.rank());
   ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.task, command.regimen,
                                                          s.communicator.rank(),
@@ -153,22 +174,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
                             args.Has("force"),
                             nullptr,
                             ResumeFlag(command)};
-  if (command.exports) {
-    setup.export_model = [&config, task = command.task(config)](const torch::nn::Module& model,
-                                                                const tasks::ExportHead& head,
-                                                                const std::string& dir) {
-      HfExportOptions options;
-      options.vocab = config.prepare.vocab;
-      options.lower_case = config.prepare.lower_case;
-      options.existing = Existing::kReplace;
-      options.architecture = head.architecture;
-      options.labels = head.labels;
-      options.problem_type = head.problem_type;
-      options.pooler = head.pooler;
-      options.task = task;
-      return ExportHuggingFace(model, config.model.bert, options, dir);
-    };
-  }
+  if (command.exports) setup.export_model = ExportOf(config, command.task(config));
   ASSIGN_OR_RETURN(auto trainer, train::Trainer::Create(setup));
   if (s.folder && !trainer->finished()) {
     if (!parts.resume) {

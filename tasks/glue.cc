@@ -106,20 +106,99 @@ const GlueTask* FindGlueTask(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+
+// Where a file's columns are: its header's, or CoLA's own (source, label,
+// mark, sentence).
+struct GlueColumns {
+  int first = 3, second = -1, label = 1, index = -1;
+  size_t count = 4;
+  bool headerless = false;         // CoLA's layout
+  bool numbered = false;           // predicted in file order (no index column)
+  bool header_is_example = false;  // a labeled CoLA file given to predict
+};
+
+// The columns of `header` (the first line of `path`, where `where` names
+// it) for `task`: those it lacks named, a label column in a file to
+// predict said so.
+absl::StatusOr<GlueColumns> ColumnsOf(const GlueTask& task, const std::vector<std::string>& header,
+                                      bool labeled, const std::string& path,
+                                      const std::string& where) {
+  GlueColumns c;
+  c.count = header.size();
+  if (!labeled && std::string(task.name) == "cola" && c.count == 4 &&
+      (header[1] == "0" || header[1] == "1") &&
+      std::find(header.begin(), header.end(), "sentence") == header.end()) {
+    logging::Get("finetune")
+        ->warn(
+            "{}: a labeled CoLA file (no header; source, label, mark, sentence): predicted "
+            "in file order (index 0, 1, ...), its labels not scored (a dev file to score is "
+            "finetune.eval_file)",
+            path);
+    c.headerless = c.numbered = c.header_is_example = true;
+    return c;
+  }
+  auto find = [&](const char* name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+  };
+  c.first = find(task.first);
+  c.second = *task.second ? find(task.second) : -1;
+  c.label = find(task.label);
+  c.index = find("index") >= 0 ? find("index") : find("id");
+  std::vector<std::string> missing;
+  if (c.first < 0) missing.push_back(task.first);
+  if (*task.second && c.second < 0) missing.push_back(task.second);
+  if (labeled && c.label < 0) missing.push_back(task.label);
+  c.numbered = !labeled && c.index < 0 && c.label >= 0;
+  if (!labeled && c.index < 0 && !c.numbered) missing.push_back("index");
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the header has no column \"", absl::StrJoin(missing, "\", \""), "\" of task ",
+        task.name, " (it has ", HeaderNames(header), "): ",
+        labeled ? "is it another task's file, or a test file without labels (predict it with "
+                  "finetune.predict_file)?"
+                : "is it another task's file?"));
+  }
+  if (!labeled && c.label >= 0) {
+    logging::Get("finetune")
+        ->warn(
+            "{}: has a label column \"{}\": predicted{}, its labels not scored (a dev file to "
+            "score is finetune.eval_file)",
+            path, task.label, c.numbered ? " in file order (no index column: 0, 1, ...)" : "");
+  }
+  return c;
+}
+
+// The label of `value`: a class's index, or a score (decimal notation
+// only, no hexadecimal, inf or nan; finite as the float it is trained as).
+absl::StatusOr<float> LabelOf(const GlueTask& task, const std::string& value) {
+  if (task.regression()) {
+    double score = 0;
+    const bool decimal =
+        !value.empty() && value.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    if (!decimal || !absl::SimpleAtod(value, &score) || !std::isfinite(static_cast<float>(score))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", task.label, " \"", value,
+                       "\" is not a number a float holds (decimal notation, within +-3.4e38)"));
+    }
+    return static_cast<float>(score);
+  }
+  auto it = std::find(task.labels.begin(), task.labels.end(), value);
+  if (it == task.labels.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown label \"", value, "\" (", task.name,
+                                                   "'s are \"", absl::StrJoin(task.labels, "\", \""),
+                                                   "\")"));
+  }
+  return static_cast<float>(it - task.labels.begin());
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const std::string& path,
                                                   bool labeled) {
   ASSIGN_OR_RETURN(TextLines lines, TextLines::Open(path, absl::StrCat(task.name, " file")));
-  // CoLA's train and dev files alone have no header (its test file has).
-  const bool cola = std::string(task.name) == "cola";
-  bool headerless = labeled && cola;
-  // A labeled file given to predict is predicted, in file order where it
-  // has no index column.
-  bool numbered = false;
-  bool pending = false;  // the first line is an example, not a header
-  int first = 3, second = -1, label = 1, index = -1;
-  size_t columns = 4;
   std::string line;
-  std::vector<std::string> header;
   auto where = [&] { return absl::StrCat(path, ": line ", lines.line_number()); };
   auto next = [&] {
     if (!lines.Next(&line)) return false;
@@ -127,77 +206,34 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     if (!line.empty() && line.back() == '\r') line.pop_back();
     return true;
   };
-  if (!headerless) {
+  // CoLA's train and dev files alone have no header (its test file has).
+  GlueColumns c;
+  c.headerless = labeled && std::string(task.name) == "cola";
+  if (!c.headerless) {
     if (!next()) {
       RETURN_IF_ERROR(lines.status());
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": empty (a ", task.name, " file starts with a header line)"));
     }
-    header = absl::StrSplit(line, '\t');
-    columns = header.size();
-    if (!labeled && cola && columns == 4 && (header[1] == "0" || header[1] == "1") &&
-        std::find(header.begin(), header.end(), "sentence") == header.end()) {
-      // CoLA's train or dev layout (source, label, mark, sentence).
-      logging::Get("finetune")
-          ->warn(
-              "{}: a labeled CoLA file (no header; source, label, mark, sentence): predicted "
-              "in file order (index 0, 1, ...), its labels not scored (a dev file to score is "
-              "finetune.eval_file)",
-              path);
-      headerless = numbered = pending = true;
-    }
-  }
-  if (!headerless) {
-    auto find = [&](const char* name) {
-      auto it = std::find(header.begin(), header.end(), name);
-      return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-    };
-    first = find(task.first);
-    second = *task.second ? find(task.second) : -1;
-    label = find(task.label);
-    index = find("index") >= 0 ? find("index") : find("id");
-    std::vector<std::string> missing;
-    if (first < 0) missing.push_back(task.first);
-    if (*task.second && second < 0) missing.push_back(task.second);
-    if (labeled && label < 0) missing.push_back(task.label);
-    numbered = !labeled && index < 0 && label >= 0;
-    if (!labeled && index < 0 && !numbered) missing.push_back("index");
-    if (!missing.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where(), ": the header has no column \"", absl::StrJoin(missing, "\", \""), "\" of task ",
-          task.name, " (it has ", HeaderNames(header), "): ",
-          labeled ? "is it another task's file, or a test file without labels (predict it with "
-                    "finetune.predict_file)?"
-                  : "is it another task's file?"));
-    }
-    if (!labeled && label >= 0) {
-      logging::Get("finetune")
-          ->warn(
-              "{}: has a label column \"{}\": predicted{}, its labels not scored (a dev file to "
-              "score is finetune.eval_file)",
-              path, task.label, numbered ? " in file order (no index column: 0, 1, ...)" : "");
-    }
+    ASSIGN_OR_RETURN(c, ColumnsOf(task, absl::StrSplit(line, '\t'), labeled, path, where()));
   }
   std::vector<GlueExample> examples;
   std::unordered_map<int64_t, uint64_t> index_lines;  // a test file's index: its line
-  while (std::exchange(pending, false) || next()) {
+  while (std::exchange(c.header_is_example, false) || next()) {
     std::vector<std::string> fields = absl::StrSplit(line, '\t');
-    if (fields.size() != columns) {
+    if (fields.size() != c.count) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where(), ": ", fields.size(), " tab-separated columns, not the ", columns,
-          headerless ? " of a CoLA file (source, label, mark, sentence)" : " of its header"));
+          where(), ": ", fields.size(), " tab-separated columns, not the ", c.count,
+          c.headerless ? " of a CoLA file (source, label, mark, sentence)" : " of its header"));
     }
     GlueExample example;
     example.line = lines.line_number();
-    example.first = fields[first];
-    if (second >= 0) example.second = fields[second];
-    if (numbered) {
+    example.first = fields[c.first];
+    if (c.second >= 0) example.second = fields[c.second];
+    if (c.numbered) {
       example.index = static_cast<int64_t>(examples.size());
-      examples.push_back(std::move(example));
-      continue;
-    }
-    if (!labeled) {
-      const std::string& value = fields[index];
+    } else if (!labeled) {
+      const std::string& value = fields[c.index];
       if (value.empty() || !std::all_of(value.begin(), value.end(), absl::ascii_isdigit) ||
           !absl::SimpleAtoi(value, &example.index)) {
         return absl::InvalidArgumentError(
@@ -209,31 +245,12 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
                                                        " is line ", at->second,
                                                        "'s too; each example needs its own"));
       }
-      examples.push_back(std::move(example));
-      continue;
-    }
-    const std::string& value = fields[label];
-    if (task.regression()) {
-      // Decimal notation only (no hexadecimal, no inf or nan), finite as
-      // the float a score is trained as.
-      double score = 0;
-      const bool decimal =
-          !value.empty() && value.find_first_not_of("0123456789.eE+-") == std::string::npos;
-      if (!decimal || !absl::SimpleAtod(value, &score) ||
-          !std::isfinite(static_cast<float>(score))) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where(), ": the ", task.label, " \"", value,
-                         "\" is not a number a float holds (decimal notation, within +-3.4e38)"));
-      }
-      example.label = static_cast<float>(score);
     } else {
-      auto it = std::find(task.labels.begin(), task.labels.end(), value);
-      if (it == task.labels.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where(), ": unknown label \"", value, "\" (", task.name, "'s are \"",
-                         absl::StrJoin(task.labels, "\", \""), "\")"));
+      auto label = LabelOf(task, fields[c.label]);
+      if (!label.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": ", label.status().message()));
       }
-      example.label = static_cast<float>(it - task.labels.begin());
+      example.label = *label;
     }
     examples.push_back(std::move(example));
   }

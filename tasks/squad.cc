@@ -189,6 +189,92 @@ double TokenF1(const std::vector<std::u32string>& gold, const std::vector<std::u
 
 }  // namespace
 
+namespace {
+
+// Answer `answer` (named `name`) of a question of the context `split`: its
+// text at its answer_start; the first gives the question's words.
+absl::Status ReadAnswer(const json& answer, const SplitContext& split, const std::string& path,
+                        const std::string& name, bool first, SquadExample* example) {
+  ASSIGN_OR_RETURN(std::string answer_text, StringOf(answer, "text", path, name));
+  auto start_it = answer.find("answer_start");
+  if (start_it == answer.end() || !start_it->is_number_integer()) {
+    return Bad(path, name, "has no integer \"answer_start\"");
+  }
+  // The parser keeps a number of 0 or more unsigned: 2^63 and over too.
+  const bool negative = !start_it->is_number_unsigned();
+  const uint64_t start = negative ? 0 : start_it->get<uint64_t>();
+  const std::u32string answer_chars = ToCodePoints(answer_text);
+  if (answer_chars.empty()) return Bad(path, name, "is empty");
+  if (JoinedWords(answer_chars).empty()) return Bad(path, name, "is only whitespace");
+  const uint64_t size = split.text.size();
+  if (negative || start > size || answer_chars.size() > size - start ||
+      split.text.compare(start, answer_chars.size(), answer_chars) != 0) {
+    const std::u32string found = !negative && start < size
+                                     ? split.text.substr(start, answer_chars.size())
+                                     : std::u32string();
+    return Bad(path, name,
+               absl::StrCat("\"", answer_text, "\" is not at answer_start ", start_it->dump(),
+                            " of its context (", size, " characters; there it reads \"",
+                            ToUtf8(found), "\")"));
+  }
+  if (first) {
+    example->start_word = std::max(0, split.char_to_word[start]);
+    example->end_word = split.char_to_word[start + answer_chars.size() - 1];
+  }
+  example->answers.push_back(std::move(answer_text));
+  return absl::OkStatus();
+}
+
+// Question `qa` (named `name`) of the context `split`, read as `reading`
+// says; `ignored` counts the answers of a file to predict.
+absl::StatusOr<SquadExample> ReadQuestion(const json& qa, const SplitContext& split,
+                                          const std::string& path, std::string name,
+                                          const SquadReading& reading,
+                                          absl::flat_hash_set<std::string>* ids,
+                                          int64_t* ignored) {
+  if (!qa.is_object()) return Bad(path, name, "is not a JSON object");
+  SquadExample example;
+  ASSIGN_OR_RETURN(example.id, StringOf(qa, "id", path, name));
+  name = absl::StrCat("question ", example.id);
+  if (!ids->insert(example.id).second) return Bad(path, name, "its id is used twice");
+  ASSIGN_OR_RETURN(example.question, StringOf(qa, "question", path, name));
+  example.words = split.words;
+  if (const auto it = qa.find("is_impossible"); it != qa.end()) {
+    if (!it->is_boolean()) return Bad(path, name, "has an \"is_impossible\" that is no bool");
+    example.impossible = it->get<bool>();
+  }
+  if (!reading.answers) {
+    const auto it = qa.find("answers");
+    *ignored += it != qa.end() && it->is_array() && !it->empty();
+    return example;
+  }
+  if (example.impossible && !reading.version_2) {
+    return Bad(path, name,
+               "is_impossible: a SQuAD 2.0 question; set "
+               "finetune.version_2_with_negative: true to read the file as SQuAD 2.0");
+  }
+  ASSIGN_OR_RETURN(const json* answers, ArrayOf(qa, "answers", path, name));
+  if (example.impossible && !answers->empty()) {
+    return Bad(path, name,
+               absl::StrCat("is_impossible and has ", answers->size(),
+                            " answers: a question has answers or none"));
+  }
+  if (!example.impossible && answers->empty()) {
+    return Bad(path, name,
+               reading.version_2
+                   ? "has no answer and is not is_impossible"
+                   : "has no answer (SQuAD 1.1 gives every question one; a SQuAD 2.0 file "
+                     "needs finetune.version_2_with_negative: true)");
+  }
+  for (size_t k = 0; k < answers->size(); ++k) {
+    RETURN_IF_ERROR(ReadAnswer((*answers)[k], split, path, absl::StrCat(name, ", answer ", k),
+                               k == 0, &example));
+  }
+  return example;
+}
+
+}  // namespace
+
 absl::StatusOr<SquadSet> ReadSquad(const std::string& path, const SquadReading& reading) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   json root;
@@ -220,75 +306,10 @@ absl::StatusOr<SquadSet> ReadSquad(const std::string& path, const SquadReading& 
                    "from it");
       }
       for (size_t q = 0; q < questions->size(); ++q) {
-        const json& qa = (*questions)[q];
-        std::string name = absl::StrCat(paragraph_name, ".qas[", q, "]");
-        if (!qa.is_object()) return Bad(path, name, "is not a JSON object");
-        SquadExample example;
-        ASSIGN_OR_RETURN(example.id, StringOf(qa, "id", path, name));
-        name = absl::StrCat("question ", example.id);
-        if (!ids.insert(example.id).second) return Bad(path, name, "its id is used twice");
-        ASSIGN_OR_RETURN(example.question, StringOf(qa, "question", path, name));
-        example.words = split.words;
-        if (const auto it = qa.find("is_impossible"); it != qa.end()) {
-          if (!it->is_boolean()) return Bad(path, name, "has an \"is_impossible\" that is no bool");
-          example.impossible = it->get<bool>();
-        }
-        if (!reading.answers) {
-          const auto it = qa.find("answers");
-          ignored_answers += it != qa.end() && it->is_array() && !it->empty();
-          set.examples.push_back(std::move(example));
-          continue;
-        }
-        if (example.impossible && !reading.version_2) {
-          return Bad(path, name,
-                     "is_impossible: a SQuAD 2.0 question; set "
-                     "finetune.version_2_with_negative: true to read the file as SQuAD 2.0");
-        }
-        ASSIGN_OR_RETURN(const json* answers, ArrayOf(qa, "answers", path, name));
-        if (example.impossible && !answers->empty()) {
-          return Bad(path, name,
-                     absl::StrCat("is_impossible and has ", answers->size(),
-                                  " answers: a question has answers or none"));
-        }
-        if (!example.impossible && answers->empty()) {
-          return Bad(path, name,
-                     reading.version_2
-                         ? "has no answer and is not is_impossible"
-                         : "has no answer (SQuAD 1.1 gives every question one; a SQuAD 2.0 file "
-                           "needs finetune.version_2_with_negative: true)");
-        }
-        for (size_t k = 0; k < answers->size(); ++k) {
-          const json& answer = (*answers)[k];
-          const std::string answer_name = absl::StrCat(name, ", answer ", k);
-          ASSIGN_OR_RETURN(std::string answer_text, StringOf(answer, "text", path, answer_name));
-          auto start_it = answer.find("answer_start");
-          if (start_it == answer.end() || !start_it->is_number_integer()) {
-            return Bad(path, answer_name, "has no integer \"answer_start\"");
-          }
-          // The parser keeps a number of 0 or more unsigned: 2^63 and over too.
-          const bool negative = !start_it->is_number_unsigned();
-          const uint64_t start = negative ? 0 : start_it->get<uint64_t>();
-          const std::u32string answer_chars = ToCodePoints(answer_text);
-          if (answer_chars.empty()) return Bad(path, answer_name, "is empty");
-          if (JoinedWords(answer_chars).empty())
-            return Bad(path, answer_name, "is only whitespace");
-          const uint64_t size = split.text.size();
-          if (negative || start > size || answer_chars.size() > size - start ||
-              split.text.compare(start, answer_chars.size(), answer_chars) != 0) {
-            const std::u32string found = !negative && start < size
-                                             ? split.text.substr(start, answer_chars.size())
-                                             : std::u32string();
-            return Bad(path, answer_name,
-                       absl::StrCat("\"", answer_text, "\" is not at answer_start ",
-                                    start_it->dump(), " of its context (", size,
-                                    " characters; there it reads \"", ToUtf8(found), "\")"));
-          }
-          if (k == 0) {
-            example.start_word = std::max(0, split.char_to_word[start]);
-            example.end_word = split.char_to_word[start + answer_chars.size() - 1];
-          }
-          example.answers.push_back(std::move(answer_text));
-        }
+        ASSIGN_OR_RETURN(SquadExample example,
+                         ReadQuestion((*questions)[q], split, path,
+                                      absl::StrCat(paragraph_name, ".qas[", q, "]"), reading,
+                                      &ids, &ignored_answers));
         set.examples.push_back(std::move(example));
       }
     }

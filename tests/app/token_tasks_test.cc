@@ -258,8 +258,9 @@ TEST_P(TokenTasksTest, TwoRanksEqualOneProcessAccumulating) {
   const Result one = RunBinary(Run("one") + common);
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const Result two =
-      RunBinary("launch --nproc-per-node 2 --master-port 29743 --grace-s 20 -- packed-bert " +
-                Run("two") + common);
+      RunBinary(absl::StrCat("launch --nproc-per-node 2 --master-port ",
+                             GetParam().task == "ner" ? 29761 : 29762,
+                             " --grace-s 20 -- packed-bert ", Run("two"), common));
   ASSERT_EQ(two.exit_code, 0) << two.err;
   const size_t at = two.out.find("[rank 0] {");
   ASSERT_NE(at, std::string::npos) << two.out;
