@@ -118,27 +118,39 @@ ChartSeries Series(const std::string& name, const std::vector<const std::vector<
   return s;
 }
 
-absl::Status RunPlot(const Args& args) {
-  const auto& dirs = args.positional();
-  if (dirs.empty()) {
-    return absl::InvalidArgumentError("plot needs at least one RUN_DIR; see 'packed-bert plot --help'");
-  }
-  const auto& labels = args.GetAll("label");
+// The runs' metrics by label (--label, or each folder's name), labels in
+// the order given.
+struct RunGroups {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<RunMetrics>> groups;
+};
+absl::StatusOr<RunGroups> GroupRuns(const std::vector<std::string>& dirs,
+                                    const std::vector<std::string>& labels) {
   if (!labels.empty() && labels.size() != dirs.size()) {
     return absl::InvalidArgumentError(absl::StrCat("give one --label per RUN_DIR (", dirs.size(),
                                                    " runs, ", labels.size(), " labels) or none"));
   }
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<RunMetrics>> groups;
+  RunGroups out;
   for (size_t i = 0; i < dirs.size(); ++i) {
     std::string label =
         labels.empty() ? std::filesystem::path(dirs[i]).lexically_normal().filename().string()
                        : labels[i];
     if (label.empty()) label = dirs[i];
     ASSIGN_OR_RETURN(RunMetrics m, ReadMetrics(dirs[i]));
-    if (groups.count(label) == 0) order.push_back(label);
-    groups[label].push_back(std::move(m));
+    if (out.groups.count(label) == 0) out.order.push_back(label);
+    out.groups[label].push_back(std::move(m));
   }
+  return out;
+}
+
+absl::Status RunPlot(const Args& args) {
+  const auto& dirs = args.positional();
+  if (dirs.empty()) {
+    return absl::InvalidArgumentError("plot needs at least one RUN_DIR; see 'packed-bert plot --help'");
+  }
+  ASSIGN_OR_RETURN(RunGroups runs, GroupRuns(dirs, args.GetAll("label")));
+  const std::vector<std::string>& order = runs.order;
+  std::map<std::string, std::vector<RunMetrics>>& groups = runs.groups;
   auto charts_of = [&](bool eval, const char* x_key, const std::string& y_key, double x_scale,
                        const std::string& title, const std::string& x_label,
                        const std::string& y_label) {

@@ -170,6 +170,10 @@ absl::StatusOr<GlueColumns> ColumnsOf(const GlueTask& task, const std::vector<st
   return c;
 }
 
+bool IsWholeNumber(const std::string& value) {
+  return !value.empty() && std::all_of(value.begin(), value.end(), absl::ascii_isdigit);
+}
+
 // The label of `value`: a class's index, or a score (decimal notation
 // only, no hexadecimal, inf or nan; finite as the float it is trained as).
 absl::StatusOr<float> LabelOf(const GlueTask& task, const std::string& value) {
@@ -193,6 +197,32 @@ absl::StatusOr<float> LabelOf(const GlueTask& task, const std::string& value) {
   return static_cast<float>(it - task.labels.begin());
 }
 
+// The example of a line's `fields` in columns `c` (the `n`th of a file
+// predicted in file order).
+absl::StatusOr<GlueExample> ExampleOf(const GlueTask& task, const GlueColumns& c, bool labeled,
+                                      const std::vector<std::string>& fields, size_t n) {
+  if (fields.size() != c.count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        fields.size(), " tab-separated columns, not the ", c.count,
+        c.headerless ? " of a CoLA file (source, label, mark, sentence)" : " of its header"));
+  }
+  GlueExample example;
+  example.first = fields[c.first];
+  if (c.second >= 0) example.second = fields[c.second];
+  if (c.numbered) {
+    example.index = static_cast<int64_t>(n);
+  } else if (!labeled) {
+    const std::string& value = fields[c.index];
+    if (!IsWholeNumber(value) || !absl::SimpleAtoi(value, &example.index)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the index \"", value, "\" is not a whole number"));
+    }
+  } else {
+    ASSIGN_OR_RETURN(example.label, LabelOf(task, fields[c.label]));
+  }
+  return example;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const std::string& path,
@@ -206,8 +236,7 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
     if (!line.empty() && line.back() == '\r') line.pop_back();
     return true;
   };
-  // CoLA's train and dev files alone have no header (its test file has).
-  GlueColumns c;
+  GlueColumns c;  // CoLA's train and dev files alone have no header (its test file has)
   c.headerless = labeled && std::string(task.name) == "cola";
   if (!c.headerless) {
     if (!next()) {
@@ -220,39 +249,20 @@ absl::StatusOr<std::vector<GlueExample>> ReadGlue(const GlueTask& task, const st
   std::vector<GlueExample> examples;
   std::unordered_map<int64_t, uint64_t> index_lines;  // a test file's index: its line
   while (std::exchange(c.header_is_example, false) || next()) {
-    std::vector<std::string> fields = absl::StrSplit(line, '\t');
-    if (fields.size() != c.count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where(), ": ", fields.size(), " tab-separated columns, not the ", c.count,
-          c.headerless ? " of a CoLA file (source, label, mark, sentence)" : " of its header"));
+    auto example = ExampleOf(task, c, labeled, absl::StrSplit(line, '\t'), examples.size());
+    if (!example.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": ", example.status().message()));
     }
-    GlueExample example;
-    example.line = lines.line_number();
-    example.first = fields[c.first];
-    if (c.second >= 0) example.second = fields[c.second];
-    if (c.numbered) {
-      example.index = static_cast<int64_t>(examples.size());
-    } else if (!labeled) {
-      const std::string& value = fields[c.index];
-      if (value.empty() || !std::all_of(value.begin(), value.end(), absl::ascii_isdigit) ||
-          !absl::SimpleAtoi(value, &example.index)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where(), ": the index \"", value, "\" is not a whole number"));
-      }
-      // One prediction an index: a second would stand twice in the submission.
-      if (const auto [at, added] = index_lines.emplace(example.index, example.line); !added) {
-        return absl::InvalidArgumentError(absl::StrCat(where(), ": the index ", example.index,
+    example->line = lines.line_number();
+    // One prediction an index: a second would stand twice in the submission.
+    if (!labeled && !c.numbered) {
+      if (const auto [at, added] = index_lines.emplace(example->index, example->line); !added) {
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": the index ", example->index,
                                                        " is line ", at->second,
                                                        "'s too; each example needs its own"));
       }
-    } else {
-      auto label = LabelOf(task, fields[c.label]);
-      if (!label.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(where(), ": ", label.status().message()));
-      }
-      example.label = *label;
     }
-    examples.push_back(std::move(example));
+    examples.push_back(std::move(*example));
   }
   RETURN_IF_ERROR(lines.status());
   if (examples.empty()) {

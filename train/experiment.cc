@@ -22,39 +22,58 @@ absl::Status ExperimentConfig::CheckTrainable() const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The keys given that do nothing, each with why.
+struct IdleKeys {
+  const std::set<std::string>& given;
+  std::vector<std::string> out;
+
+  void Keys(const std::vector<std::string>& keys, const std::string& why) {
+    for (const std::string& key : keys) {
+      if (given.count(key) > 0) out.push_back(absl::StrCat(key, " does nothing here: ", why));
+    }
+  }
+  // A whole section (every key of it given) that the regimen does not read.
+  void Section(const std::string& prefix, const std::string& why) {
+    for (const std::string& key : given) {
+      if (key.rfind(prefix, 0) == 0) out.push_back(absl::StrCat(key, " does nothing here: ", why));
+    }
+  }
+};
+
+// What fine-tuning does not read: pretraining's schedule, data and MLLOG.
+void FineTuningIdle(IdleKeys& keys) {
+  keys.Keys({"train.micro_batch_rows", "train.eval_every_samples", "train.target_mlm_accuracy",
+             "train.max_samples", "train.checkpoint_every_steps", "train.log_every_steps",
+             "train.init_checkpoint", "train.eval_packed", "optim.total_steps",
+             "optim.warmup_steps", "optim.start_warmup_step", "optim.power", "optim.end_lr",
+             "optim.schedule", "optim.accumulation_steps"},
+            "finetune sets it (finetune.epochs, batch_size, micro_batch_rows, "
+            "warmup_proportion, log_every_steps, checkpoint_every_steps)");
+  keys.Keys({"optim.packing_adjustment"},
+            "fine-tuning trains with the optim section's betas as given");
+  keys.Keys({"model.mlm_loss"}, "a fine-tuning task has no masked-LM loss");
+  keys.Keys({"data.store", "data.pack_index", "data.eval", "data.max_seq_len", "data.histogram"},
+            "a fine-tuning task reads finetune.train_file and finetune.eval_file");
+  keys.Section("mlperf.", "fine-tuning writes no MLLOG");
+}
+
+}  // namespace
+
 std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::string>& given,
                                                             Regimen regimen,
                                                             model::Precision precision,
                                                             bool device_is_cuda, int world_size,
                                                             bool resumed) const {
-  std::vector<std::string> out;
-  auto idle = [&](const std::vector<std::string>& keys, const std::string& why) {
-    for (const std::string& key : keys) {
-      if (given.count(key) > 0) out.push_back(absl::StrCat(key, " does nothing here: ", why));
-    }
-  };
-  // A whole section (every key of it given) that the regimen does not read.
-  auto section = [&](const std::string& prefix, const std::string& why) {
-    for (const std::string& key : given) {
-      if (key.rfind(prefix, 0) == 0) out.push_back(absl::StrCat(key, " does nothing here: ", why));
-    }
+  IdleKeys keys{given, {}};
+  const auto idle = [&](const std::vector<std::string>& names, const std::string& why) {
+    keys.Keys(names, why);
   };
   if (regimen == Regimen::kFineTuning) {
-    const std::string why = "finetune sets it (finetune.epochs, batch_size, micro_batch_rows, "
-                            "warmup_proportion, log_every_steps, checkpoint_every_steps)";
-    idle({"train.micro_batch_rows", "train.eval_every_samples", "train.target_mlm_accuracy",
-          "train.max_samples", "train.checkpoint_every_steps", "train.log_every_steps",
-          "train.init_checkpoint", "train.eval_packed", "optim.total_steps", "optim.warmup_steps",
-          "optim.start_warmup_step", "optim.power", "optim.end_lr", "optim.schedule",
-          "optim.accumulation_steps"},
-         why);
-    idle({"optim.packing_adjustment"}, "fine-tuning trains with the optim section's betas as given");
-    idle({"model.mlm_loss"}, "a fine-tuning task has no masked-LM loss");
-    idle({"data.store", "data.pack_index", "data.eval", "data.max_seq_len", "data.histogram"},
-         "a fine-tuning task reads finetune.train_file and finetune.eval_file");
-    section("mlperf.", "fine-tuning writes no MLLOG");
+    FineTuningIdle(keys);
   } else {
-    section("finetune.", "train pretrains; packed-bert finetune reads the finetune section");
+    keys.Section("finetune.", "train pretrains; packed-bert finetune reads the finetune section");
   }
   if (precision != model::Precision::kFp8) {
     idle({"model.fp8_amax_history", "model.fp8_margin", "model.fp8_emulation"},
@@ -87,7 +106,7 @@ std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::
     idle({pretraining ? "train.init_checkpoint" : "finetune.init_checkpoint"},
          "a resumed run continues from its checkpoint's weights");
   }
-  return out;
+  return std::move(keys.out);
 }
 
 }  // namespace pbert::train

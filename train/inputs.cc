@@ -95,6 +95,38 @@ at::Tensor Padded(const at::Tensor& real, int64_t count, int64_t value) {
   return at::cat({real, at::full({count}, value, real.options())});
 }
 
+// The attention of the varlen layouts over `batch`'s real tokens and
+// `padding` more (static shapes).
+model::AttentionLayout VarlenAttention(const data::PackedBatch& batch,
+                                       const model::InputPlan& plan, int64_t padding) {
+  if (plan.flash) {
+    model::VarlenBoundaries boundaries = Boundaries(batch, plan.whole_rows, plan.static_shapes);
+    // cuDNN where the run asks for it and the batch's longest sequence is
+    // longer than 128 (FlashAttention below, as PyTorch's varlen_attn
+    // chooses); with static shapes the longest is S, one kernel a run.
+    boundaries.cudnn = plan.cudnn && boundaries.max_seqlen > model::kCudnnVarlenLongerThan;
+    return boundaries;
+  }
+  // The padding tokens are in no bucket: their attention is zero.
+  return model::VarlenBuckets{Buckets(Spans(batch, /*rows=*/false, plan.whole_rows),
+                                      batch.tokens + padding, batch.input_ids.size(1),
+                                      plan.mask_dtype, plan.granularity)};
+}
+
+// The attention over `batch`'s padded rows: the dense mask or the buckets.
+model::AttentionLayout RowAttention(const data::PackedBatch& batch, const model::InputPlan& plan) {
+  const int64_t B = batch.rows(), S = batch.input_ids.size(1);
+  if (plan.attention == model::AttentionKind::kDense) {
+    // Without the block mask, a row's real tokens are one "sequence".
+    const at::Tensor ids = plan.whole_rows
+                               ? batch.sequence_ids.gt(0).to(batch.sequence_ids.scalar_type())
+                               : batch.sequence_ids;
+    return model::DenseMask{model::BlockDiagonalMask(ids, plan.mask_dtype)};
+  }
+  return model::BlockedBuckets{Buckets(Spans(batch, /*rows=*/true, plan.whole_rows), B * S, S,
+                                       plan.mask_dtype, plan.granularity)};
+}
+
 }  // namespace
 
 model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan& plan) {
@@ -126,19 +158,7 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
                                            : Padded(batch.token_index.remainder(S), padding, 0);
     in.mlm_token = Padded(batch.mlm_token, unused_slots, 0);
     in.cls_token = batch.cls_token;
-    if (plan.flash) {
-      model::VarlenBoundaries boundaries = Boundaries(batch, plan.whole_rows, plan.static_shapes);
-      // cuDNN where the run asks for it and the batch's longest sequence is
-      // longer than 128 (FlashAttention below, as PyTorch's varlen_attn
-      // chooses); with static shapes the longest is S, one kernel a run.
-      boundaries.cudnn = plan.cudnn && boundaries.max_seqlen > model::kCudnnVarlenLongerThan;
-      in.attention = std::move(boundaries);
-    } else {
-      // The padding tokens are in no bucket: their attention is zero.
-      in.attention = model::VarlenBuckets{Buckets(Spans(batch, /*rows=*/false, plan.whole_rows),
-                                                  batch.tokens + padding, S, plan.mask_dtype,
-                                                  plan.granularity)};
-    }
+    in.attention = VarlenAttention(batch, plan, padding);
   } else {
     in.input_ids = batch.input_ids;
     in.token_type_ids = batch.token_type_ids;
@@ -149,16 +169,7 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
         used.div(M, "floor") * S + batch.mlm_positions.reshape({-1}).index_select(0, used),
         unused_slots, 0);
     in.cls_token = batch.cls_positions + at::arange(B, at::kLong).mul(S).unsqueeze(1);
-    if (plan.attention == model::AttentionKind::kDense) {
-      // Without the block mask, a row's real tokens are one "sequence".
-      const at::Tensor ids = plan.whole_rows
-                                 ? batch.sequence_ids.gt(0).to(batch.sequence_ids.scalar_type())
-                                 : batch.sequence_ids;
-      in.attention = model::DenseMask{model::BlockDiagonalMask(ids, plan.mask_dtype)};
-    } else {
-      in.attention = model::BlockedBuckets{Buckets(Spans(batch, /*rows=*/true, plan.whole_rows),
-                                                   B * S, S, plan.mask_dtype, plan.granularity)};
-    }
+    in.attention = RowAttention(batch, plan);
   }
   if (plan.device.is_cuda()) in.PinMemory();
   return in;

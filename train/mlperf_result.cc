@@ -13,6 +13,29 @@
 
 namespace pbert::train {
 
+namespace {
+
+// The MLLOG entry of `line` (line `number` of `path`), checked: a JSON
+// object with a key and a time; none where the line has no ":::MLLOG ".
+absl::StatusOr<std::optional<nlohmann::json>> MllogEntry(const std::string& line,
+                                                         const std::string& path,
+                                                         uint64_t number) {
+  const std::string marker = ":::MLLOG ";
+  const size_t at = line.find(marker);
+  if (at == std::string::npos) return std::nullopt;
+  const absl::string_view text = absl::string_view(line).substr(at + marker.size());
+  RETURN_IF_ERROR(CheckJsonText(text, absl::StrCat(path, ":", number), text.size()));
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string() ||
+      !j.contains("time_ms") || !j["time_ms"].is_number()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", number, ": not an MLLOG line (a JSON object with key and time_ms)"));
+  }
+  return j;
+}
+
+}  // namespace
+
 absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
   std::string path = given;
   if (std::filesystem::is_directory(path)) path += "/mllog.txt";
@@ -22,19 +45,11 @@ absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
   std::optional<int64_t> start_ms, stop_ms;
   uint64_t start_line = 0, stop_line = 0;
   std::string line;
-  const std::string marker = ":::MLLOG ";
   while (lines.Next(&line)) {
     const uint64_t number = lines.line_number();
-    const size_t at = line.find(marker);
-    if (at == std::string::npos) continue;
-    const absl::string_view text = absl::string_view(line).substr(at + marker.size());
-    RETURN_IF_ERROR(CheckJsonText(text, absl::StrCat(path, ":", number), text.size()));
-    nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string() ||
-        !j.contains("time_ms") || !j["time_ms"].is_number()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ":", number, ": not an MLLOG line (a JSON object with key and time_ms)"));
-    }
+    ASSIGN_OR_RETURN(const std::optional<nlohmann::json> entry, MllogEntry(line, path, number));
+    if (!entry) continue;
+    const nlohmann::json& j = *entry;
     const std::string key = j["key"];
     const auto metadata = j.value("metadata", nlohmann::json::object());
     if (key == "run_start") {
