@@ -225,6 +225,31 @@ StoreWriter::~StoreWriter() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
+namespace {
+
+// What prepare writes in the store `dir`: its manifest, the shards it
+// lists, a kept pack index (a store whose manifest is damaged, to prepare
+// again: the shards it may hold by their names).
+std::set<std::string> StoreEntries(const std::string& dir) {
+  std::set<std::string> ours = {kManifest, kKeptPackIndex};
+  if (absl::StatusOr<Manifest> manifest = ReadManifest(dir); manifest.ok()) {
+    for (const Manifest::Shard& shard : manifest->shards) ours.insert(shard.file);
+    return ours;
+  }
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    uint32_t index = 0;
+    const std::string name = entry.path().filename().string();
+    if (name.size() == ShardFileName(0).size() && absl::SimpleAtoi(name.substr(6, 5), &index) &&
+        name == ShardFileName(index)) {
+      ours.insert(name);
+    }
+  }
+  return ours;
+}
+
+}  // namespace
+
 absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::string>& inputs,
                               bool overwrite) {
   const std::string dir = WithoutTrailingSlash(given);
@@ -253,23 +278,8 @@ absl::Status CheckStoreTarget(const std::string& given, const std::vector<std::s
           " exists and is not an instance store; --overwrite replaces only a store: choose "
           "another folder"));
     }
-    // Only what prepare wrote there: its manifest, the shards it lists, a
-    // kept pack index (a store whose manifest is damaged, to prepare again:
-    // the shards it may hold by their names).
-    std::set<std::string> ours = {kManifest, kKeptPackIndex};
-    if (absl::StatusOr<Manifest> manifest = ReadManifest(dir); manifest.ok()) {
-      for (const Manifest::Shard& shard : manifest->shards) ours.insert(shard.file);
-    } else {
-      for (const auto& entry : fs::directory_iterator(dir, error)) {
-        uint32_t index = 0;
-        const std::string name = entry.path().filename().string();
-        if (name.size() == ShardFileName(0).size() &&
-            absl::SimpleAtoi(name.substr(6, 5), &index) && name == ShardFileName(index)) {
-          ours.insert(name);
-        }
-      }
-    }
-    if (const std::string other = ForeignEntries(dir, ours); !other.empty()) {
+    // Only what prepare wrote there.
+    if (const std::string other = ForeignEntries(dir, StoreEntries(dir)); !other.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           dir, " is ", other, ", which prepare did not write; --overwrite replaces only a store: "
           "move them away, or choose another folder"));

@@ -107,6 +107,29 @@ absl::StatusOr<Weights> ReadWeights(const std::string& given) {
   return out;
 }
 
+namespace {
+
+// What of `path` does not fit the model, named in one line; OK where
+// nothing is missing, unexpected, of another shape or not floating-point.
+absl::Status Mismatch(const std::string& path, const std::vector<std::string>& missing,
+                      const std::vector<std::string>& unexpected,
+                      const std::vector<std::string>& misshaped,
+                      const std::vector<std::string>& mistyped) {
+  std::vector<std::string> parts;
+  for (const auto& [what, list] : {std::pair{"missing", &missing},
+                                   {"unexpected", &unexpected},
+                                   {"mis-shaped", &misshaped},
+                                   {"not floating-point", &mistyped}}) {
+    if (!list->empty()) parts.push_back(absl::StrCat(what, ": ", NameList(*list)));
+  }
+  if (parts.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, " does not match the model config (", absl::StrJoin(parts, "; "),
+                   "); check the model section and the vocabulary"));
+}
+
+}  // namespace
+
 absl::Status LoadWeights(torch::nn::Module& module, const std::string& path,
                          const std::function<bool(const std::string&)>& take) {
   ASSIGN_OR_RETURN(Weights weights, ReadWeights(path));
@@ -148,18 +171,7 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path,
       missing.push_back(name);
     }
   }
-  std::vector<std::string> parts;
-  for (const auto& [what, list] : {std::pair{"missing", &missing},
-                                   {"unexpected", &unexpected},
-                                   {"mis-shaped", &misshaped},
-                                   {"not floating-point", &mistyped}}) {
-    if (!list->empty()) parts.push_back(absl::StrCat(what, ": ", NameList(*list)));
-  }
-  if (!parts.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " does not match the model config (", absl::StrJoin(parts, "; "),
-                     "); check the model section and the vocabulary"));
-  }
+  RETURN_IF_ERROR(Mismatch(path, missing, unexpected, misshaped, mistyped));
   at::NoGradGuard no_grad;
   for (auto& [name, view] : views) view.copy_(found.at(name));
   auto all = module.named_parameters();

@@ -181,6 +181,34 @@ absl::Status MissingCheckpoint(const std::string& dir, absl::string_view what) {
 
 }  // namespace
 
+namespace {
+
+// A checkpoint's files in the folder `temp`: the weights, the optimizer
+// state, the config and the trainer state bound to them, synced.
+absl::Status WriteCheckpointFiles(const std::string& temp, int64_t step,
+                                  const torch::nn::Module& model, const optim::Lamb& optimizer,
+                                  const nlohmann::json& state, const std::string& config_yaml) {
+  RETURN_IF_ERROR(model::SaveWeights(model, temp + "/model.safetensors",
+                                     {{"format", "pt"}, {"step", std::to_string(step)}}));
+  FaultPoint("checkpoint-write", step);
+  ASSIGN_OR_RETURN(std::string optimizer_bytes, OptimizerBytes(optimizer));
+  RETURN_IF_ERROR(WriteFileAtomically(temp + "/optimizer.pt", optimizer_bytes));
+  RETURN_IF_ERROR(WriteFileAtomically(temp + "/config.yaml", config_yaml));
+  // The weights and optimizer state belong to this state: a resume checks
+  // their checksums, so that files copied in from another checkpoint are
+  // found.
+  nlohmann::json bound = state;
+  for (const char* file : kBoundFiles) {
+    ASSIGN_OR_RETURN(bound["files"][file], FileChecksum(temp + "/" + file));
+  }
+  bound[kStateChecksum] = StateChecksum(bound);
+  RETURN_IF_ERROR(WriteFileAtomically(temp + "/trainer_state.json", bound.dump(2) + "\n"));
+  RETURN_IF_ERROR(SyncPath(temp));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t step,
                                            const torch::nn::Module& model,
                                            const optim::Lamb& optimizer,
@@ -207,22 +235,7 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& run_dir, int64_t s
     }
   } cleanup{temp};
 
-  RETURN_IF_ERROR(model::SaveWeights(model, temp + "/model.safetensors",
-                                     {{"format", "pt"}, {"step", std::to_string(step)}}));
-  FaultPoint("checkpoint-write", step);
-  ASSIGN_OR_RETURN(std::string optimizer_bytes, OptimizerBytes(optimizer));
-  RETURN_IF_ERROR(WriteFileAtomically(temp + "/optimizer.pt", optimizer_bytes));
-  RETURN_IF_ERROR(WriteFileAtomically(temp + "/config.yaml", config_yaml));
-  // The weights and optimizer state belong to this state: a resume checks
-  // their checksums, so that files copied in from another checkpoint are
-  // found.
-  nlohmann::json bound = state;
-  for (const char* file : kBoundFiles) {
-    ASSIGN_OR_RETURN(bound["files"][file], FileChecksum(temp + "/" + file));
-  }
-  bound[kStateChecksum] = StateChecksum(bound);
-  RETURN_IF_ERROR(WriteFileAtomically(temp + "/trainer_state.json", bound.dump(2) + "\n"));
-  RETURN_IF_ERROR(SyncPath(temp));
+  RETURN_IF_ERROR(WriteCheckpointFiles(temp, step, model, optimizer, state, config_yaml));
   // A checkpoint of the same step from an earlier attempt is replaced; it is
   // moved aside first so that one of the two is complete at every moment.
   const std::string old = absl::StrCat(final_dir, kTempMarker, "old");
@@ -260,9 +273,11 @@ std::string LatestCheckpoint(const std::string& run_dir, std::vector<std::string
   return newest;
 }
 
-absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
-  CheckpointInfo info;
-  info.dir = dir;
+namespace {
+
+// That `dir` is a checkpoint folder (not a file, a run folder or another
+// folder), each refusal naming what to give.
+absl::Status CheckCheckpointFolder(const std::string& dir) {
   std::error_code error;
   if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -286,6 +301,16 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
         absl::StrCat("'", dir, "' is not a checkpoint folder (no trainer_state.json); give a ",
                      "RUN_DIR/checkpoints/step-N folder or auto"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
+  CheckpointInfo info;
+  info.dir = dir;
+  RETURN_IF_ERROR(CheckCheckpointFolder(dir));
+  std::error_code error;
   // The weights and the optimizer state are checked by those who read
   // them (exporting the weights needs no optimizer state).
   if (!fs::exists(fs::path(dir) / "config.yaml", error)) {

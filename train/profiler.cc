@@ -194,6 +194,52 @@ std::string ProfileSummary::Markdown(const ProfileSteps& range) const {
   return out;
 }
 
+namespace {
+
+// The self times of one thread's (stream's) `events` added to `kernels`,
+// each less the time of the events nested in it; the outermost ones
+// counted as launched and their spans added to `busy`.
+void AddSelfTimes(std::vector<const ProfiledEvent*>& events,
+                  std::map<std::string, ProfileSummary::Kernel>* kernels,
+                  std::vector<std::pair<int64_t, int64_t>>* busy, int64_t* launched) {
+  std::sort(events.begin(), events.end(), [](const ProfiledEvent* a, const ProfiledEvent* b) {
+    return a->start_us != b->start_us ? a->start_us < b->start_us
+                                      : a->duration_us > b->duration_us;
+  });
+  struct Open {
+    const ProfiledEvent* event;
+    int64_t children_us;
+  };
+  std::vector<Open> stack;
+  auto close = [&](const Open& o) {
+    const double self = static_cast<double>(o.event->duration_us - o.children_us) * 1e-6;
+    ProfileSummary::Kernel& k = (*kernels)[o.event->name];
+    k.name = o.event->name;
+    k.calls += 1;
+    k.seconds += std::max(self, 0.0);
+  };
+  for (const ProfiledEvent* e : events) {
+    while (!stack.empty() &&
+           stack.back().event->start_us + stack.back().event->duration_us <= e->start_us) {
+      close(stack.back());
+      stack.pop_back();
+    }
+    if (stack.empty()) {
+      ++*launched;
+      busy->emplace_back(e->start_us, e->start_us + e->duration_us);
+    } else {
+      stack.back().children_us += e->duration_us;
+    }
+    stack.push_back({e, 0});
+  }
+  while (!stack.empty()) {
+    close(stack.back());
+    stack.pop_back();
+  }
+}
+
+}  // namespace
+
 ProfileSummary Summarize(const std::vector<ProfiledEvent>& events, bool gpu) {
   ProfileSummary s;
   s.gpu = gpu;
@@ -208,42 +254,7 @@ ProfileSummary Summarize(const std::vector<ProfiledEvent>& events, bool gpu) {
   std::map<std::string, ProfileSummary::Kernel> kernels;
   std::map<std::string, double> classes;
   std::vector<std::pair<int64_t, int64_t>> busy;
-  for (auto& [thread, list] : by_thread) {
-    std::sort(list.begin(), list.end(), [](const ProfiledEvent* a, const ProfiledEvent* b) {
-      return a->start_us != b->start_us ? a->start_us < b->start_us
-                                        : a->duration_us > b->duration_us;
-    });
-    struct Open {
-      const ProfiledEvent* event;
-      int64_t children_us;
-    };
-    std::vector<Open> stack;
-    auto close = [&](const Open& o) {
-      const double self = static_cast<double>(o.event->duration_us - o.children_us) * 1e-6;
-      ProfileSummary::Kernel& k = kernels[o.event->name];
-      k.name = o.event->name;
-      k.calls += 1;
-      k.seconds += std::max(self, 0.0);
-    };
-    for (const ProfiledEvent* e : list) {
-      while (!stack.empty() &&
-             stack.back().event->start_us + stack.back().event->duration_us <= e->start_us) {
-        close(stack.back());
-        stack.pop_back();
-      }
-      if (stack.empty()) {
-        ++s.launched;
-        busy.emplace_back(e->start_us, e->start_us + e->duration_us);
-      } else {
-        stack.back().children_us += e->duration_us;
-      }
-      stack.push_back({e, 0});
-    }
-    while (!stack.empty()) {
-      close(stack.back());
-      stack.pop_back();
-    }
-  }
+  for (auto& [thread, list] : by_thread) AddSelfTimes(list, &kernels, &busy, &s.launched);
   s.busy_seconds = UnionSeconds(std::move(busy));
   for (auto& [name, k] : kernels) {
     k.kernel_class = KernelClass(name);
