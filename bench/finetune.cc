@@ -2,11 +2,14 @@
 // features padded, one sequence per row at the task's length (as Google's
 // run_squad.py and run_classifier.py, NVIDIA's and Hugging Face's
 // run_squad pad them), at SQuAD-384's length distribution (the published
-// histogram, ../shared/data/histogram_squad_384.txt) and at GLUE-128's
+// histogram, ../shared/data/histogram_squad_384.txt), at GLUE-128's
 // (sentence pairs of Wikipedia, tokenized, as MRPC and RTE pair sentences;
-// uniform lengths where ../shared/data is absent). Every case runs what
-// `packed-bert finetune` runs: the task (tasks/fine_tuning.h: the span head
-// for SQuAD, the classifier for GLUE), its trainee, the loader with its
+// uniform lengths where ../shared/data is absent), and at the short
+// sentences of named entities (ner-128) and multi-label texts
+// (multilabel-128), their lengths drawn (3 + an exponential of mean 22 and
+// 18 tokens). Every case runs what `packed-bert finetune` runs: the task
+// (tasks/fine_tuning.h: the span head for SQuAD, the classifier for GLUE,
+// the token classifier, the multi-label classifier), its trainee, the loader with its
 // threads making each micro-batch's inputs and task tensors ahead, and the
 // one training step; a step's time is what the command pays for it, the
 // wait for the loader included. A step takes --sequences sequences on
@@ -31,7 +34,8 @@
 //   build/bench/finetune [--model tiny] [--rounds 3] [--steps 4] [--threads 2]
 //                        [--sequences 32] [--features 4096] [--device cpu|cuda]
 //                        [--precision auto|fp32|bf16]
-//                        [--tasks squad-384,glue-128,ner-128,multilabel-128] [--histogram histogram_squad_384.txt]
+//                        [--tasks squad-384,glue-128,ner-128,multilabel-128]
+//                        [--histogram histogram_squad_384.txt]
 //                        [--peer "python3 bench/hf_peer.py"] [--plan-out finetune-plan.json]
 #include <torch/torch.h>
 
@@ -127,7 +131,7 @@ std::vector<Feature> FeaturesOf(const std::vector<int>& lengths, uint32_t seed) 
       const bool tagged = t > 0 && t + 1 < n && random.Int(0, 2) > 0;
       f.token_labels.push_back(tagged ? static_cast<int32_t>(random.Int(0, 8)) : -1);
     }
-    f.label_set = {static_cast<int32_t>(random.Int(0, 27))};
+    f.label_set.push_back(static_cast<int32_t>(random.Int(0, 27)));
     if (random.Int(0, 3) == 0) f.label_set.push_back(static_cast<int32_t>(random.Int(0, 27)));
     out.push_back(std::move(f));
   }
@@ -199,8 +203,8 @@ int Usage(const std::string& why) {
   std::cerr << "bench/finetune: " << why
             << "; usage: bench/finetune [--model tiny|mini|medium|base|large] [--rounds N] "
                "[--steps K] [--threads T] [--sequences N] [--features N] [--device cpu|cuda] "
-               "[--precision auto|fp32|bf16] [--tasks squad-384,glue-128,ner-128,multilabel-128] [--histogram FILE] "
-               "[--peer COMMAND] [--plan-out FILE]\n";
+               "[--precision auto|fp32|bf16] [--tasks squad-384,glue-128,ner-128,multilabel-128] "
+               "[--histogram FILE] [--peer COMMAND] [--plan-out FILE]\n";
   return 2;
 }
 

@@ -66,7 +66,8 @@ struct FinetuneConfig {
     v.Field("init_checkpoint", &init_checkpoint,
             "pretrained weights: a train checkpoint, .safetensors, Hugging Face .bin/.pt, "
             "TensorFlow checkpoint");
-    v.Field("max_seq_length", &max_seq_length, "tokens per sequence; 0 = 384 (SQuAD), 128 (GLUE)",
+    v.Field("max_seq_length", &max_seq_length,
+            "tokens per sequence; 0 = 384 (SQuAD), 128 (the others)",
             config::InRange(0, 4096));
     v.Field("epochs", &epochs, "passes over the training features", config::InRange(1e-6, 1e4));
     v.Field("batch_size", &batch_size, "sequences per optimizer step",

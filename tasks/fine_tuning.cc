@@ -196,7 +196,7 @@ absl::StatusOr<std::shared_ptr<const data::Tokenizer>> FineTuningTokenizer(const
     return absl::InvalidArgumentError(absl::StrCat(
         "finetune.max_seq_length ", max_len, " leaves no room for a sequence ([CLS], the text, ",
         "[SEP]); give ", kShortest, " or more, or 0 for the task's own (384 for SQuAD, 128 for ",
-        "GLUE)"));
+        "the others)"));
   }
   if (max_len > setup.model.bert.max_position_embeddings()) {
     return absl::InvalidArgumentError(absl::StrCat("finetune.max_seq_length ", max_len,

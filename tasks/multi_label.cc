@@ -27,8 +27,8 @@ namespace {
 enum MultiLabelTensor { kLabelsOf, kLabelFeature };
 
 const std::vector<std::string>& MultiLabelSumNames() {
-  static const std::vector<std::string> names = {"sequences", "true_positives",
-                                                 "predicted_labels", "true_labels"};
+  static const std::vector<std::string> names = {"sequences", "true_positives", "predicted_labels",
+                                                 "true_labels"};
   return names;
 }
 
@@ -86,8 +86,7 @@ class MultiLabelTask : public FineTuningTask {
     const at::Tensor predicted = x.ge(0).to(at::kDouble) * mask;
     const at::Tensor actual = y * mask;
     const at::Tensor loss = PerStepSequences(sum, totals);
-    return {loss, at::stack({mask.sum(), (predicted * actual).sum(), predicted.sum(),
-                             actual.sum()})
+    return {loss, at::stack({mask.sum(), (predicted * actual).sum(), predicted.sum(), actual.sum()})
                       .detach()};
   }
   const std::vector<std::string>& SumNames() const override { return MultiLabelSumNames(); }
@@ -166,9 +165,9 @@ absl::StatusOr<std::vector<int32_t>> LabelIds(absl::string_view field, int64_t c
     int32_t k = -1;
     if (id.empty() || !std::all_of(id.begin(), id.end(), absl::ascii_isdigit) ||
         !absl::SimpleAtoi(id, &k) || k >= classes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the label id \"", Printable(id), "\" is not a whole number below ",
-                       classes, " (the task's labels)"));
+      return absl::InvalidArgumentError(absl::StrCat("the label id \"", Printable(id),
+                                                     "\" is not a whole number below ", classes,
+                                                     " (the task's labels)"));
     }
     ids.insert(k);
   }
@@ -201,7 +200,8 @@ absl::StatusOr<std::vector<LabeledText>> ReadMultiLabel(const std::string& path,
     text.id = fields.size() == 3 ? std::string(fields[2]) : std::to_string(text.line);
     if (labeled) {
       auto ids = LabelIds(fields[1], classes);
-      if (!ids.ok()) return absl::InvalidArgumentError(where() + std::string(ids.status().message()));
+      if (!ids.ok())
+        return absl::InvalidArgumentError(where() + std::string(ids.status().message()));
       text.labels = std::move(*ids);
     }
     out.push_back(std::move(text));
@@ -230,9 +230,8 @@ absl::StatusOr<std::vector<std::string>> MultiLabelNames(const std::string& labe
       const std::string name(absl::StripAsciiWhitespace(line));
       if (name.empty()) continue;
       if (!seen.insert(name).second) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ":", lines.line_number(),
-                                                       ": the label \"", Printable(name),
-                                                       "\" a second time"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ":", lines.line_number(), ": the label \"", Printable(name), "\" a second time"));
       }
       names.push_back(name);
     }

@@ -178,10 +178,10 @@ absl::StatusOr<std::vector<Feature>> TokenFeatures(ConllFile* file,
       if (file->labeled) {
         const auto known = classes.find(s.tags[w]);
         if (known == classes.end()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              file->path, ":", s.line + w, ": the tag \"", Printable(s.tags[w]),
-              "\" is not one of the task's (", absl::StrJoin(tags, " "),
-              "); give every tag in finetune.labels, or train on a file that has it"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(file->path, ":", s.line + w, ": the tag \"", Printable(s.tags[w]),
+                           "\" is not one of the task's (", absl::StrJoin(tags, " "),
+                           "); give every tag in finetune.labels, or train on a file that has it"));
         }
         label = known->second;
       }
@@ -406,10 +406,11 @@ absl::StatusOr<std::unique_ptr<Task>> MakeTokenClassification(const TaskSetup& s
                      TokenFeatures(file.get(), tags, *tokenizer, length, &cut));
     logging::Get("finetune")
         ->info("{}: {} sentences{}", file->path, file->sentences.size(),
-               cut > 0 ? absl::StrCat(", ", cut, " words cut at finetune.max_seq_length ",
-                                      length, " (predicted O)")
+               cut > 0 ? absl::StrCat(", ", cut, " words cut at finetune.max_seq_length ", length,
+                                      " (predicted O)")
                        : "");
-    ASSIGN_OR_RETURN(PackedSet set, PackFeatures(name, key, file->path, std::move(features), setup));
+    ASSIGN_OR_RETURN(PackedSet set,
+                     PackFeatures(name, key, file->path, std::move(features), setup));
     set.labeled = file->labeled;
     if (std::string(name) == "train") {
       train_set = std::make_unique<PackedSet>(std::move(set));

@@ -39,7 +39,9 @@ using testing::WriteFile;
 constexpr int kVocab = 500;
 
 // Words of the test vocabulary: w110 ... w499.
-int WordId(std::mt19937& random) { return std::uniform_int_distribution<int>(110, kVocab - 1)(random); }
+int WordId(std::mt19937& random) {
+  return std::uniform_int_distribution<int>(110, kVocab - 1)(random);
+}
 
 // A CoNLL-2003 file of `sentences` sentences of 3 to 14 words (word, POS,
 // chunk, tag), documents marked by -DOCSTART-: w110-w139 start a person,
@@ -147,8 +149,8 @@ class TokenTasksTest : public ::testing::TestWithParam<TaskFiles> {
 
 TEST_P(TokenTasksTest, TrainsScoresAndPredictsAsTheIndependentScorerScores) {
   const TaskFiles& f = GetParam();
-  const Result r = RunBinary(Run("run") + " --set finetune.epochs=6 --set optim.lr=5e-3 --predict " +
-                             Path(f.test));
+  const Result r = RunBinary(
+      Run("run") + " --set finetune.epochs=6 --set optim.lr=5e-3 --predict " + Path(f.test));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json out = json::parse(r.out);
   EXPECT_EQ(out["status"], "done");
@@ -202,10 +204,9 @@ TEST_P(TokenTasksTest, TrainsScoresAndPredictsAsTheIndependentScorerScores) {
   std::map<std::string, std::string> predictions;
   for (const char* packing : {"lpfhp", "none"}) {
     const std::string output = Path(absl::StrCat("evaluated-", packing));
-    const Result e = RunBinary(absl::StrCat("finetune --evaluate ", Path("run/model"), Common(),
-                                            " --eval ", Path(f.dev),
-                                            " --set packing.algorithm=", packing, " --output ",
-                                            output));
+    const Result e = RunBinary(
+        absl::StrCat("finetune --evaluate ", Path("run/model"), Common(), " --eval ", Path(f.dev),
+                     " --set packing.algorithm=", packing, " --output ", output));
     ASSERT_EQ(e.exit_code, 0) << e.err;
     predictions[packing] = ReadText(output + "/" + f.predictions);
     EXPECT_EQ(json::parse(e.out)[f.metrics[0]], out[f.metrics[0]]) << packing;
@@ -257,10 +258,9 @@ TEST_P(TokenTasksTest, TwoRanksEqualOneProcessAccumulating) {
       " --set optim.eps=1 --set optim.lr=1";
   const Result one = RunBinary(Run("one") + common);
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const Result two =
-      RunBinary(absl::StrCat("launch --nproc-per-node 2 --master-port ",
-                             GetParam().task == "ner" ? 29761 : 29762,
-                             " --grace-s 20 -- packed-bert ", Run("two"), common));
+  const Result two = RunBinary(absl::StrCat("launch --nproc-per-node 2 --master-port ",
+                                            GetParam().task == "ner" ? 29761 : 29762,
+                                            " --grace-s 20 -- packed-bert ", Run("two"), common));
   ASSERT_EQ(two.exit_code, 0) << two.err;
   const size_t at = two.out.find("[rank 0] {");
   ASSERT_NE(at, std::string::npos) << two.out;
@@ -277,7 +277,8 @@ TEST_P(TokenTasksTest, TwoRanksEqualOneProcessAccumulating) {
   ASSERT_EQ(x.size(), y.size());
   double largest = 0;
   for (const auto& [name, w] : x) {
-    if (start.count(name)) largest = std::max(largest, (w - start.at(name)).abs().max().item<double>());
+    if (start.count(name))
+      largest = std::max(largest, (w - start.at(name)).abs().max().item<double>());
   }
   ASSERT_GT(largest, 0);
   // At most 3 rows of at most 32 tokens per micro-batch.
@@ -299,11 +300,14 @@ TEST_P(TokenTasksTest, ABadFileIsOneLineNamingFileAndLine) {
   const TaskFiles& f = GetParam();
   const std::vector<std::pair<std::string, std::string>> cases =
       f.task == "ner"
-          ? std::vector<std::pair<std::string, std::string>>{
-                {"w120 NN B-NP B-PER\nw130\n", ":2: one column"},
-                {"w120 NN B-NP B-PER\nw121 NN B-NP B-CITY\n", ":2: the tag \"B-CITY\" is not one"},
-                {"w120 NN B-NP B-PER\n\n\x01 NN B-NP O\n", ":3: a sentence whose words give no token"},
-                {"-DOCSTART- -X- -X- O\n\n", ": no sentence"}}
+          ? std::vector<
+                std::pair<std::string, std::string>>{{"w120 NN B-NP B-PER\nw130\n",
+                                                      ":2: one column"},
+                                                     {"w120 NN B-NP B-PER\nw121 NN B-NP B-CITY\n",
+                                                      ":2: the tag \"B-CITY\" is not one"},
+                                                     {"w120 NN B-NP B-PER\n\n\x01 NN B-NP O\n",
+                                                      ":3: a sentence whose words give no token"},
+                                                     {"-DOCSTART- -X- -X- O\n\n", ": no sentence"}}
           : std::vector<std::pair<std::string, std::string>>{
                 {"w120 w121\t0\ta\nw122\n", ":2: 1 tab-separated columns"},
                 {"w120 w121\t0,4\ta\n", ":1: the label id \"4\" is not a whole number below 4"},
@@ -317,8 +321,8 @@ TEST_P(TokenTasksTest, ABadFileIsOneLineNamingFileAndLine) {
     const bool dev = expected.find("the tag") != std::string::npos;
     const std::string command =
         dev ? absl::StrCat("finetune", Common(), " --train ", Path(f.train), " --eval ", file,
-                           " --init ", Path("init.safetensors"), " --set run.output_dir=",
-                           Path("bad"))
+                           " --init ", Path("init.safetensors"),
+                           " --set run.output_dir=", Path("bad"))
             : Run("bad", fs::path(file).filename().string());
     const Result r = RunBinary(command);
     EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -328,15 +332,22 @@ TEST_P(TokenTasksTest, ABadFileIsOneLineNamingFileAndLine) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Tasks, TokenTasksTest,
-    ::testing::Values(TaskFiles{"ner", "train.txt", "dev.txt", "test.txt", "predictions.txt",
-                                {"f1", "precision", "recall", "accuracy"}},
-                      TaskFiles{"multilabel", "train.tsv", "dev.tsv", "test.tsv",
-                                "predictions.tsv", {"micro_f1", "macro_f1", "exact_match"}}),
-    [](const ::testing::TestParamInfo<TaskFiles>& info) {
-      return std::string(info.param.task == "ner" ? "Ner" : "MultiLabel");
-    });
+INSTANTIATE_TEST_SUITE_P(Tasks, TokenTasksTest,
+                         ::testing::Values(TaskFiles{"ner",
+                                                     "train.txt",
+                                                     "dev.txt",
+                                                     "test.txt",
+                                                     "predictions.txt",
+                                                     {"f1", "precision", "recall", "accuracy"}},
+                                           TaskFiles{"multilabel",
+                                                     "train.tsv",
+                                                     "dev.tsv",
+                                                     "test.tsv",
+                                                     "predictions.tsv",
+                                                     {"micro_f1", "macro_f1", "exact_match"}}),
+                         [](const ::testing::TestParamInfo<TaskFiles>& info) {
+                           return std::string(info.param.task == "ner" ? "Ner" : "MultiLabel");
+                         });
 
 }  // namespace
 }  // namespace pbert::app::token_tasks
