@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/app/binary.h"
+#include "tests/app/same_training.h"
 #include "tests/data/random_instances.h"
 #include "tests/scratch_folder.h"
 #include "tests/source_paths.h"
@@ -463,32 +464,11 @@ TEST_F(FinetuneTest, TwoRanksEqualOneProcessAccumulating) {
   ASSERT_EQ(a["steps"], b["steps"]);
   EXPECT_EQ(a["accuracy"], b["accuracy"]);
   EXPECT_EQ(a["f1"], b["f1"]);
-  const auto read = [&](const std::string& path) {
-    auto w = formats::ReadSafetensors((dir_ / path).string());
-    EXPECT_TRUE(w.ok()) << w.status();
-    return w.ok() ? std::map<std::string, at::Tensor>(w->begin(), w->end())
-                  : std::map<std::string, at::Tensor>{};
-  };
-  const auto start = read("init.safetensors");
-  const auto x = read("one/model/model.safetensors"), y = read("two/model/model.safetensors");
-  ASSERT_EQ(x.size(), y.size());
-  double largest = 0;
-  for (const auto& [name, w] : x) {
-    if (start.count(name))
-      largest = std::max(largest, (w - start.at(name)).abs().max().item<double>());
-  }
-  ASSERT_GT(largest, 0);
   // At most 10 rows of at most 64 tokens per micro-batch.
   const double relative = a["steps"].get<double>() * 640 * std::numeric_limits<float>::epsilon();
-  int compared = 0;
-  for (const auto& [name, w] : x) {
-    if (!start.count(name)) continue;  // the classifier: drawn, not loaded
-    const double change = (w - start.at(name)).abs().max().item<double>();
-    EXPECT_LE((w - y.at(name)).abs().max().item<double>(), relative * change + 1e-6 * largest)
-        << name;
-    ++compared;
-  }
-  EXPECT_GT(compared, 30);
+  pbert::testing::ExpectTrainedAlike((dir_ / "init.safetensors").string(),
+                                     (dir_ / "one/model/model.safetensors").string(),
+                                     (dir_ / "two/model/model.safetensors").string(), relative);
   EXPECT_FALSE(fs::exists(dir_ / "two" / "rank1"));
 }
 

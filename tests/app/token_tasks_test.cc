@@ -17,10 +17,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/app/binary.h"
+#include "tests/app/same_training.h"
 #include "tests/data/random_instances.h"
 #include "tests/scratch_folder.h"
 #include "tests/source_paths.h"
@@ -266,32 +266,10 @@ TEST_P(TokenTasksTest, TwoRanksEqualOneProcessAccumulating) {
   ASSERT_NE(at, std::string::npos) << two.out;
   const json a = json::parse(one.out), b = json::parse(two.out.substr(at + 9));
   ASSERT_EQ(a["steps"], b["steps"]);
-  const auto read = [&](const std::string& path) {
-    auto w = formats::ReadSafetensors(Path(path));
-    EXPECT_TRUE(w.ok()) << w.status();
-    return w.ok() ? std::map<std::string, at::Tensor>(w->begin(), w->end())
-                  : std::map<std::string, at::Tensor>{};
-  };
-  const auto start = read("init.safetensors");
-  const auto x = read("one/model/model.safetensors"), y = read("two/model/model.safetensors");
-  ASSERT_EQ(x.size(), y.size());
-  double largest = 0;
-  for (const auto& [name, w] : x) {
-    if (start.count(name))
-      largest = std::max(largest, (w - start.at(name)).abs().max().item<double>());
-  }
-  ASSERT_GT(largest, 0);
   // At most 3 rows of at most 32 tokens per micro-batch.
   const double relative = a["steps"].get<double>() * 96 * std::numeric_limits<float>::epsilon();
-  int compared = 0;
-  for (const auto& [name, w] : x) {
-    if (!start.count(name)) continue;  // the head: drawn, not loaded
-    const double change = (w - start.at(name)).abs().max().item<double>();
-    EXPECT_LE((w - y.at(name)).abs().max().item<double>(), relative * change + 1e-6 * largest)
-        << name;
-    ++compared;
-  }
-  EXPECT_GT(compared, 30);
+  pbert::testing::ExpectTrainedAlike(Path("init.safetensors"), Path("one/model/model.safetensors"),
+                                     Path("two/model/model.safetensors"), relative);
 }
 
 // Bad files: one line naming the file and line (and what to do), exit 2,
