@@ -7,6 +7,7 @@
 #include <charconv>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +17,8 @@
 #include "common/status.h"
 #include "common/structured_text.h"
 #include "yaml-cpp/depthguard.h"
+#include "yaml-cpp/eventhandler.h"
+#include "yaml-cpp/parser.h"
 
 namespace pbert::config {
 Check<std::string> OneOf(std::vector<std::string> choices) {
@@ -308,6 +311,37 @@ absl::Status ApplyMergeKeys(YAML::Node node, const std::string& file) {
   return absl::OkStatus();
 }
 
+// Where a YAML document holds something: its first event that is not a
+// null (an empty document, or the end of the stream, holds nothing).
+class FirstContent : public YAML::EventHandler {
+ public:
+  std::optional<YAML::Mark> mark;
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Saw(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Saw(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Saw(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Saw(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Saw(const YAML::Mark& at) {
+    if (!mark) mark = at;
+  }
+};
+
 // The one YAML document of `text`. Tabs in indentation (YAML's error for
 // them names no tab) and a second document (which YAML::Load would drop
 // silently) are errors naming their line.
@@ -331,14 +365,20 @@ absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::s
     start = end + 1;
     ++line;
   }
-  std::vector<YAML::Node> documents = YAML::LoadAll(text);
-  if (documents.size() > 1 && documents[1].IsDefined() && !documents[1].IsNull()) {
+  // The first document, then whether a second holds anything: two
+  // documents at most are parsed (yaml-cpp 0.7's LoadAll, which reads them
+  // all, never returns on some damaged texts: yaml-cpp#1319).
+  YAML::Node first = YAML::Load(text);
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  FirstContent skipped, second;
+  if (parser.HandleNextDocument(skipped) && parser.HandleNextDocument(second) && second.mark) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ":", documents[1].Mark().line + 1,
+        name, ":", second.mark->line + 1,
         ": a second YAML document (after '---'); a config file holds one: merge them, or give "
         "the other to its own command"));
   }
-  return documents.empty() ? YAML::Node() : documents[0];
+  return first;
 }
 
 }  // namespace

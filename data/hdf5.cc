@@ -1,15 +1,24 @@
 #include "data/hdf5.h"
 
 #include <H5Cpp.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
@@ -22,6 +31,16 @@ namespace {
 constexpr const char* kMatrices[] = {"input_ids", "input_mask", "segment_ids"};
 constexpr const char* kPredictions[] = {"masked_lm_positions", "masked_lm_ids"};
 constexpr const char* kLabels = "next_sentence_labels";
+
+// Held by every use of libhdf5 here, so that no thread is inside it when a
+// variable-length file's rows are read in a child process (ReadRowsApart):
+// a child forked while another thread holds libhdf5's own lock would wait
+// on it forever. libhdf5 runs one call at a time anyway (its thread-safe
+// build has one lock), so this costs the readers no parallelism.
+std::recursive_mutex& Hdf5Lock() {
+  static std::recursive_mutex mu;
+  return mu;
+}
 
 // HDF5's own words ("H5Fopen failed") name its function, not the cause:
 // what packed-bert was doing, what that means, and what to do come first.
@@ -182,9 +201,13 @@ struct Hdf5Reader::Impl {
 };
 
 Hdf5Reader::Hdf5Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Hdf5Reader::~Hdf5Reader() = default;
+Hdf5Reader::~Hdf5Reader() {
+  std::lock_guard<std::recursive_mutex> lock(Hdf5Lock());
+  impl_.reset();
+}
 
 bool IsHdf5File(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> lock(Hdf5Lock());
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   H5::Exception::dontPrint();
@@ -196,6 +219,7 @@ bool IsHdf5File(const std::string& path) {
 }
 
 absl::StatusOr<Hdf5Shape> Hdf5Reader::Inspect(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> lock(Hdf5Lock());
   H5::Exception::dontPrint();
   RETURN_IF_ERROR(CheckReadableFile(path, "HDF5 file"));
   if (!H5::H5File::isHdf5(path)) {
@@ -233,6 +257,7 @@ absl::StatusOr<Hdf5Shape> Hdf5Reader::Inspect(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> lock(Hdf5Lock());
   H5::Exception::dontPrint();
   RETURN_IF_ERROR(CheckReadableFile(path, "HDF5 file"));
   if (!H5::H5File::isHdf5(path)) {
@@ -361,6 +386,168 @@ absl::StatusOr<IntegerRows> ReadIntegerRows(H5::H5File& file, const std::string&
   return out;
 }
 
+// Writes all of `bytes` to `fd` (a pipe): false if the reader went away.
+bool WriteAll(int fd, const void* bytes, size_t size) {
+  const char* p = static_cast<const char*>(bytes);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The child's side of ReadRowsApart: each dataset's row count, row lengths
+// and values ('R'), or an error's message ('E'), into `fd`.
+void SendRows(H5::H5File& file, const std::string& path, const std::vector<const char*>& names,
+              bool scalars, int fd) {
+  Arena arena;
+  int64_t rows = -1;
+  std::string out = "R";
+  for (const char* name : names) {
+    absl::StatusOr<IntegerRows> set;
+    try {
+      set = ReadIntegerRows(file, path, name, scalars, &rows, &arena);
+    } catch (const H5::Exception& e) {
+      set = Hdf5Error(path, e);
+    }
+    if (!set.ok()) {
+      const std::string message =
+          absl::StrCat("E", static_cast<int>(set.status().code()), " ", set.status().message());
+      WriteAll(fd, message.data(), message.size());
+      return;
+    }
+    const uint64_t n = set->size();
+    out.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    for (const auto& row : *set) {
+      const uint64_t length = row.size();
+      out.append(reinterpret_cast<const char*>(&length), sizeof(length));
+      out.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(int32_t));
+    }
+    if (!WriteAll(fd, out.data(), out.size())) return;
+    out.clear();
+  }
+}
+
+// The rows of the variable-length datasets `names` of `file`, read in a
+// child process: libhdf5 1.10 trusts the sizes a file's global heap gives
+// its variable-length rows and copies past its own buffers when they are
+// damaged, or loops without end (both found by tests/fuzz's hdf5 target),
+// so a damaged file ends the child, not the command: the child is given
+// 10 s and a second per 10 MB of the file. Its rows come back through a
+// pipe into `arena`. The caller holds Hdf5Lock.
+absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const std::string& path,
+                                                       const std::vector<const char*>& names,
+                                                       bool scalars, int64_t* rows, Arena* arena) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(absl::StrCat("cannot stat ", path), errno);
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+  const int64_t base_seconds = 2;  // under the fuzzer's own limit for an input
+#else
+  const int64_t base_seconds = 10;
+#endif
+  const int64_t limit_seconds = base_seconds + static_cast<int64_t>(st.st_size) / (10 << 20);
+  int fds[2];
+  if (::pipe(fds) != 0) return ErrnoError("cannot make a pipe to read HDF5 rows", errno);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    const int error = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return ErrnoError(absl::StrCat("cannot start a process to read ", path), error);
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    // What the C library says as the child dies of a damaged file (HDF5's
+    // own messages are off) would come before the parent's one line.
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) ::dup2(null, STDERR_FILENO);
+    SendRows(file, path, names, scalars, fds[1]);
+    ::_exit(0);  // no destructor of the parent's objects runs here
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buffer[1 << 16];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_seconds);
+  bool late = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd ready{fds[0], POLLIN, 0};
+    const int polled = left.count() > 0 ? ::poll(&ready, 1, static_cast<int>(left.count())) : 0;
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) {
+      late = true;
+      ::kill(child, SIGKILL);
+      break;
+    }
+    const ssize_t n = ::read(fds[0], buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (late) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": HDF5 took over ", limit_seconds,
+        " s to read its variable-length rows and was stopped; the file is damaged: check it "
+        "with 'h5ls -r ",
+        path, "' and copy or write it again"));
+  }
+  if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0) || got.empty()) {
+    const std::string how = WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
+                                                : absl::StrCat("exit status ", WEXITSTATUS(status));
+    return absl::DataLossError(absl::StrCat(
+        path, ": HDF5 failed reading its variable-length rows (its reader ended with ", how,
+        "); the file is damaged: check it with 'h5ls -r ", path, "' and copy or write it again"));
+  }
+  if (got[0] == 'E') {
+    int code = 0;
+    const size_t space = got.find(' ');
+    if (space == std::string::npos || !absl::SimpleAtoi(got.substr(1, space - 1), &code)) {
+      return absl::InternalError(absl::StrCat(path, ": the HDF5 reader's message is damaged"));
+    }
+    return absl::Status(static_cast<absl::StatusCode>(code), got.substr(space + 1));
+  }
+  // The rows, as SendRows wrote them (the child read them from this very
+  // file; a short message means it stopped half-way).
+  std::vector<IntegerRows> sets;
+  size_t at = 1;
+  auto take = [&](void* to, size_t size) {
+    if (got.size() - at < size) return false;
+    std::memcpy(to, got.data() + at, size);
+    at += size;
+    return true;
+  };
+  auto cut = [&]() {
+    return absl::DataLossError(
+        absl::StrCat(path, ": HDF5's reader stopped part-way through the rows; read it again"));
+  };
+  for (size_t k = 0; k < names.size(); ++k) {
+    uint64_t n = 0;
+    if (!take(&n, sizeof(n)) || n > (got.size() - at) / sizeof(uint64_t)) return cut();
+    IntegerRows set(n);
+    for (uint64_t r = 0; r < n; ++r) {
+      uint64_t length = 0;
+      if (!take(&length, sizeof(length)) || length > (got.size() - at) / sizeof(int32_t)) {
+        return cut();
+      }
+      auto* values = static_cast<int32_t*>(arena->Allocate(length * sizeof(int32_t)));
+      take(values, length * sizeof(int32_t));
+      set[r] = {values, length};
+    }
+    sets.push_back(std::move(set));
+  }
+  if (at != got.size()) return cut();
+  *rows = sets.empty() ? 0 : static_cast<int64_t>(sets[0].size());
+  return sets;
+}
+
 // One row of a variable-length file, by dataset.
 struct VariableRow {
   absl::Span<const int32_t> ids, segments, positions, masked, labels;
@@ -478,7 +665,6 @@ absl::Status Hdf5Reader::ReadVariable() {
     names.push_back("packed_input_len");
     names.push_back("packed_masked_lm_len");
   }
-  impl_->sets.clear();
   rows_ = -1;
   for (const char* name : names) {
     if (!impl_->file.nameExists(name)) {
@@ -489,10 +675,9 @@ absl::Status Hdf5Reader::ReadVariable() {
                  : "input_ids, segment_ids, masked_lm_positions, masked_lm_ids and "
                    "next_sentence_labels"));
     }
-    ASSIGN_OR_RETURN(IntegerRows set,
-                     ReadIntegerRows(impl_->file, path_, name, !packed, &rows_, &impl_->arena));
-    impl_->sets.push_back(std::move(set));
   }
+  ASSIGN_OR_RETURN(impl_->sets,
+                   ReadRowsApart(impl_->file, path_, names, !packed, &rows_, &impl_->arena));
   // Every row is checked now; Read makes the sequences of the rows it is
   // asked for.
   impl_->row_first.assign(1, 0);
@@ -513,6 +698,7 @@ absl::Status Hdf5Reader::ReadVariable() {
 
 absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t count,
                                                        std::vector<int>* depths) {
+  std::lock_guard<std::recursive_mutex> lock(Hdf5Lock());
   if (begin < 0 || count < 0 || begin + count > rows_) {
     return absl::OutOfRangeError(absl::StrCat(path_, ": rows [", begin, ", ", begin + count,
                                               ") outside the file's ", rows_));
@@ -588,6 +774,7 @@ absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t co
 
 absl::Status WriteHdf5(const std::string& path, const std::vector<Instance>& instances, int max_len,
                        int max_predictions, Existing existing) {
+  std::lock_guard<std::recursive_mutex> lock(Hdf5Lock());
   H5::Exception::dontPrint();
   const hsize_t N = instances.size(), S = max_len, P = max_predictions;
   std::vector<int32_t> ids(N * S, 0), positions(N * P, 0), masked(N * P, 0);

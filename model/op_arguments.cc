@@ -12,7 +12,8 @@ absl::StatusOr<std::vector<c10::IValue>> ArgumentsByName(
     const c10::FunctionSchema& schema,
     const std::vector<std::pair<std::string, c10::IValue>>& named) {
   const std::vector<c10::Argument>& arguments = schema.arguments();
-  for (const auto& [name, value] : named) {
+  for (const auto& entry : named) {
+    const std::string& name = entry.first;
     const bool known = std::any_of(arguments.begin(), arguments.end(),
                                    [&](const c10::Argument& a) { return a.name() == name; });
     if (!known) {

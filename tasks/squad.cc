@@ -137,10 +137,11 @@ std::u32string FinalText(const std::u32string& predicted, const std::u32string& 
   if (orig_ns.size() != tok_ns.size()) return orig;
   absl::flat_hash_map<int, int> tok_s_to_ns;
   for (size_t i = 0; i < tok_ns_to_s.size(); ++i) tok_s_to_ns[tok_ns_to_s[i]] = static_cast<int>(i);
+  const std::vector<int>& orig_to_s = orig_ns_to_s;  // (a lambda takes no binding in C++17)
   auto orig_position = [&](size_t s) -> int {
     auto it = tok_s_to_ns.find(static_cast<int>(s));
-    if (it == tok_s_to_ns.end() || it->second >= static_cast<int>(orig_ns_to_s.size())) return -1;
-    return orig_ns_to_s[it->second];
+    if (it == tok_s_to_ns.end() || it->second >= static_cast<int>(orig_to_s.size())) return -1;
+    return orig_to_s[it->second];
   };
   const int orig_start = orig_position(start), orig_end = orig_position(end);
   if (orig_start < 0 || orig_end < 0) return orig;
