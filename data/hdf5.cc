@@ -698,7 +698,6 @@ absl::Status Hdf5Reader::ReadVariable() {
 
 absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t count,
                                                        std::vector<int>* depths) {
-  std::lock_guard<std::recursive_mutex> lock(Hdf5Lock());
   if (begin < 0 || count < 0 || begin + count > rows_) {
     return absl::OutOfRangeError(absl::StrCat(path_, ": rows [", begin, ", ", begin + count,
                                               ") outside the file's ", rows_));
@@ -723,6 +722,8 @@ absl::StatusOr<std::vector<Instance>> Hdf5Reader::Read(int64_t begin, int64_t co
   if (depths != nullptr) depths->assign(count, 1);
   try {
     auto read = [&](const char* name, int width) {
+      // (The rows are made into instances outside it, on every thread.)
+      std::lock_guard<std::recursive_mutex> lock(Hdf5Lock());
       H5::DataSet set = impl_->file.openDataSet(name);
       H5::DataSpace file_space = set.getSpace();
       std::vector<hsize_t> offset = {static_cast<hsize_t>(begin), 0};

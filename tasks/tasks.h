@@ -40,4 +40,11 @@ struct TaskSetup {
 // writes nothing.
 absl::StatusOr<std::unique_ptr<Task>> MakeTask(const std::string& name, const TaskSetup& setup);
 
+// The finetune keys that only some tasks read ("finetune.labels", SQuAD's
+// windows and answers, ...), and whether task `name` reads `key` of them:
+// another task's setting of one does nothing (the run names it at its
+// start).
+std::vector<std::string> TaskOwnKeys();
+bool TaskReadsKey(const std::string& name, const std::string& key);
+
 }  // namespace pbert::tasks

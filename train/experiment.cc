@@ -42,8 +42,9 @@ struct IdleKeys {
   }
 };
 
-// What fine-tuning does not read: pretraining's schedule, data and MLLOG.
-void FineTuningIdle(IdleKeys& keys) {
+// What fine-tuning does not read: pretraining's schedule, data and MLLOG,
+// and the finetune keys of other tasks than `task`.
+void FineTuningIdle(IdleKeys& keys, const std::string& task) {
   keys.Keys({"train.micro_batch_rows", "train.eval_every_samples", "train.target_mlm_accuracy",
              "train.max_samples", "train.checkpoint_every_steps", "train.log_every_steps",
              "train.init_checkpoint", "train.eval_packed", "optim.total_steps",
@@ -57,6 +58,11 @@ void FineTuningIdle(IdleKeys& keys) {
   keys.Keys({"data.store", "data.pack_index", "data.eval", "data.max_seq_len", "data.histogram"},
             "a fine-tuning task reads finetune.train_file and finetune.eval_file");
   keys.Section("mlperf.", "fine-tuning writes no MLLOG");
+  for (const std::string& key : tasks::TaskOwnKeys()) {
+    if (!tasks::TaskReadsKey(task, key)) {
+      keys.Keys({key}, absl::StrCat("finetune.task ", task, " does not read it"));
+    }
+  }
 }
 
 }  // namespace
@@ -71,7 +77,7 @@ std::vector<std::string> ExperimentConfig::InactiveSettings(const std::set<std::
     keys.Keys(names, why);
   };
   if (regimen == Regimen::kFineTuning) {
-    FineTuningIdle(keys);
+    FineTuningIdle(keys, finetune.task);
   } else {
     keys.Section("finetune.", "train pretrains; packed-bert finetune reads the finetune section");
   }

@@ -1,5 +1,5 @@
 // The readers' fuzz targets: each one feeds any bytes to a reader of files
-// that come from outside (docs/testing.md, "Fuzzing"). The property: a
+// that come from outside (docs/building.md, "Fuzzing"). The property: a
 // status or a value, never a crash, a hang, an allocation past the limit or
 // a sanitizer report. A target file says
 //

@@ -133,6 +133,27 @@ TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {
                               false),
       (std::vector<std::string>{"finetune.epochs does nothing here: train pretrains; packed-bert "
                                 "finetune reads the finetune section"}));
+  // A task's own keys do nothing for another task.
+  const std::set<std::string> task_keys = {"finetune.labels", "finetune.threshold",
+                                           "finetune.doc_stride"};
+  std::vector<std::string> idle;
+  for (const char* task : {"ner", "multilabel", "squad", "mrpc"}) {
+    config.finetune.task = task;
+    for (const std::string& line : config.InactiveSettings(
+             task_keys, Regimen::kFineTuning, model::Precision::kFp32, false, 1, false)) {
+      idle.push_back(line);
+    }
+  }
+  EXPECT_EQ(idle, (std::vector<std::string>{
+                      "finetune.doc_stride does nothing here: finetune.task ner does not read it",
+                      "finetune.threshold does nothing here: finetune.task ner does not read it",
+                      "finetune.doc_stride does nothing here: finetune.task multilabel does not "
+                      "read it",
+                      "finetune.labels does nothing here: finetune.task squad does not read it",
+                      "finetune.threshold does nothing here: finetune.task squad does not read it",
+                      "finetune.doc_stride does nothing here: finetune.task mrpc does not read it",
+                      "finetune.labels does nothing here: finetune.task mrpc does not read it",
+                      "finetune.threshold does nothing here: finetune.task mrpc does not read it"}));
 }
 
 }  // namespace
