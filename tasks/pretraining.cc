@@ -79,6 +79,7 @@ class PretrainingTask : public Task {
     const model::StepTotals t = PretrainingTotals(batch);
     return Totals{t.mlm_tokens, t.mlm_sequences, t.nsp_sequences};
   }
+  std::string TargetMetric() const override { return "mlm_accuracy"; }
   const std::vector<std::string>& TotalNames() const override {
     static const std::vector<std::string> names = {"mlm_tokens", "mlm_sequences", "sequences"};
     return names;

@@ -158,6 +158,9 @@ class Task {
 
   // A new model, its weights drawn from the generators as they stand.
   virtual TaskModel MakeModel(const model::BertOptions& options) const = 0;
+  // The evaluation metric a run's target (a value that ends it when
+  // reached) is of; "" for a task that trains for a set length.
+  virtual std::string TargetMetric() const { return ""; }
   // Whether the optimizer trains parameter `name` (the span head leaves
   // out the pooler, which it does not use).
   virtual bool Trains(const std::string& name) const {

@@ -114,7 +114,6 @@ absl::Status PlanPretraining(const ExperimentConfig& config, const tasks::Packed
   plan->stop.total_steps = config.optim.schedule.total_steps;
   plan->stop.max_samples = config.train.max_samples;
   plan->checkpoint.every_steps = config.train.checkpoint_every_steps;
-  plan->evaluation.target_metric = "mlm_accuracy";
   plan->evaluation.target = config.train.target_mlm_accuracy;
   plan->metrics.every_steps = config.train.log_every_steps;
   plan->init_checkpoint = config.train.init_checkpoint;
@@ -182,6 +181,7 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
   RETURN_IF_ERROR(regimen == Regimen::kPretraining
                       ? PlanPretraining(config, *train, rank, world_size, &plan)
                       : PlanFineTuning(config, *train, rank, world_size, &plan));
+  plan.evaluation.target_metric = task->TargetMetric();
   PlanTrainee(config, task, device, &plan);
   PlanLoop(config, *train, &plan);
   ASSIGN_OR_RETURN(plan.profile, ParseProfileSteps(config.train.profile_steps));
