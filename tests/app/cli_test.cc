@@ -556,8 +556,9 @@ std::string MakeStore(const std::filesystem::path& dir, int count, uint32_t seed
 
 // A damaged variable-length HDF5 file (a row's object in the global heap
 // claims more bytes than the row holds) made libhdf5 1.10 copy past its
-// buffer or loop without end (tests/fuzz's hdf5 target found both): each
-// is one line and exit 2, and prepare leaves nothing.
+// buffer or loop without end (tests/fuzz's hdf5 target found both; 1.14
+// refuses it itself): each is one line and exit 2, and prepare leaves
+// nothing.
 TEST(CliTest, DamagedVariableLengthHdf5FilesAreOneLine) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "pbert_cli_damaged_vlen";
@@ -571,8 +572,7 @@ TEST(CliTest, DamagedVariableLengthHdf5FilesAreOneLine) {
   ASSERT_NE(heap, std::string::npos);
   // The first object's size, after the collection's header (16 bytes) and
   // the object's index, reference count and reserved bytes (8).
-  for (const auto& [size, says] : {std::pair<uint64_t, std::string>{uint64_t{1} << 40, "signal"},
-                                   {4000, "was stopped"}}) {
+  for (const uint64_t size : {uint64_t{1} << 40, uint64_t{4000}}) {
     std::string damaged = good;
     std::memcpy(&damaged[heap + 24], &size, sizeof(size));
     const std::string file = (dir / "part-0.hdf5").string(), store = (dir / "store").string();
@@ -583,8 +583,7 @@ TEST(CliTest, DamagedVariableLengthHdf5FilesAreOneLine) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_TRUE(absl::StartsWith(r.err, "packed-bert prepare: error: " + file + ": HDF5 "))
         << r.err;
-    EXPECT_TRUE(absl::StrContains(r.err, says)) << r.err;
-    EXPECT_TRUE(absl::StrContains(r.err, "the file is damaged")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "damaged")) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(store));
   }
