@@ -252,11 +252,17 @@ void OnFatalSignal(int signal) {
                      : signal == SIGILL ? "SIGILL, an instruction this CPU lacks"
                                         : "SIGABRT, an abort";
   static const char kHow[] = "); please report it with the command line and its output";
-  const ssize_t ignored = ::write(2, "packed-bert ", 12) +
-                          ::write(2, running_command, std::strlen(running_command)) +
-                          ::write(2, ": error: the process crashed (", 30) +
-                          ::write(2, name, std::strlen(name)) + ::write(2, kHow, sizeof(kHow) - 1) +
-                          ::write(2, crash_limits, std::strlen(crash_limits)) + ::write(2, "\n", 1);
+  // (To the terminal's stderr also while a library's is kept off it.)
+  const int fd = TerminalStderr();
+  const char* doing = StderrDoing();
+  const ssize_t ignored =
+      ::write(fd, "packed-bert ", 12) + ::write(fd, running_command, std::strlen(running_command)) +
+      ::write(fd, ": error: the process crashed (", 30) + ::write(fd, name, std::strlen(name)) +
+      (*doing != '\0' ? ::write(fd, ") while ", 8) + ::write(fd, doing, std::strlen(doing)) +
+                            ::write(fd, kHow + 1, sizeof(kHow) - 2)
+                      : ::write(fd, kHow, sizeof(kHow) - 1)) +
+      ::write(fd, crash_limits, std::strlen(crash_limits)) +
+      ::write(fd, "\n", 1);
   (void)ignored;
   ::raise(signal);  // the default action again (SA_RESETHAND), at once (SA_NODEFER)
 }
@@ -292,11 +298,17 @@ void InstallCrashHandlers() {
     } catch (const std::bad_alloc&) {
       // Nothing allocated: there may be nothing left to allocate.
       static const char kLine[] =
-          ": error: out of memory in a worker thread; give the process more memory (ulimit -v, "
-          "the container's limit) or fewer threads (run.threads)\n";
-      const ssize_t ignored = ::write(2, "packed-bert ", 12) +
-                              ::write(2, running_command, std::strlen(running_command)) +
-                              ::write(2, kLine, sizeof(kLine) - 1);
+          "; give the process more memory (ulimit -v, the container's limit) or fewer threads "
+          "(run.threads)\n";
+      const int fd = TerminalStderr();
+      const char* doing = StderrDoing();
+      const ssize_t ignored =
+          ::write(fd, "packed-bert ", 12) +
+          ::write(fd, running_command, std::strlen(running_command)) +
+          ::write(fd, ": error: out of memory in a worker thread", 41) +
+          (*doing != '\0' ? ::write(fd, " while ", 7) + ::write(fd, doing, std::strlen(doing))
+                          : ::write(fd, kLine, sizeof(kLine) - 2)) +
+          ::write(fd, "\n", 1);
       (void)ignored;
       std::_Exit(1);
     } catch (...) {
@@ -306,8 +318,12 @@ void InstallCrashHandlers() {
                                                  : absl::InternalError(
                                                        "the process was ended by std::terminate "
                                                        "(please report it with the command line)");
-  std::cerr << "packed-bert " << running_command << ": error: " << Printable(status.message())
-            << "\n";
+  const std::string doing = StderrDoing();
+  const std::string line =
+      absl::StrCat("packed-bert ", running_command, ": error: ", Printable(status.message()),
+                   doing.empty() ? "" : absl::StrCat(" (while ", doing, ")"), "\n");
+  const ssize_t ignored = ::write(TerminalStderr(), line.data(), line.size());
+  (void)ignored;
   std::_Exit(ExitCodeFor(status) == 2 ? 2 : 1);
 }
 

@@ -1,6 +1,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
@@ -78,7 +79,11 @@ absl::Status RunEvaluate(const Args& args) {
       logging::Get("finetune")->warn("--{} does nothing here: --evaluate trains nothing", flag);
     }
   }
-  ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, FinetuneShorthands()));
+  std::set<std::string> given;
+  ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, FinetuneShorthands(), "", &given));
+  for (const std::string& idle : ExperimentConfig::EvaluationIdleSettings(given)) {
+    logging::Get("finetune")->warn("{}", idle);
+  }
   const std::string output =
       args.Has("output") ? args.Get("output") : config.run.output_dir + "/evaluation";
   RETURN_IF_ERROR(

@@ -18,6 +18,7 @@
 #include "formats/safetensors.h"
 #include "model/bert.h"
 #include "model/weights.h"
+#include "tasks/pretraining.h"
 #include "tasks/tasks.h"
 #include "train/checkpointer.h"
 
@@ -111,7 +112,8 @@ absl::Status ExportHf(const Args& args) {
   // A fine-tuning run's checkpoint holds a task model, which its run
   // exported itself when it finished (RUN_DIR/model).
   if (const std::string task = train::TaskOfWeights(in);
-      !task.empty() && task != tasks::kPretraining) {
+      tasks::PretrainingOn({}, config.model.mlm_loss)->OriginOf(task) ==
+      tasks::WeightsOrigin::kOtherTask) {
     return absl::InvalidArgumentError(absl::StrCat(
         in, " is a checkpoint of a ", task, " fine-tuning run: model export-hf exports "
         "pretraining checkpoints; a fine-tuning run writes its Hugging Face model itself, into "

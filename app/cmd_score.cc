@@ -1,5 +1,6 @@
 #include <chrono>
 #include <iostream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "app/commands.h"
@@ -50,8 +51,12 @@ absl::StatusOr<tasks::PackedSet> ScoredSet(const Args& args, const ExperimentCon
 
 absl::Status RunScore(const Args& args) {
   // --max-depth is packing.max_depth: pack and score share its range.
+  std::set<std::string> given;
   ASSIGN_OR_RETURN(ExperimentConfig config,
-                   LoadConfig(args, {{"max-depth", "packing.max_depth"}}));
+                   LoadConfig(args, {{"max-depth", "packing.max_depth"}}, "", &given));
+  for (const std::string& idle : ExperimentConfig::EvaluationIdleSettings(given)) {
+    logging::Get("score")->warn("{}", idle);
+  }
   ASSIGN_OR_RETURN(int64_t limit, args.GetInt("limit", -1, 1, std::numeric_limits<int64_t>::max()));
   ASSIGN_OR_RETURN(int64_t batch_rows, args.GetInt("batch-rows", 32, 1, 1 << 20));
   ASSIGN_OR_RETURN(const c10::Device device, train::ResolveDevice(config.run.device, 0));

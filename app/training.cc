@@ -17,7 +17,7 @@
 #include "distributed/communicator.h"
 #include "tasks/tasks.h"
 #include "train/device.h"
-#include "train/fault.h"
+#include "common/fault.h"
 #include "train/resume.h"
 #include "train/run_folder.h"
 
@@ -151,7 +151,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
   // Each rank checks the checksums of its share of the store's shards.
   ASSIGN_OR_RETURN(parts.task, OpenTask(command, config, s.communicator));
   if (s.folder) RETURN_IF_ERROR(CheckInputs(*s.folder, config, *parts.task));
-  train::FaultPoint("checks", 0, s.communicator.rank());
+  FaultPoint("checks", 0, s.communicator.rank());
   ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.task, command.regimen,
                                                          s.communicator.rank(),
                                                          s.communicator.world_size(), s.device));

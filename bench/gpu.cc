@@ -73,6 +73,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -93,6 +94,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "bench/model_sizes.h"
+#include "common/config.h"
 #include "bench/peer.h"
 #include "bench/synthetic.h"
 #include "data/batch.h"
@@ -107,6 +109,8 @@
 #include "train/profiler.h"
 #include "train/step.h"
 #include "train/trainee.h"
+#include "train/training_plan.h"
+#include "yaml-cpp/yaml.h"
 
 namespace {
 
@@ -135,53 +139,91 @@ struct Side {
 };
 
 // The levers, each added to the one before (issue-style table: each row's
-// gain over the row above), at the benchmark's rows per step; each is one
-// switch of the config.
-struct Lever {
+// gain over the row above), at the benchmark's rows per step. Each is the
+// config settings, as --set takes them, that switch it on: a row is what a
+// user's config gives, and the trainee is made from the config as `train`
+// makes it (train::TraineeOptionsOf).
+struct LeverSets {
   const char* label;
-  bool fused_optimizer;
-  int64_t vocab_padding;
-  bool fused_qkv, fused_layers, master_weights;
-  bool static_shapes = false, cuda_graphs = false;
-  bool fp8 = false;
-  bool cudnn_attention = false;
+  std::array<const char*, 9> sets;  // then nullptr
 };
-constexpr Lever kLevers[] = {
-    {"autocast over fp32 weights, _foreach LAMB", false, 1, false, false, false},
-    {"+ fused LAMB", true, 1, false, false, false},
-    {"+ vocabulary padded to 64", true, 64, false, false, false},
-    {"+ one QKV product", true, 64, true, false, false},
-    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", true, 64, true, true, false},
-    {"+ bf16 weights, fp32 masters", true, 64, true, true, true},
-    {"+ static shapes", true, 64, true, true, true, true},
-    {"+ captured step (CUDA graphs)", true, 64, true, true, true, true, true},
-    {"+ cuDNN's fused attention (model.varlen_kernel cudnn)", true, 64, true, true, true, true,
-     true, false, true},
-    {"+ fp8 encoder products (e4m3 forward, e5m2 backward, delayed scaling)", true, 64, true,
-     true, true, true, true, true, true},
+constexpr LeverSets kLevers[] = {
+    {"autocast over fp32 weights, _foreach LAMB",
+     {"model.attention=varlen", "optim.fused=false", "model.vocab_padding=1",
+      "model.fused_qkv=false", "model.fused_layers=false", "model.master_weights=false",
+      "model.static_shapes=false", "run.cuda_graphs=false", "model.varlen_kernel=flash"}},
+    {"+ fused LAMB", {"optim.fused=true"}},
+    {"+ vocabulary padded to 64", {"model.vocab_padding=64"}},
+    {"+ one QKV product", {"model.fused_qkv=true"}},
+    {"+ fused bias-GELU, bias-dropout-residual-LayerNorm", {"model.fused_layers=true"}},
+    {"+ bf16 weights, fp32 masters", {"model.master_weights=true"}},
+    {"+ static shapes", {"model.static_shapes=true"}},
+    // (Alone, the captured step brings the static shapes it needs.)
+    {"+ captured step (CUDA graphs)", {"run.cuda_graphs=true", "model.static_shapes=true"}},
+    {"+ cuDNN's fused attention (model.varlen_kernel cudnn)", {"model.varlen_kernel=cudnn"}},
+    {"+ fp8 encoder products (e4m3 forward, e5m2 backward, delayed scaling)",
+     {"model.precision=fp8"}},
 };
 constexpr int kLeverCount = static_cast<int>(std::size(kLevers));
 
 // Lever k alone (--alone): the first lever with only what lever k adds to
-// the one before it (and static shapes, which the captured step needs);
-// case index kLeverCount + k - 1 for k = 1..kLeverCount-1.
+// the one before it; case index kLeverCount + k - 1 for k = 1..kLeverCount-1.
 constexpr int kAloneCount = kLeverCount - 1;
 bool IsAlone(int index) { return index >= kLeverCount; }
-Lever LeverOf(int index) {
-  if (!IsAlone(index)) return kLevers[index];
-  const int k = index - kLeverCount + 1;
-  const Lever &added = kLevers[k], &before = kLevers[k - 1];
-  Lever l = kLevers[0];
-  if (added.fused_optimizer != before.fused_optimizer) l.fused_optimizer = added.fused_optimizer;
-  if (added.vocab_padding != before.vocab_padding) l.vocab_padding = added.vocab_padding;
-  if (added.fused_qkv != before.fused_qkv) l.fused_qkv = added.fused_qkv;
-  if (added.fused_layers != before.fused_layers) l.fused_layers = added.fused_layers;
-  if (added.master_weights != before.master_weights) l.master_weights = added.master_weights;
-  if (added.static_shapes != before.static_shapes) l.static_shapes = added.static_shapes;
-  if (added.cuda_graphs != before.cuda_graphs) l.cuda_graphs = l.static_shapes = added.cuda_graphs;
-  if (added.fp8 != before.fp8) l.fp8 = added.fp8;
-  if (added.cudnn_attention != before.cudnn_attention) l.cudnn_attention = added.cudnn_attention;
-  return l;
+
+// Case `index`'s settings: the device's precision (bf16 on a GPU, fp32 on
+// the CPU), then every lever's up to it, or the first's and its own alone.
+std::vector<std::string> SetsOf(int index, bool cuda) {
+  std::vector<std::string> sets = {cuda ? "model.precision=bf16" : "model.precision=fp32"};
+  const auto add = [&](const LeverSets& lever) {
+    for (const char* set : lever.sets) {
+      if (set != nullptr) sets.emplace_back(set);
+    }
+  };
+  add(kLevers[0]);
+  if (IsAlone(index)) {
+    add(kLevers[index - kLeverCount + 1]);
+  } else {
+    for (int k = 1; k <= index; ++k) add(kLevers[k]);
+  }
+  return sets;
+}
+
+// A case's config (the defaults, the model's `shape` where given, its
+// settings), and what of it the runs treat apart.
+struct Lever {
+  pbert::train::ExperimentConfig config;
+  bool cuda_graphs() const { return config.run.cuda_graphs; }
+  bool cudnn_attention() const {
+    return config.model.bert.varlen_kernel() == pbert::model::VarlenKernel::kCudnn;
+  }
+  bool fp8() const { return config.model.precision == pbert::model::Precision::kFp8; }
+};
+absl::StatusOr<Lever> MakeLever(int index, bool cuda, const Shape* shape = nullptr) {
+  pbert::train::ExperimentConfig base;
+  if (shape != nullptr) base.model.bert = shape->Options();
+  YAML::Node root = YAML::Load(pbert::config::Dump(base));
+  pbert::config::Sources sources;
+  const std::vector<std::string> sets = SetsOf(index, cuda);
+  absl::Status read = pbert::config::ApplyOverrides(pbert::config::SetFlags(sets), &root, &sources);
+  Lever lever;
+  if (read.ok()) read = pbert::config::Read(root, sources, &lever.config);
+  if (!read.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("lever ", index, " (", absl::StrJoin(sets, " "),
+                                                   "): ", read.message()));
+  }
+  return lever;
+}
+// The levers' settings are the benchmark's own, read once at its start
+// (CheckLevers): here they are known to be read.
+Lever LeverOf(int index, bool cuda, const Shape* shape = nullptr) {
+  return *MakeLever(index, cuda, shape);
+}
+absl::Status CheckLevers(bool cuda) {
+  for (int k = 0; k < kLeverCount + kAloneCount; ++k) {
+    if (absl::StatusOr<Lever> lever = MakeLever(k, cuda); !lever.ok()) return lever.status();
+  }
+  return absl::OkStatus();
 }
 std::string LabelOf(int index) {
   if (!IsAlone(index)) return kLevers[index].label;
@@ -196,14 +238,14 @@ constexpr int kSweepLever = 4;
 // status ignores them). Where the captured step failed, or cuDNN's
 // attention failed or was refused, the levers after it run without it.
 bool Droppable(const Lever& lever) {
-  return lever.cuda_graphs || lever.fp8 || lever.cudnn_attention;
+  return lever.cuda_graphs() || lever.fp8() || lever.cudnn_attention();
 }
 
 // Whether lever `k` is the one that adds `feature` (a failure is its
 // addition's).
-bool Adds(int k, bool Lever::*feature) {
+bool Adds(int k, bool cuda, bool (Lever::*feature)() const) {
   if (IsAlone(k)) return false;  // its failure says nothing of the levers added up
-  return kLevers[k].*feature && (k == 0 || !(kLevers[k - 1].*feature));
+  return (LeverOf(k, cuda).*feature)() && (k == 0 || !(LeverOf(k - 1, cuda).*feature)());
 }
 
 struct Options {
@@ -364,7 +406,7 @@ double Parameters(const Shape& s) {
 // (its graph's pool beside the eager warm-up's cached blocks).
 double EstimatedBytes(const Shape& s, int rows, const Lever& lever) {
   const double activations = 48.0 * static_cast<double>(s.layers * s.hidden) * rows * kMaxLen;
-  return 16 * Parameters(s) + activations * (lever.cuda_graphs ? 2 : 1);
+  return 16 * Parameters(s) + activations * (lever.cuda_graphs() ? 2 : 1);
 }
 
 // One case's turn, in this process: prints its result as one JSON line on
@@ -379,14 +421,18 @@ int RunCase(const Options& o, const Request& r) {
     return report_error("bad --case " + r.model);
   }
   const Shape& s = *shape;
-  Lever lever = LeverOf(r.lever);
-  if (r.no_graphs) lever.cuda_graphs = false;
-  if (r.no_cudnn) lever.cudnn_attention = false;
   const bool cuda = o.device == "cuda";
+  absl::StatusOr<Lever> made = MakeLever(r.lever, cuda, &s);
+  if (!made.ok()) return report_error(std::string(made.status().message()));
+  Lever& lever = *made;
+  pbert::train::ExperimentConfig& config = lever.config;
+  if (r.no_graphs) config.run.cuda_graphs = false;
+  if (r.no_cudnn) config.model.bert.varlen_kernel(pbert::model::VarlenKernel::kFlash);
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   auto communicator = pbert::distributed::Communicator::Single();
-  if (lever.fp8) {
-    const absl::Status runs = pbert::model::CheckFp8({}, pbert::model::BertOptions(), device);
+  if (lever.fp8()) {
+    const absl::Status runs =
+        pbert::model::CheckFp8(config.model.fp8, config.model.bert, device);
     if (!runs.ok()) {
       std::printf("\n%s\n", json{{"refused", std::string(runs.message())}}.dump().c_str());
       return 0;
@@ -397,15 +443,14 @@ int RunCase(const Options& o, const Request& r) {
   // stage runs the last lever alone), goes on with FlashAttention, as the
   // levers that follow a refused one do in a run of them all.
   std::string attention_fallback;
-  if (lever.cudnn_attention) {
-    const absl::Status runs = pbert::model::CheckVarlenKernel(
-        s.Options().varlen_kernel(pbert::model::VarlenKernel::kCudnn), device);
-    if (!runs.ok() && (IsAlone(r.lever) || Adds(r.lever, &Lever::cudnn_attention))) {
+  if (lever.cudnn_attention()) {
+    const absl::Status runs = pbert::model::CheckVarlenKernel(config.model.bert, device);
+    if (!runs.ok() && (IsAlone(r.lever) || Adds(r.lever, cuda, &Lever::cudnn_attention))) {
       std::printf("\n%s\n", json{{"refused", std::string(runs.message())}}.dump().c_str());
       return 0;
     }
     if (!runs.ok()) {
-      lever.cudnn_attention = false;
+      config.model.bert.varlen_kernel(pbert::model::VarlenKernel::kFlash);
       attention_fallback = std::string(runs.message());
     }
   }
@@ -469,24 +514,13 @@ int RunCase(const Options& o, const Request& r) {
     batches.push_back(std::move(*batch));
     plan.push_back(step_lengths);
   }
-  pbert::train::TraineeOptions options;
-  options.bert = s.Options()
-                     .attention(pbert::model::AttentionKind::kVarlen)
-                     .vocab_padding(lever.vocab_padding)
-                     .fused_qkv(lever.fused_qkv)
-                     .fused_layers(lever.fused_layers)
-                     .static_shapes(lever.static_shapes)
-                     .varlen_kernel(lever.cudnn_attention ? pbert::model::VarlenKernel::kCudnn
-                                                          : pbert::model::VarlenKernel::kFlash);
-  options.cuda_graphs = lever.cuda_graphs;
+  absl::StatusOr<pbert::model::Precision> precision =
+      pbert::model::ResolvePrecision(config.model.precision, device);
+  if (!precision.ok()) return report_error(std::string(precision.status().message()));
+  config.run.seed = 1;
+  pbert::train::TraineeOptions options =
+      pbert::train::TraineeOptionsOf(config, *precision, device);
   options.lamb = pbert::optim::LambOptions(1e-4);
-  options.precision = lever.fp8 ? pbert::model::Precision::kFp8
-                      : cuda    ? pbert::model::Precision::kBf16
-                                : pbert::model::Precision::kFp32;
-  options.device = device;
-  options.seed = 1;
-  options.master_weights = lever.master_weights && cuda;
-  options.fused_optimizer = lever.fused_optimizer;
   auto allocated = [&]() -> int64_t {
     if (!cuda) return 0;
     auto m = pbert::gpu::Memory(0);
@@ -684,6 +718,10 @@ int Main(int argc, char** argv) {
     auto read = pbert::data::ReadHistogramFile(o.histogram_path, kMaxLen);
     if (!read.ok()) return Usage(std::string(read.status().message()));
   }
+  if (absl::Status levers = CheckLevers(cuda); !levers.ok()) {
+    std::fprintf(stderr, "bench/gpu: %s\n", std::string(levers.message()).c_str());
+    return 2;
+  }
   std::string device_name = "the CPU (a dry run)";
   double peak = 0;
   if (cuda) {
@@ -766,9 +804,10 @@ int Main(int argc, char** argv) {
         r.rows = c.rows;
         r.turn = turn;
         r.draw = draw;
-        r.no_graphs = graphs_failed && LeverOf(c.lever).cuda_graphs && !IsAlone(c.lever);
+        r.no_graphs = graphs_failed && LeverOf(c.lever, cuda).cuda_graphs() && !IsAlone(c.lever);
         if (r.no_graphs && turn == 0) c.label += " (without the captured step, which failed)";
-        r.no_cudnn = cudnn_dropped && LeverOf(c.lever).cudnn_attention && !IsAlone(c.lever);
+        r.no_cudnn =
+            cudnn_dropped && LeverOf(c.lever, cuda).cudnn_attention() && !IsAlone(c.lever);
         if (r.no_cudnn && turn == 0) c.label += " (with FlashAttention: cuDNN's attention did not run)";
         const bool profile_here =
             turn == o.turns - 1 && c.rows == o.rows &&
@@ -782,12 +821,13 @@ int Main(int argc, char** argv) {
         if (!why.empty() || outcome.result.contains("refused")) {
           c.left_out = why.empty() ? outcome.result["refused"].get<std::string>() : why;
           c.failed = !why.empty();
-          const bool droppable = Droppable(LeverOf(c.lever));
+          const bool droppable = Droppable(LeverOf(c.lever, cuda));
           failed = failed || (c.failed && !droppable);
-          graphs_failed = graphs_failed || (c.failed && Adds(c.lever, &Lever::cuda_graphs));
+          graphs_failed =
+              graphs_failed || (c.failed && Adds(c.lever, cuda, &Lever::cuda_graphs));
           // cuDNN's attention failed or was refused (this LibTorch has none):
           // the levers after it go on with FlashAttention.
-          cudnn_dropped = cudnn_dropped || Adds(c.lever, &Lever::cudnn_attention);
+          cudnn_dropped = cudnn_dropped || Adds(c.lever, cuda, &Lever::cudnn_attention);
           notes.push_back(absl::StrCat("# ", name, ": \"", c.label, "\" at ", c.rows,
                                        " rows is left out, ", c.failed ? "it failed: " : "",
                                        c.left_out));

@@ -353,8 +353,10 @@ absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::s
   }
   // One pass: each line is looked at up to its first non-blank character.
   size_t line = 1, start = 0;
+  bool whole = !absl::StartsWith(text, kDumpFirstLine);
   while (start < text.size()) {
     const size_t end = std::min(text.find('\n', start), text.size());
+    if (!whole && absl::string_view(text).substr(start, end - start) == kDumpLastLine) whole = true;
     const size_t first = std::min(text.find_first_not_of(" \t", start), end);
     const size_t tab = absl::string_view(text).substr(start, first - start).find('\t');
     if (tab != absl::string_view::npos && first < end && text[first] != '#') {
@@ -364,6 +366,12 @@ absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::s
     }
     start = end + 1;
     ++line;
+  }
+  if (!whole) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": cut short: a config packed-bert writes ends with the line '", kDumpLastLine,
+        "', which this one lacks after ", line - 1, " lines; copy it again whole (or delete its "
+        "first line to read what is left, the keys it lost taking their defaults)"));
   }
   // The first document, then whether a second holds anything: two
   // documents at most are parsed (yaml-cpp 0.7's LoadAll, which reads them
@@ -385,6 +393,35 @@ absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::s
 
 namespace {
 
+// yaml-cpp's words for the mistakes people make in a config, with what
+// the mistake likely is, then its words in brackets; others as they are.
+std::string YamlAdvice(const std::string& message) {
+  static constexpr std::pair<const char*, const char*> kAdvice[] = {
+      {"end of map not found",
+       "a line indented unlike the keys of its section (the keys of one section line up)"},
+      {"end of sequence not found",
+       "a line indented unlike the items of its list (the items of one list line up)"},
+      {"end of map flow not found", "a '{' that no '}' closes"},
+      {"end of sequence flow not found", "a '[' list that no ']' closes"},
+      {"illegal map value",
+       "a ':' where no key can be (a key indented under a value, or a value holding ': ' that "
+       "needs quotes)"},
+      {"illegal block entry", "a '- ' list item where a key belongs (indent it under its key)"},
+      {"illegal map key", "a '?' key where none can be"},
+      {"illegal EOF in scalar", "a quote that is not closed"},
+      {"unknown escape character",
+       "a backslash in a double-quoted value that starts no escape (use single quotes, or "
+       "'\\\\')"},
+      {"the referenced anchor is not defined",
+       "an alias (*name) with no anchor (&name) before it"},
+      {"illegal flow end", "a ']' or '}' that closes nothing"},
+  };
+  for (const auto& [theirs, ours] : kAdvice) {
+    if (absl::StartsWith(message, theirs)) return absl::StrCat(ours, " (yaml-cpp: ", message, ")");
+  }
+  return message;
+}
+
 // YAML's own error at its position in `name`, in our words where its are
 // not (its guard against deep nesting says "bad file").
 absl::Status YamlError(const std::string& name, const YAML::Exception& e) {
@@ -393,7 +430,7 @@ absl::Status YamlError(const std::string& name, const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": values nested deeper than YAML's reader follows; a config nests three"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(where, ": YAML syntax: ", e.msg));
+  return absl::InvalidArgumentError(absl::StrCat(where, ": YAML syntax: ", YamlAdvice(e.msg)));
 }
 
 }  // namespace

@@ -203,6 +203,13 @@ absl::Status LoadText(const std::string& text, const std::string& name, C* confi
   return Read(root, sources, config);
 }
 
+// The first and last lines of every config Dump writes. A config that
+// begins with the first and lacks the last was cut short (a copy or a disk
+// that stopped half-way) and is refused, not read as defaults for the keys
+// it lost.
+inline constexpr char kDumpFirstLine[] = "# packed-bert config: every key, with its value in effect";
+inline constexpr char kDumpLastLine[] = "# end of the packed-bert config";
+
 // The effective config as YAML text.
 template <class C>
 std::string Dump(const C& config) {
@@ -212,7 +219,7 @@ std::string Dump(const C& config) {
   Writer writer(&out);
   copy.Visit(writer);
   out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
+  return std::string(kDumpFirstLine) + "\n" + out.c_str() + "\n" + kDumpLastLine + "\n";
 }
 
 // ---- implementation of the templates ----

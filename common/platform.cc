@@ -1,6 +1,7 @@
 #include "common/platform.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sched.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -316,5 +319,32 @@ std::string ExhaustedLimits(bool out_of_memory) {
   }
   return out;
 }
+
+namespace {
+std::atomic<int> terminal_stderr{STDERR_FILENO};
+char stderr_doing[512] = "";
+}  // namespace
+
+QuietStderr::QuietStderr(const std::string& doing) : saved_(::dup(STDERR_FILENO)) {
+  std::snprintf(stderr_doing, sizeof(stderr_doing), "%s", doing.c_str());
+  const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (saved_ >= 0 && null >= 0) {
+    terminal_stderr = saved_;
+    ::dup2(null, STDERR_FILENO);
+  }
+  if (null >= 0) ::close(null);
+}
+
+QuietStderr::~QuietStderr() {
+  if (saved_ >= 0) {
+    ::dup2(saved_, STDERR_FILENO);
+    terminal_stderr = STDERR_FILENO;
+    ::close(saved_);
+  }
+  stderr_doing[0] = '\0';
+}
+
+int TerminalStderr() { return terminal_stderr; }
+const char* StderrDoing() { return stderr_doing; }
 
 }  // namespace pbert

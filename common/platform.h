@@ -126,4 +126,23 @@ absl::Status PrepareResourceLimits(int needed_files);
 // (ulimit -v)".
 std::string ExhaustedLimits(bool out_of_memory);
 
+// Keeps what libraries write to stderr off the terminal while it lives
+// (LibTorch's logs as a rendezvous is joined). The lines that must still
+// reach the user at any moment, a worker thread's end or a crash
+// (app/cli.cc), go to TerminalStderr(), stderr's own file kept aside, and
+// name the work under way, `doing` (e.g. "joining the rendezvous at
+// h:29500"), given by StderrDoing() ("" when none). One at a time.
+class QuietStderr {
+ public:
+  explicit QuietStderr(const std::string& doing);
+  ~QuietStderr();
+  QuietStderr(const QuietStderr&) = delete;
+  QuietStderr& operator=(const QuietStderr&) = delete;
+
+ private:
+  int saved_;
+};
+int TerminalStderr();
+const char* StderrDoing();
+
 }  // namespace pbert

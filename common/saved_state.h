@@ -3,6 +3,10 @@
 // back with one check that every field is there with its type.
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -10,17 +14,31 @@
 
 namespace pbert {
 
-// Every number a component saves (steps, counts, positions, byte
-// lengths, seconds, accuracies, a loss scale) is finite, not negative and
-// below 2^53; anything else in a state file is damage, not a state.
+// Every number a component saves, at any depth, is one no run saves
+// otherwise: a count (steps, sequences, positions, byte lengths) is an
+// integer from 0 to 2^53, and a number written as a float (seconds,
+// scores, which a correlation makes negative, a loss scale) lies within
+// +-2^31. Anything else in a state file is damage, not a state; the bound
+// on floats also keeps nlohmann's unchecked conversion of a float into an
+// integer field (3e9 into an int) defined.
 inline absl::Status CheckSavedNumbers(const nlohmann::json& json, absl::string_view what) {
-  if (!json.is_object()) return absl::OkStatus();
-  for (const auto& [key, value] : json.items()) {
-    if (!value.is_number()) continue;
-    const double v = value.get<double>();
-    if (!(v >= 0 && v < 9007199254740992.0)) {
-      return absl::DataLossError(absl::StrCat("malformed ", what, ": ", key, " is ", value.dump(),
-                                              ", which no run saves"));
+  std::vector<std::pair<std::string, const nlohmann::json*>> pending = {{"", &json}};
+  while (!pending.empty()) {
+    auto [path, value] = std::move(pending.back());
+    pending.pop_back();
+    if (value->is_structured()) {
+      for (const auto& [key, inner] : value->items()) {
+        pending.emplace_back(path.empty() ? key : absl::StrCat(path, ".", key), &inner);
+      }
+      continue;
+    }
+    if (!value->is_number()) continue;
+    const double v = value->get<double>();
+    const bool fits = value->is_number_float() ? (v > -2147483648.0 && v < 2147483648.0)
+                                               : (v >= 0 && v < 9007199254740992.0);
+    if (!fits) {
+      return absl::DataLossError(absl::StrCat("malformed ", what, ": ", path, " is ",
+                                              value->dump(), ", which no run saves"));
     }
   }
   return absl::OkStatus();

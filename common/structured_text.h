@@ -6,8 +6,13 @@
 // file and the limit.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,6 +56,57 @@ absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view name, s
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat(name, " is not valid JSON (", e.what(), ")"));
   }
+}
+
+// `value` as the integer type T, or nlohmann's type_error (302) when it is
+// not a JSON number holding an integer within T's range. nlohmann's own
+// get<T>() converts a fraction by truncating it and a float out of T's
+// range with undefined behaviour (2.9e19 as a uint64_t); every integer a
+// reader takes from a file goes through here instead.
+template <typename T, typename Json>
+T IntegerOf(const Json& value) {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  using Limits = std::numeric_limits<T>;
+  bool fits = false;
+  T out = 0;
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.template get<uint64_t>();
+    fits = v <= static_cast<uint64_t>(Limits::max());
+    out = static_cast<T>(v);
+  } else if (value.is_number_integer()) {
+    const int64_t v = value.template get<int64_t>();
+    fits = v >= 0 ? static_cast<uint64_t>(v) <= static_cast<uint64_t>(Limits::max())
+                  : Limits::is_signed && v >= static_cast<int64_t>(Limits::min());
+    out = static_cast<T>(v);
+  } else if (value.is_number_float()) {
+    // 12.0 is the integer 12; the bounds are powers of two, exact in double.
+    const double v = value.template get<double>();
+    const double top = std::ldexp(1.0, Limits::digits);
+    fits = std::trunc(v) == v && v < top && (Limits::is_signed ? v >= -top : v >= 0);
+    if (fits) out = static_cast<T>(v);
+  }
+  if (!fits) {
+    throw Json::type_error::create(
+        302, absl::StrCat("expected an integer from ", +Limits::min(), " to ", +Limits::max(),
+                          ", found ",
+                          value.is_number() ? value.dump() : std::string("a ") + value.type_name()),
+        &value);
+  }
+  return out;
+}
+
+// `value`, an array, as integers of type T (IntegerOf each).
+template <typename T, typename Json>
+std::vector<T> IntegersOf(const Json& value) {
+  if (!value.is_array()) {
+    throw Json::type_error::create(302, absl::StrCat("expected an array of integers, found ",
+                                                     value.type_name()),
+                                   &value);
+  }
+  std::vector<T> out;
+  out.reserve(value.size());
+  for (const auto& element : value) out.push_back(IntegerOf<T>(element));
+  return out;
 }
 
 // Walks a YAML tree once, before anything else does: refuses nesting deeper

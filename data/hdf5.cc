@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "common/atomic_file.h"
+#include "common/fault.h"
 #include "common/status.h"
 
 namespace pbert::data {
@@ -144,6 +146,10 @@ absl::Status CheckStoredWhole(H5::H5File& file, const std::string& path) {
 constexpr const char* kVariable[] = {"input_ids", "segment_ids", "masked_lm_positions",
                                      "masked_lm_ids", "next_sentence_labels"};
 
+// Whether libhdf5 survives `path`'s metadata, tried in a child process
+// (defined below).
+absl::Status VetApart(const std::string& path);
+
 }  // namespace
 
 const char* Hdf5LayoutName(Hdf5Layout layout) {
@@ -225,6 +231,7 @@ absl::StatusOr<Hdf5Shape> Hdf5Reader::Inspect(const std::string& path) {
   if (!H5::H5File::isHdf5(path)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not an HDF5 file"));
   }
+  RETURN_IF_ERROR(VetApart(path));
   try {
     H5::H5File file(path, H5F_ACC_RDONLY);
     RETURN_IF_ERROR(CheckStoredWhole(file, path));
@@ -263,6 +270,7 @@ absl::StatusOr<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& 
   if (!H5::H5File::isHdf5(path)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not an HDF5 file"));
   }
+  RETURN_IF_ERROR(VetApart(path));
   try {
     auto impl = std::make_unique<Impl>();
     impl->file.openFile(path, H5F_ACC_RDONLY);
@@ -399,6 +407,13 @@ bool WriteAll(int fd, const void* bytes, size_t size) {
   return true;
 }
 
+// The child's way of saying `status` (not OK) through RunApart's pipe.
+void SendError(int fd, const absl::Status& status) {
+  const std::string message =
+      absl::StrCat("E", static_cast<int>(status.code()), " ", status.message());
+  WriteAll(fd, message.data(), message.size());
+}
+
 // The child's side of ReadRowsApart: each dataset's row count, row lengths
 // and values ('R'), or an error's message ('E'), into `fd`.
 void SendRows(H5::H5File& file, const std::string& path, const std::vector<const char*>& names,
@@ -414,9 +429,7 @@ void SendRows(H5::H5File& file, const std::string& path, const std::vector<const
       set = Hdf5Error(path, e);
     }
     if (!set.ok()) {
-      const std::string message =
-          absl::StrCat("E", static_cast<int>(set.status().code()), " ", set.status().message());
-      WriteAll(fd, message.data(), message.size());
+      SendError(fd, set.status());
       return;
     }
     const uint64_t n = set->size();
@@ -431,16 +444,41 @@ void SendRows(H5::H5File& file, const std::string& path, const std::vector<const
   }
 }
 
-// The rows of the variable-length datasets `names` of `file`, read in a
-// child process: libhdf5 1.10 trusts the sizes a file's global heap gives
-// its variable-length rows and copies past its own buffers when they are
-// damaged, or loops without end (both found by tests/fuzz's hdf5 target),
-// so a damaged file ends the child, not the command: the child is given
-// 10 s and a second per 10 MB of the file. Its rows come back through a
-// pipe into `arena`. The caller holds Hdf5Lock.
-absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const std::string& path,
-                                                       const std::vector<const char*>& names,
-                                                       bool scalars, int64_t* rows, Arena* arena) {
+// Reads what `child` writes into `fd` until it closes it; true (and the
+// child killed) if that takes over `limit_seconds`.
+bool ReadFromChild(int fd, pid_t child, int64_t limit_seconds, std::string* got) {
+  char buffer[1 << 16];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_seconds);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd ready{fd, POLLIN, 0};
+    const int polled = left.count() > 0 ? ::poll(&ready, 1, static_cast<int>(left.count())) : 0;
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) {
+      ::kill(child, SIGKILL);
+      return true;
+    }
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got->append(buffer, static_cast<size_t>(n));
+  }
+}
+
+// Runs `child` (which writes 'R' and a payload, or an error's 'E' message,
+// into the fd it is given) in a child process and returns the payload:
+// libhdf5 1.10 trusts what a damaged file says of itself, copies past its
+// own buffers or reads through a null pointer (SIGSEGV) or loops without
+// end (all found by tests/fuzz's hdf5 target), so such a file ends the
+// child, not the command. The child is given 10 s and a second per 10 MB
+// of the file. `doing` says what it did ("read its variable-length rows").
+// The caller holds Hdf5Lock, so no other thread is inside libhdf5 at the
+// fork; the child takes no lock (a mutex the parent held is not the
+// child's: its thread has another id) and runs no destructor of the
+// parent's objects.
+absl::StatusOr<std::string> RunApart(const std::string& path, const char* doing,
+                                     const std::function<void(int fd)>& child_work) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(absl::StrCat("cannot stat ", path), errno);
 #ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
@@ -450,7 +488,7 @@ absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const s
 #endif
   const int64_t limit_seconds = base_seconds + static_cast<int64_t>(st.st_size) / (10 << 20);
   int fds[2];
-  if (::pipe(fds) != 0) return ErrnoError("cannot make a pipe to read HDF5 rows", errno);
+  if (::pipe(fds) != 0) return ErrnoError(absl::StrCat("cannot make a pipe to ", doing), errno);
   const pid_t child = ::fork();
   if (child < 0) {
     const int error = errno;
@@ -464,46 +502,32 @@ absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const s
     // own messages are off) would come before the parent's one line.
     const int null = ::open("/dev/null", O_WRONLY);
     if (null >= 0) ::dup2(null, STDERR_FILENO);
-    SendRows(file, path, names, scalars, fds[1]);
-    ::_exit(0);  // no destructor of the parent's objects runs here
+    FaultPoint("hdf5-apart", 0);
+    try {
+      child_work(fds[1]);
+    } catch (...) {  // nothing unwinds into the parent's frames
+      ::_exit(1);
+    }
+    ::_exit(0);
   }
   ::close(fds[1]);
   std::string got;
-  char buffer[1 << 16];
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_seconds);
-  bool late = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd ready{fds[0], POLLIN, 0};
-    const int polled = left.count() > 0 ? ::poll(&ready, 1, static_cast<int>(left.count())) : 0;
-    if (polled < 0 && errno == EINTR) continue;
-    if (polled == 0) {
-      late = true;
-      ::kill(child, SIGKILL);
-      break;
-    }
-    const ssize_t n = ::read(fds[0], buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got.append(buffer, static_cast<size_t>(n));
-  }
+  const bool late = ReadFromChild(fds[0], child, limit_seconds, &got);
   ::close(fds[0]);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (late) {
     return absl::DataLossError(absl::StrCat(
-        path, ": HDF5 took over ", limit_seconds,
-        " s to read its variable-length rows and was stopped; the file is damaged: check it "
-        "with 'h5ls -r ",
-        path, "' and copy or write it again"));
+        path, ": HDF5 took over ", limit_seconds, " s to ", doing,
+        " and was stopped; the file is damaged: check it with 'h5ls -r ", path,
+        "' and copy or write it again"));
   }
   if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0) || got.empty()) {
     const std::string how = WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
                                                 : absl::StrCat("exit status ", WEXITSTATUS(status));
     return absl::DataLossError(absl::StrCat(
-        path, ": HDF5 failed reading its variable-length rows (its reader ended with ", how,
+        path, ": HDF5 failed to ", doing, " (its reader ended with ", how,
         "); the file is damaged: check it with 'h5ls -r ", path, "' and copy or write it again"));
   }
   if (got[0] == 'E') {
@@ -514,10 +538,24 @@ absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const s
     }
     return absl::Status(static_cast<absl::StatusCode>(code), got.substr(space + 1));
   }
+  got.erase(0, 1);  // the 'R'
+  return got;
+}
+
+// The rows of the variable-length datasets `names` of `file`, read apart
+// (RunApart): libhdf5 1.10 trusts the sizes a file's global heap gives its
+// variable-length rows. Its rows come back through the pipe into `arena`.
+// The caller holds Hdf5Lock.
+absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const std::string& path,
+                                                       const std::vector<const char*>& names,
+                                                       bool scalars, int64_t* rows, Arena* arena) {
+  ASSIGN_OR_RETURN(std::string got,
+                   RunApart(path, "read its variable-length rows",
+                            [&](int fd) { SendRows(file, path, names, scalars, fd); }));
   // The rows, as SendRows wrote them (the child read them from this very
   // file; a short message means it stopped half-way).
   std::vector<IntegerRows> sets;
-  size_t at = 1;
+  size_t at = 0;
   auto take = [&](void* to, size_t size) {
     if (got.size() - at < size) return false;
     std::memcpy(to, got.data() + at, size);
@@ -546,6 +584,45 @@ absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const s
   if (at != got.size()) return cut();
   *rows = sets.empty() ? 0 : static_cast<int64_t>(sets[0].size());
   return sets;
+}
+
+// Opens `path` and reads all the metadata Inspect and Open read (each
+// dataset's link, layout, storage, type and extent), here in the child.
+absl::Status ReadMetadata(const std::string& path) {
+  try {
+    H5::H5File file(path, H5F_ACC_RDONLY);
+    RETURN_IF_ERROR(CheckStoredWhole(file, path));
+    for (const char* name : kAllDatasets) {
+      if (!file.nameExists(name)) continue;
+      H5::DataSet set = file.openDataSet(name);
+      (void)set.getTypeClass();
+      H5::DataSpace space = set.getSpace();
+      const int rank = space.getSimpleExtentNdims();
+      if (rank > 0) {
+        std::vector<hsize_t> dims(rank);
+        space.getSimpleExtentDims(dims.data());
+      }
+    }
+    return absl::OkStatus();
+  } catch (const H5::Exception& e) {
+    return Hdf5Error(path, e);
+  }
+}
+
+// libhdf5 1.10 reads through a null pointer on some damaged metadata (as
+// it opens a dataset's link): the metadata is read first in a child
+// (RunApart), and what it says, an error or the crash itself, is the
+// answer; the command's own process then reads only metadata that the
+// child read without harm. The caller holds Hdf5Lock.
+absl::Status VetApart(const std::string& path) {
+  return RunApart(path, "read its metadata", [&](int fd) {
+           const absl::Status read = ReadMetadata(path);
+           if (read.ok()) {
+             WriteAll(fd, "R", 1);
+           } else {
+             SendError(fd, read);
+           }
+         }).status();
 }
 
 // One row of a variable-length file, by dataset.

@@ -251,14 +251,14 @@ bool ParseNote(const std::string& note, ShardFigures* f) {
   auto json = nlohmann::json::parse(note, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) return false;
   try {
-    f->instances = json.at("instances").get<uint64_t>();
-    f->tokens = json.at("tokens").get<uint64_t>();
-    f->masked = json.at("masked").get<uint64_t>();
-    f->random_next = json.at("random_next").get<uint64_t>();
+    f->instances = IntegerOf<uint64_t>(json.at("instances"));
+    f->tokens = IntegerOf<uint64_t>(json.at("tokens"));
+    f->masked = IntegerOf<uint64_t>(json.at("masked"));
+    f->random_next = IntegerOf<uint64_t>(json.at("random_next"));
     for (const auto& pair : json.at("lengths")) {
-      const int length = pair.at(0).get<int>();
+      const int length = IntegerOf<int>(pair.at(0));
       if (length < 1 || length > max_len) return false;
-      f->lengths[length] += pair.at(1).get<uint64_t>();
+      f->lengths[length] += IntegerOf<uint64_t>(pair.at(1));
     }
   } catch (const nlohmann::json::exception&) {
     return false;

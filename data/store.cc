@@ -155,9 +155,9 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   }
   try {
     const nlohmann::ordered_json& manifest = *parsed;
-    if (manifest.at("version").get<uint32_t>() != kStoreVersion) {
+    if (IntegerOf<uint32_t>(manifest.at("version")) != kStoreVersion) {
       return absl::InvalidArgumentError(absl::StrCat(
-          manifest_path, ": store format version ", manifest.at("version").get<uint32_t>(),
+          manifest_path, ": store format version ", IntegerOf<uint32_t>(manifest.at("version")),
           ", this build reads ", kStoreVersion, "; prepare the store again"));
     }
     if (manifest.value("manifest_checksum", "") != ManifestChecksum(manifest)) {
@@ -171,20 +171,20 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
                              &out.info.vocab_checksum)) {
       return damaged("store_id or vocab_checksum is not hexadecimal");
     }
-    out.info.max_len = manifest.at("max_len").get<uint32_t>();
-    out.info.max_predictions = manifest.at("max_predictions").get<uint32_t>();
-    out.info.vocab_size = manifest.at("vocab_size").get<uint32_t>();
+    out.info.max_len = IntegerOf<uint32_t>(manifest.at("max_len"));
+    out.info.max_predictions = IntegerOf<uint32_t>(manifest.at("max_predictions"));
+    out.info.vocab_size = IntegerOf<uint32_t>(manifest.at("vocab_size"));
     out.info.source = manifest.value("source", "");
     if (out.info.max_len == 0 || out.info.max_len > kMaxSequenceLength ||
         out.info.vocab_size == 0) {
       return damaged("max_len or vocab_size out of range");
     }
-    if (manifest.at("id_bytes").get<uint32_t>() !=
+    if (IntegerOf<uint32_t>(manifest.at("id_bytes")) !=
         static_cast<uint32_t>(IdBytes(out.info.vocab_size))) {
-      return damaged(absl::StrCat("id_bytes ", manifest.at("id_bytes").get<uint32_t>(),
+      return damaged(absl::StrCat("id_bytes ", IntegerOf<uint32_t>(manifest.at("id_bytes")),
                                   " does not fit vocab_size ", out.info.vocab_size));
     }
-    out.records = manifest.at("records").get<uint64_t>();
+    out.records = IntegerOf<uint64_t>(manifest.at("records"));
     for (const auto& entry : manifest.at("shards")) {
       Manifest::Shard shard;
       shard.file = entry.at("file").get<std::string>();
@@ -195,7 +195,7 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
       if (!absl::SimpleHexAtoi(entry.at("checksum").get<std::string>(), &shard.checksum)) {
         return damaged(absl::StrCat("the checksum of ", shard.file, " is not hexadecimal"));
       }
-      shard.records = entry.at("records").get<uint64_t>();
+      shard.records = IntegerOf<uint64_t>(entry.at("records"));
       out.shards.push_back(std::move(shard));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -677,8 +677,8 @@ absl::StatusOr<std::unique_ptr<PartialStore>> PartialStore::Open(const std::stri
     Done done;
     uint32_t index = 0;
     try {
-      index = line.at("shard").get<uint32_t>();
-      done.records = line.at("records").get<uint64_t>();
+      index = IntegerOf<uint32_t>(line.at("shard"));
+      done.records = IntegerOf<uint64_t>(line.at("records"));
       done.work = line.at("work").get<std::string>();
       done.note = line.at("note").get<std::string>();
       if (!absl::SimpleHexAtoi(line.at("checksum").get<std::string>(), &done.checksum)) continue;

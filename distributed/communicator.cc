@@ -21,6 +21,7 @@
 #endif
 
 #include "absl/strings/str_cat.h"
+#include "common/platform.h"
 #include "common/status.h"
 
 namespace pbert::distributed {
@@ -35,28 +36,6 @@ namespace {
 std::string Where(const Environment& e) {
   return absl::StrCat(e.master_addr, ":", e.master_port, " (MASTER_ADDR, MASTER_PORT)");
 }
-
-// Keeps what LibTorch's rendezvous writes to stderr itself (glog lines
-// about each connection attempt) off the terminal while it lives: its
-// failure becomes one error of ours, which quotes LibTorch's first line.
-class QuietStderr {
- public:
-  QuietStderr() : saved_(::dup(STDERR_FILENO)) {
-    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (saved_ >= 0 && null >= 0) ::dup2(null, STDERR_FILENO);
-    if (null >= 0) ::close(null);
-  }
-  ~QuietStderr() {
-    if (saved_ < 0) return;
-    ::dup2(saved_, STDERR_FILENO);
-    ::close(saved_);
-  }
-  QuietStderr(const QuietStderr&) = delete;
-  QuietStderr& operator=(const QuietStderr&) = delete;
-
- private:
-  int saved_;
-};
 
 // The rendezvous host must resolve before anything waits on it.
 absl::Status Resolve(const Environment& e) {
@@ -155,7 +134,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       [=] { return Join(environment, backend, timeout, device, deadline); });
   auto joined = join.get_future();
   // What LibTorch writes to stderr meanwhile is kept off the terminal.
-  QuietStderr quiet;
+  // (A worker thread of LibTorch's client that fails meanwhile says so
+  // in one line, naming this; a service that is no rendezvous can make it
+  // allocate what its answer says.)
+  QuietStderr quiet(absl::StrCat(
+      "rank ", environment.rank, " of ", environment.world_size, " joined the rendezvous at ",
+      Where(environment), "; check that it is rank 0's or the launcher's rendezvous, not "
+      "another service, whose answers LibTorch's client takes for sizes"));
   std::thread(std::move(join)).detach();
   if (joined.wait_until(deadline + kOwnReportsFirst) != std::future_status::ready) {
     // The thread stays blocked; the process ends with the error. The store
@@ -211,6 +196,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Join(
   }
   try {
     RETURN_IF_ERROR(Gather(*store, environment, timeout, deadline));
+  } catch (const std::exception& e) {
+    // A service that is no rendezvous (a web server, a stale process) on
+    // the port: LibTorch's words ("Stop_waiting response is expected") are
+    // its protocol's.
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", environment.rank, " of ", environment.world_size, ": the rendezvous at ",
+        Where(environment), " answered as no PyTorch TCPStore does (", FirstLine(e),
+        "); check that it is rank 0's or the launcher's rendezvous, not another service"));
+  }
+  try {
     communicator->store_ = store;
     if (backend == Backend::kGloo) {
       auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);

@@ -194,13 +194,13 @@ absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path) {
         return bad(absl::StrCat("tensor '", name, "' has an ", type_of.status().message()));
       }
       const at::ScalarType type = *type_of;
-      std::vector<int64_t> shape = entry.at("shape").get<std::vector<int64_t>>();
+      std::vector<int64_t> shape = IntegersOf<int64_t>(entry.at("shape"));
       if (shape.size() > kMaxTensorRank) {
         return bad(absl::StrCat("tensor '", name, "' has ", shape.size(),
                                 " dimensions, more than the ", kMaxTensorRank,
                                 " a weight may have"));
       }
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      auto offsets = IntegersOf<uint64_t>(entry.at("data_offsets"));
       uint64_t numel = 1;
       for (int64_t d : shape) {
         if (d < 0 || (d > 0 && numel > data_size / static_cast<uint64_t>(d))) {

@@ -137,6 +137,16 @@ struct ExportHead {
   bool pooler = true;
 };
 
+// What weights are to a task, from the task they say they were trained
+// for (a checkpoint's trainer state, an export's config.json; "" when they
+// do not say).
+enum class WeightsOrigin {
+  kThisTask,     // a model of the task itself: taken whole
+  kPretraining,  // pretrained weights: their encoder is taken
+  kOtherTask,    // another task's fine-tuned model: its encoder (and pooler)
+  kUnknown,      // they do not say: taken whole where they fit, else as pretrained
+};
+
 // A micro-batch's counts that its losses are divided by, in the task's
 // TotalNames() order: known on the host before any forward pass (so that
 // every micro-batch of a step runs forward and backward at once), then
@@ -153,6 +163,8 @@ class Task {
   virtual ~Task() = default;
 
   const std::string& name() const { return name_; }
+  // What weights trained for `trained_for` are to this task (tasks.cc).
+  WeightsOrigin OriginOf(const std::string& trained_for) const;
   const PackedSet* train() const { return train_.get(); }
   const std::vector<PackedSet>& evaluation() const { return evaluation_; }
 

@@ -87,4 +87,11 @@ bool TaskReadsKey(const std::string& name, const std::string& key) {
   return false;  // GLUE's tasks and pretraining read none of them
 }
 
+WeightsOrigin Task::OriginOf(const std::string& trained_for) const {
+  if (trained_for.empty()) return WeightsOrigin::kUnknown;
+  if (trained_for == name_) return WeightsOrigin::kThisTask;
+  if (trained_for == kPretraining) return WeightsOrigin::kPretraining;
+  return WeightsOrigin::kOtherTask;
+}
+
 }  // namespace pbert::tasks

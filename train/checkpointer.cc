@@ -26,7 +26,8 @@
 #include "common/structured_text.h"
 #include "model/weights.h"
 #include "optim/lamb.h"
-#include "train/fault.h"
+#include "tasks/tasks.h"
+#include "common/fault.h"
 
 namespace pbert::train {
 namespace {
@@ -470,7 +471,7 @@ std::string TaskOfWeights(const std::string& path) {
     const nlohmann::json& architectures = config.value("architectures", nlohmann::json());
     if (architectures.is_array() && architectures.size() == 1 &&
         architectures[0] == "BertForPreTraining") {
-      return "pretraining";
+      return tasks::kPretraining;
     }
   }
   return "";

@@ -104,8 +104,9 @@ absl::StatusOr<WeightsEvaluation> EvaluateWeights(const tasks::Task& task, const
         absl::StrCat(path, " holds pretraining weights, not a model fine-tuned for ", task.name(),
                      ": fine-tune them first (--init ", path, "), then evaluate the run's model"));
   };
-  if (trained_for == tasks::kPretraining) return pretraining();
-  if (!trained_for.empty() && trained_for != task.name()) {
+  const tasks::WeightsOrigin origin = task.OriginOf(trained_for);
+  if (origin == tasks::WeightsOrigin::kPretraining) return pretraining();
+  if (origin == tasks::WeightsOrigin::kOtherTask) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is a model fine-tuned for ", trained_for, ", not for ", task.name(),
                      ": evaluate it as ", trained_for, " (finetune.task), or fine-tune it for ",

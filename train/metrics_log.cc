@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/structured_text.h"
 
 namespace pbert::train {
 
@@ -16,7 +17,7 @@ void to_json(nlohmann::json& json, const MetricsLogState& state) {
 void from_json(const nlohmann::json& json, MetricsLogState& state) {
   json.at("bytes").get_to(state.bytes);
   state.tensorboard_bytes = json.contains("tensorboard_bytes")
-                                ? json.at("tensorboard_bytes").get<uint64_t>()
+                                ? IntegerOf<uint64_t>(json.at("tensorboard_bytes"))
                                 : 0;
 }
 
@@ -56,7 +57,7 @@ absl::Status MetricsLog::Append(const nlohmann::json& line) {
   }
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  return tensorboard_->Write(line.at("step").get<int64_t>(), scalars, now);
+  return tensorboard_->Write(IntegerOf<int64_t>(line.at("step")), scalars, now);
 }
 
 absl::Status MetricsLog::AddStep(const StepResult& step, double lr, double seconds,

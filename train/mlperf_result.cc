@@ -58,7 +58,7 @@ absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
             absl::StrCat(path, ":", number, ": a second run_start (the first is on line ",
                          start_line, "); an MLLOG file holds one run: split it into one per run"));
       }
-      start_ms = j["time_ms"].get<int64_t>();
+      start_ms = IntegerOf<int64_t>(j["time_ms"]);
       start_line = number;
     } else if (key == "run_stop") {
       if (!start_ms) {
@@ -70,7 +70,7 @@ absl::StatusOr<MlperfRun> ReadMlperfRun(const std::string& given) {
             absl::StrCat(path, ":", number, ": a second run_stop (the first is on line ", stop_line,
                          "); an MLLOG file holds one run"));
       }
-      stop_ms = j["time_ms"].get<int64_t>();
+      stop_ms = IntegerOf<int64_t>(j["time_ms"]);
       stop_line = number;
       if (*stop_ms < *start_ms) {
         return absl::InvalidArgumentError(absl::StrCat(

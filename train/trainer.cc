@@ -21,7 +21,7 @@
 #include "model/weights.h"
 #include "tasks/pretraining.h"
 #include "tasks/tasks.h"
-#include "train/fault.h"
+#include "common/fault.h"
 #include "train/inputs.h"
 #include "train/peak_flops.h"
 
@@ -163,7 +163,7 @@ absl::Status Trainer::LoadStart() {
   // SQuAD has no use for the pooler, which its export leaves out).
   const auto used = [this](const std::string& name) { return task_.Trains(name); };
   const std::string trained_for = TaskOfWeights(path);
-  if (!trained_for.empty() && trained_for != tasks::kPretraining && trained_for != task_.name()) {
+  if (task_.OriginOf(trained_for) == tasks::WeightsOrigin::kOtherTask) {
     // Another task's fine-tuned model: its encoder, and the pooler where
     // it has one; this task's head is drawn anew, as transformers does.
     ASSIGN_OR_RETURN(const model::Weights weights, model::ReadWeights(path));

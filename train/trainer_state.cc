@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/saved_state.h"
 #include "common/status.h"
+#include "common/structured_text.h"
 
 namespace pbert::train {
 namespace {
@@ -109,7 +110,7 @@ absl::StatusOr<TrainerState> TrainerStateFromJson(const nlohmann::json& json,
   const std::string what = absl::StrCat("trainer state ", where);
   nlohmann::json parts;
   try {
-    const int version = json.at("version").get<int>();
+    const int version = IntegerOf<int>(json.at("version"));
     if (version == 1 || version == 2) {
       parts = version == 1 ? FromVersion1(json) : json;
       FromVersion2(parts);

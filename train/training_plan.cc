@@ -18,19 +18,10 @@ namespace {
 // What the model and its optimizer are made with, in either regimen.
 void PlanTrainee(const ExperimentConfig& config, std::shared_ptr<const tasks::Task> task,
                  const c10::Device& device, TrainingPlan* plan) {
+  plan->trainee = TraineeOptionsOf(config, plan->precision, device);
   plan->trainee.task = std::move(task);
-  plan->trainee.bert = config.model.bert;
   plan->trainee.lamb = plan->optim.lamb;
   plan->trainee.exclude_from_trust_ratio = plan->optim.exclude_from_trust_ratio;
-  plan->trainee.precision = plan->precision;
-  plan->trainee.device = device;
-  plan->trainee.seed = static_cast<uint64_t>(config.run.seed);
-  plan->trainee.bucket_bytes = config.dist.bucket_bytes();
-  plan->trainee.overlap = config.dist.overlap;
-  plan->trainee.master_weights = IsOn(config.model.master_weights, device.is_cuda());
-  plan->trainee.fused_optimizer = config.optim.fused;
-  plan->trainee.fp8 = config.model.fp8;
-  plan->trainee.cuda_graphs = config.run.cuda_graphs;
   plan->step.max_grad_norm = config.optim.max_grad_norm;
 }
 
@@ -167,6 +158,22 @@ absl::Status PlanFineTuning(const ExperimentConfig& config, const tasks::PackedS
 }
 
 }  // namespace
+
+TraineeOptions TraineeOptionsOf(const ExperimentConfig& config, model::Precision precision,
+                                const c10::Device& device) {
+  TraineeOptions options;
+  options.bert = config.model.bert;
+  options.precision = precision;
+  options.device = device;
+  options.seed = static_cast<uint64_t>(config.run.seed);
+  options.bucket_bytes = config.dist.bucket_bytes();
+  options.overlap = config.dist.overlap;
+  options.master_weights = IsOn(config.model.master_weights, device.is_cuda());
+  options.fused_optimizer = config.optim.fused;
+  options.fp8 = config.model.fp8;
+  options.cuda_graphs = config.run.cuda_graphs;
+  return options;
+}
 
 absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
                                                 std::shared_ptr<const tasks::Task> task,

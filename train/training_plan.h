@@ -28,6 +28,14 @@
 
 namespace pbert::train {
 
+// The trainee's options that the config's levers set, in one place for the
+// trainer and the benchmarks: the model's options (model.*), master
+// weights, fp8's scaling, the captured step, LAMB's fused kernels, the
+// gradients' buckets and overlap, the seed; `precision` resolved for
+// `device`. The task, LAMB's hyperparameters (the regimen's schedule) and
+// the trust-ratio exclusion are the caller's.
+TraineeOptions TraineeOptionsOf(const ExperimentConfig& config, model::Precision precision,
+                                const c10::Device& device);
 
 struct TrainingPlan {
   Regimen regimen = Regimen::kPretraining;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -590,6 +591,40 @@ TEST(CliTest, DamagedVariableLengthHdf5FilesAreOneLine) {
   fs::remove_all(dir);
 }
 
+// libhdf5 reads through a null pointer on some damaged metadata, or loops:
+// what it reads of a file's metadata is read first in a child process, and
+// the child's crash or hang (made here by PBERT_FAULT, as such a file
+// makes it) is one line and exit 2, nothing left, in the command's time.
+TEST(CliTest, Hdf5ThatKillsOrHangsItsReaderIsOneLine) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pbert_cli_hdf5_apart";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string file =
+      std::string(pbert::testing::SourceDir()) + "/tests/fuzz/corpus/hdf5/fixed.hdf5";
+  const std::string store = (dir / "store").string();
+  pbert::testing::WriteTestVocab((dir / "vocab.txt").string(), 2048);
+  const std::string prepare = "prepare --input-format hdf5 --vocab " +
+                              (dir / "vocab.txt").string() + " --out " + store +
+                              " --log-level warn " + file;
+  const std::vector<std::pair<std::string, std::string>> faults = {
+      {"SEGV", "HDF5 failed to read its metadata (its reader ended with signal 11); the file is "
+               "damaged: check it with 'h5ls -r "},
+      {"STOP", "HDF5 took over 10 s to read its metadata and was stopped; the file is damaged"}};
+  for (const auto& [signal, said] : faults) {
+    Result r = RunBinary(prepare, "PBERT_FAULT=hdf5-apart:0:0:" + signal);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, "packed-bert prepare: error: " + file + ": " + said))
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(store));
+  }
+  // The same file, its reader left alone, is read.
+  Result r = RunBinary(prepare);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  fs::remove_all(dir);
+}
+
 // A command that reads a store takes its length and vocabulary unless told
 // otherwise: the quick start's pack of a 64-token store makes rows that a
 // train of the same store accepts.
@@ -913,6 +948,25 @@ TEST(CliTest, RendezvousFailuresNameTheirCause) {
                        "within dist.timeout_s (2 s); check that it is rank 0's or the "
                        "launcher's rendezvous, not another service",
                    1});
+  // A port whose service answers, but not as a rendezvous does (a web
+  // server): each connection gets an HTTP reply and is closed.
+  const int talker = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(talker, 0);
+  sockaddr_in talking{};
+  talking.sin_family = AF_INET;
+  talking.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  size = sizeof(talking);
+  ASSERT_EQ(::bind(talker, reinterpret_cast<sockaddr*>(&talking), size), 0);
+  ASSERT_EQ(::listen(talker, 16), 0);
+  ASSERT_EQ(::getsockname(talker, reinterpret_cast<sockaddr*>(&talking), &size), 0);
+  std::thread replies([talker] {
+    const char reply[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+    for (int connection; (connection = ::accept(talker, nullptr, nullptr)) >= 0;) {
+      (void)!::write(connection, reply, sizeof(reply) - 1);
+      ::close(connection);
+    }
+  });
+  const std::string web = std::to_string(ntohs(talking.sin_port));
   for (const Case& c : cases) {
     const auto start = std::chrono::steady_clock::now();
     Result r = RunBinary(train, c.env);
@@ -925,7 +979,26 @@ TEST(CliTest, RendezvousFailuresNameTheirCause) {
     // a loaded machine (not the test's 10-minute limit: no hang).
     EXPECT_LT(seconds, 2 + 20) << c.env;
   }
+  // LibTorch's client reads the reply as its protocol (or takes a length
+  // in it for a size to allocate, in a thread of its own): either way one
+  // line names the rendezvous and what to check.
+  for (int k = 0; k < 3; ++k) {
+    Result r = RunBinary(train, "WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + web);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, "packed-bert train: error: ")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "rank 1 of 2")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "the rendezvous at 127.0.0.1:" + web +
+                                             " (MASTER_ADDR, MASTER_PORT)"))
+        << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "check that it is rank 0's or the launcher's "
+                                         "rendezvous, not another service"))
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
   ::close(listener);
+  ::shutdown(talker, SHUT_RDWR);  // ends the accept
+  replies.join();
+  ::close(talker);
 }
 
 TEST(CliTest, TokenizeGivesTheStandardIds) {

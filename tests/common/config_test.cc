@@ -205,7 +205,16 @@ TEST_F(ConfigTest, MissingFileAndSyntaxErrors) {
   s = LoadText("train:\n  steps: [1, 2\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message().rfind(path_ + ":", 0), 0u) << s.message();
-  EXPECT_NE(s.message().find("YAML syntax"), std::string::npos);
+  EXPECT_NE(s.message().find("YAML syntax: a '[' list that no ']' closes (yaml-cpp: end of "
+                             "sequence flow not found)"),
+            std::string::npos)
+      << s.message();
+  s = LoadText("train:\n  optimizer: \"lamb\\q\"\n");
+  EXPECT_NE(s.message().find("YAML syntax: a backslash in a double-quoted value that starts no "
+                             "escape (use single quotes, or '\\\\') (yaml-cpp: unknown escape "
+                             "character: q)"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST_F(ConfigTest, NullValueIsAnError) {
@@ -225,6 +234,31 @@ TEST_F(ConfigTest, DumpLoadsBackToTheSameConfig) {
   EXPECT_EQ(reloaded.train.steps, 42);
   EXPECT_FALSE(reloaded.train.shuffle);
   EXPECT_NE(dumped.find("# optimizer steps"), std::string::npos);
+}
+
+// A config packed-bert wrote and something cut short (at a line's end or
+// inside one) is refused, not read with defaults for the keys it lost; the
+// same text whole, or without its first line, is read.
+TEST_F(ConfigTest, CutWrittenConfigsAreRefused) {
+  ASSERT_TRUE(LoadText("train:\n  steps: 42\n  inputs: [x]\n").ok());
+  const std::string dumped = Dump(config_);
+  ASSERT_EQ(dumped.rfind(std::string(kDumpFirstLine) + "\n", 0), 0u) << dumped;
+  const size_t last = dumped.rfind(kDumpLastLine);
+  ASSERT_NE(last, std::string::npos);
+  int refused = 0;
+  for (size_t cut = dumped.find('\n') + 1; cut < dumped.size() - 1; cut += 7) {
+    const absl::Status s = LoadText(dumped.substr(0, cut));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << cut;
+    EXPECT_NE(s.message().find(path_ + ": cut short"), std::string::npos) << s;
+    ++refused;
+  }
+  EXPECT_GT(refused, 5);
+  ASSERT_TRUE(LoadText(dumped).ok());
+  EXPECT_EQ(config_.train.steps, 42);
+  // What a user kept of a cut file, its first line deleted, is theirs.
+  const std::string kept = dumped.substr(dumped.find('\n') + 1, last - dumped.find('\n') - 1);
+  ASSERT_TRUE(LoadText(kept.substr(0, kept.find("inputs"))).ok());
+  EXPECT_EQ(config_.train.steps, 42);
 }
 
 TEST_F(ConfigTest, EnumFieldsReadTheirChoicesAndSuggestOne) {

@@ -53,5 +53,39 @@ TEST(StructuredTextTest, NameListsInMessagesStopAfterEight) {
   EXPECT_EQ(NameList({}), "");
 }
 
+// An integer from a file is taken only when the JSON number is one within
+// the type's range: nlohmann's get<T>() would truncate 2.5 and convert
+// 2.9e19 into a uint64_t with undefined behaviour.
+TEST(StructuredTextTest, IntegersAreTakenOnlyWithinTheirType) {
+  const auto json = nlohmann::json::parse(
+      R"({"small": 7, "float12": 12.0, "negative": -3, "big": 29000000000000000000.0,
+          "half": 2.5, "wide": 4294967296, "text": "7", "top": 18446744073709551615})");
+  EXPECT_EQ(IntegerOf<uint32_t>(json.at("small")), 7u);
+  EXPECT_EQ(IntegerOf<int>(json.at("float12")), 12);
+  EXPECT_EQ(IntegerOf<int64_t>(json.at("negative")), -3);
+  EXPECT_EQ(IntegerOf<uint64_t>(json.at("top")), 18446744073709551615ull);
+  EXPECT_EQ(IntegerOf<int64_t>(json.at("wide")), 4294967296);
+  auto refused = [&](auto read, const char* key) {
+    try {
+      read(json.at(key));
+    } catch (const nlohmann::json::type_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("taken");
+  };
+  EXPECT_EQ(refused([](const auto& v) { return IntegerOf<uint64_t>(v); }, "big"),
+            "[json.exception.type_error.302] expected an integer from 0 to 18446744073709551615, "
+            "found 2.9e+19");
+  EXPECT_NE(refused([](const auto& v) { return IntegerOf<uint64_t>(v); }, "negative"), "taken");
+  EXPECT_NE(refused([](const auto& v) { return IntegerOf<int>(v); }, "half"), "taken");
+  EXPECT_NE(refused([](const auto& v) { return IntegerOf<uint32_t>(v); }, "wide"), "taken");
+  EXPECT_EQ(refused([](const auto& v) { return IntegerOf<int>(v); }, "text"),
+            "[json.exception.type_error.302] expected an integer from -2147483648 to 2147483647, "
+            "found a string");
+  EXPECT_EQ(IntegersOf<int64_t>(nlohmann::json::parse("[1, 2.0, -3]")),
+            (std::vector<int64_t>{1, 2, -3}));
+  EXPECT_NE(refused([](const auto& v) { return IntegersOf<int64_t>(v); }, "small"), "taken");
+}
+
 }  // namespace
 }  // namespace pbert

@@ -95,6 +95,18 @@ TEST(ExperimentConfigTest, AValueOutOfRangeIsOneLineNamingTheKeyAndTheRange) {
   EXPECT_EQ(status.message().find('\n'), std::string::npos) << status;
 }
 
+// Commands that evaluate weights name what only training reads.
+TEST(ExperimentConfigTest, EvaluationNamesTrainingSettings) {
+  EXPECT_EQ(ExperimentConfig::EvaluationIdleSettings(
+                {"run.cuda_graphs", "optim.lr", "model.precision", "model.master_weights",
+                 "data.eval", "dist.overlap"}),
+            (std::vector<std::string>{
+                "run.cuda_graphs does nothing here: evaluating replays no captured training step",
+                "model.master_weights does nothing here: evaluating keeps no master weights",
+                "dist.overlap does nothing here: evaluating reduces no gradients",
+                "optim.lr does nothing here: evaluating updates no weights"}));
+}
+
 // A setting the user gave that cannot act in the run is named with why; one
 // that acts, or was not given, is not.
 TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {

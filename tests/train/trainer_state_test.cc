@@ -131,12 +131,15 @@ TEST(TrainerStateTest, OtherVersionsAndMissingFieldsAreNamedErrors) {
 }
 
 // Numbers no run saves (a negative position, a count past 2^53, a time
-// that is not finite) are damage, named with the part and the key.
+// that is not finite, a float too large for the integer it fills) are
+// damage, named with the part and the key.
 TEST(TrainerStateTest, NegativeOrAbsurdValuesAreRefused) {
   const std::vector<std::tuple<const char*, const char*, nlohmann::json>> bad = {
       {"loader", "rows", -5},
       {"loop", "step", -1},
       {"loop", "samples", 1e300},
+      {"loop", "world_size", 3e9},
+      {"stop", "bad_steps_in_row", 2147483648.0},
       {"evaluation", "next_samples", -1000},
       {"mllog", "bytes", -1}};
   for (const auto& [part, key, value] : bad) {
@@ -148,6 +151,23 @@ TEST(TrainerStateTest, NegativeOrAbsurdValuesAreRefused) {
               absl::StrCat("malformed trainer state c/trainer_state.json, part '", part, "': ", key,
                            " is ", value.dump(), ", which no run saves"));
   }
+}
+
+// A score is a float that may be negative (a correlation: CoLA's Matthews
+// coefficient, STS-B's Pearson), at the top of the evaluation state and
+// among its metrics.
+TEST(TrainerStateTest, NegativeScoresAreStates) {
+  nlohmann::json json = ToJson(Example());
+  json["evaluation"]["last_score"] = -0.25;
+  json["evaluation"]["metrics"] = nlohmann::json::array({nlohmann::json::array({"mcc", -0.125})});
+  auto read = TrainerStateFromJson(json, "c/trainer_state.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->evaluation.last_score, -0.25);
+  json["evaluation"]["metrics"][0][1] = -1e300;
+  read = TrainerStateFromJson(json, "c/trainer_state.json");
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(read.status().message().find("metrics.0.1 is -1e+300"), std::string::npos)
+      << read.status().message();
 }
 
 // The parts must agree: a loader past the sequences trained on, or a world

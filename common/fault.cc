@@ -1,4 +1,4 @@
-#include "train/fault.h"
+#include "common/fault.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
-namespace pbert::train {
+namespace pbert {
 
 void FaultPoint(const char* point, int64_t step, int rank) {
   static const char* spec = std::getenv("PBERT_FAULT");
@@ -34,4 +34,4 @@ void FaultPoint(const char* point, int64_t step, int rank) {
   if (at_step == step && at_rank == rank) ::kill(::getpid(), signal);
 }
 
-}  // namespace pbert::train
+}  // namespace pbert
