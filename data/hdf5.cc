@@ -62,6 +62,63 @@ constexpr const char* kAllDatasets[] = {
     "input_ids",     "input_mask",           "segment_ids",      "masked_lm_positions",
     "masked_lm_ids", "next_sentence_labels", "packed_input_len", "packed_masked_lm_len"};
 
+// Whether dataset `name` of `file` (`file_bytes` long) stores every entry
+// it declares, from its layout alone; `elsewhere` refuses data that lies
+// in other files.
+absl::Status CheckDatasetStored(H5::H5File& file, const std::string& path, const char* name,
+                                uint64_t file_bytes,
+                                const std::function<absl::Status(const std::string&)>& elsewhere) {
+  H5::DataSet set = file.openDataSet(name);
+  const hid_t id = set.getId();
+  H5::DataSpace space = set.getSpace();
+  const int rank = space.getSimpleExtentNdims();
+  std::vector<hsize_t> dims(std::max(rank, 0));
+  if (rank > 0) space.getSimpleExtentDims(dims.data());
+  uint64_t elements = 1;
+  for (hsize_t d : dims) elements = d == 0 || elements <= UINT64_MAX / d ? elements * d : UINT64_MAX;
+  auto refuse = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": dataset '", name, "' declares ", absl::StrJoin(dims, " x "), " entries but ",
+        what, "; the file was not written whole: write it again"));
+  };
+  const uint64_t stored = H5Dget_storage_size(id);
+  if (stored > file_bytes) {
+    return refuse(absl::StrCat("claims ", stored, " bytes of storage in a file of ", file_bytes));
+  }
+  H5::DSetCreatPropList create = set.getCreatePlist();
+  switch (create.getLayout()) {
+    case H5D_COMPACT:  // in the file's header: there whole, or the file does not open
+      break;
+    case H5D_CONTIGUOUS: {
+      if (create.getExternalCount() > 0) return elsewhere("keeps its data in external files");
+      const uint64_t entry = set.getDataType().getSize();
+      if (elements > 0 && (entry == 0 || stored / entry < elements)) {
+        return refuse(absl::StrCat("stores ", stored, " bytes, room for ",
+                                   entry == 0 ? 0 : stored / entry));
+      }
+      break;
+    }
+    case H5D_CHUNKED: {
+      std::vector<hsize_t> chunk(std::max(rank, 0));
+      if (rank > 0) create.getChunk(rank, chunk.data());
+      uint64_t needed = elements == 0 ? 0 : 1;
+      for (int i = 0; i < rank && needed > 0; ++i) {
+        const uint64_t per = chunk[i] == 0 ? 1 : (dims[i] + chunk[i] - 1) / chunk[i];
+        needed = needed <= UINT64_MAX / std::max<uint64_t>(per, 1) ? needed * per : UINT64_MAX;
+      }
+      hsize_t chunks = 0;
+      if (H5Dget_num_chunks(id, space.getId(), &chunks) < 0) return refuse("its chunks cannot be counted");
+      if (chunks < needed) {
+        return refuse(absl::StrCat("stores ", chunks, " of the ", needed, " chunks they take"));
+      }
+      break;
+    }
+    default:
+      return elsewhere("is a virtual dataset, whose data lies in other files");
+  }
+  return absl::OkStatus();
+}
+
 // Whether each dataset of `file` that a layout reads has all its declared
 // rows stored: a file may declare 10^12 rows and store none (HDF5 then
 // returns fill values that look like rows), or claim storage past its own
@@ -89,54 +146,7 @@ absl::Status CheckStoredWhole(H5::H5File& file, const std::string& path) {
     if (link.type != H5L_TYPE_HARD && link.type != H5L_TYPE_SOFT) {
       return elsewhere("is a user-defined link");
     }
-    H5::DataSet set = file.openDataSet(name);
-    const hid_t id = set.getId();
-    H5::DataSpace space = set.getSpace();
-    const int rank = space.getSimpleExtentNdims();
-    std::vector<hsize_t> dims(std::max(rank, 0));
-    if (rank > 0) space.getSimpleExtentDims(dims.data());
-    uint64_t elements = 1;
-    for (hsize_t d : dims) elements = d == 0 || elements <= UINT64_MAX / d ? elements * d : UINT64_MAX;
-    auto refuse = [&](const std::string& what) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": dataset '", name, "' declares ", absl::StrJoin(dims, " x "), " entries but ",
-          what, "; the file was not written whole: write it again"));
-    };
-    const uint64_t stored = H5Dget_storage_size(id);
-    if (stored > file_bytes) {
-      return refuse(absl::StrCat("claims ", stored, " bytes of storage in a file of ", file_bytes));
-    }
-    H5::DSetCreatPropList create = set.getCreatePlist();
-    switch (create.getLayout()) {
-      case H5D_COMPACT:  // in the file's header: there whole, or the file does not open
-        break;
-      case H5D_CONTIGUOUS: {
-        if (create.getExternalCount() > 0) return elsewhere("keeps its data in external files");
-        const uint64_t entry = set.getDataType().getSize();
-        if (elements > 0 && (entry == 0 || stored / entry < elements)) {
-          return refuse(absl::StrCat("stores ", stored, " bytes, room for ",
-                                     entry == 0 ? 0 : stored / entry));
-        }
-        break;
-      }
-      case H5D_CHUNKED: {
-        std::vector<hsize_t> chunk(std::max(rank, 0));
-        if (rank > 0) create.getChunk(rank, chunk.data());
-        uint64_t needed = elements == 0 ? 0 : 1;
-        for (int i = 0; i < rank && needed > 0; ++i) {
-          const uint64_t per = chunk[i] == 0 ? 1 : (dims[i] + chunk[i] - 1) / chunk[i];
-          needed = needed <= UINT64_MAX / std::max<uint64_t>(per, 1) ? needed * per : UINT64_MAX;
-        }
-        hsize_t chunks = 0;
-        if (H5Dget_num_chunks(id, space.getId(), &chunks) < 0) return refuse("its chunks cannot be counted");
-        if (chunks < needed) {
-          return refuse(absl::StrCat("stores ", chunks, " of the ", needed, " chunks they take"));
-        }
-        break;
-      }
-      default:
-        return elsewhere("is a virtual dataset, whose data lies in other files");
-    }
+    RETURN_IF_ERROR(CheckDatasetStored(file, path, name, file_bytes, elsewhere));
   }
   return absl::OkStatus();
 }
@@ -466,6 +476,21 @@ bool ReadFromChild(int fd, pid_t child, int64_t limit_seconds, std::string* got)
   }
 }
 
+// The child's side of RunApart: `work` into `fd`, then the child's end.
+[[noreturn]] void RunChild(int fd, const std::function<void(int fd)>& work) {
+  // What the C library says as the child dies of a damaged file (HDF5's
+  // own messages are off) would come before the parent's one line.
+  const int null = ::open("/dev/null", O_WRONLY);
+  if (null >= 0) ::dup2(null, STDERR_FILENO);
+  FaultPoint("hdf5-apart", 0);
+  try {
+    work(fd);
+  } catch (...) {  // nothing unwinds into the parent's frames
+    ::_exit(1);
+  }
+  ::_exit(0);
+}
+
 // Runs `child` (which writes 'R' and a payload, or an error's 'E' message,
 // into the fd it is given) in a child process and returns the payload:
 // libhdf5 1.10 trusts what a damaged file says of itself, copies past its
@@ -498,17 +523,7 @@ absl::StatusOr<std::string> RunApart(const std::string& path, const char* doing,
   }
   if (child == 0) {
     ::close(fds[0]);
-    // What the C library says as the child dies of a damaged file (HDF5's
-    // own messages are off) would come before the parent's one line.
-    const int null = ::open("/dev/null", O_WRONLY);
-    if (null >= 0) ::dup2(null, STDERR_FILENO);
-    FaultPoint("hdf5-apart", 0);
-    try {
-      child_work(fds[1]);
-    } catch (...) {  // nothing unwinds into the parent's frames
-      ::_exit(1);
-    }
-    ::_exit(0);
+    RunChild(fds[1], child_work);
   }
   ::close(fds[1]);
   std::string got;

@@ -102,6 +102,32 @@ absl::Status Gather(c10d::Store& store, const Environment& e, std::chrono::milli
   return absl::OkStatus();
 }
 
+// What a worker thread of LibTorch's rendezvous client that fails while
+// `environment` joins says it was doing (QuietStderr): a service that is
+// no rendezvous can make it allocate what its answer says.
+std::string Joining(const Environment& environment) {
+  return absl::StrCat("rank ", environment.rank, " of ", environment.world_size,
+                      " joined the rendezvous at ", Where(environment),
+                      "; check that it is rank 0's or the launcher's rendezvous, not another "
+                      "service, whose answers LibTorch's client takes for sizes");
+}
+
+// Gather, where a service that is no rendezvous (a web server, a stale
+// process) on the port makes LibTorch's client throw in its protocol's
+// words ("Stop_waiting response is expected").
+absl::Status GatherThrough(c10d::Store& store, const Environment& environment,
+                           std::chrono::milliseconds timeout,
+                           std::chrono::steady_clock::time_point deadline) {
+  try {
+    return Gather(store, environment, timeout, deadline);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", environment.rank, " of ", environment.world_size, ": the rendezvous at ",
+        Where(environment), " answered as no PyTorch TCPStore does (", FirstLine(e),
+        "); check that it is rank 0's or the launcher's rendezvous, not another service"));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
@@ -134,13 +160,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       [=] { return Join(environment, backend, timeout, device, deadline); });
   auto joined = join.get_future();
   // What LibTorch writes to stderr meanwhile is kept off the terminal.
-  // (A worker thread of LibTorch's client that fails meanwhile says so
-  // in one line, naming this; a service that is no rendezvous can make it
-  // allocate what its answer says.)
-  QuietStderr quiet(absl::StrCat(
-      "rank ", environment.rank, " of ", environment.world_size, " joined the rendezvous at ",
-      Where(environment), "; check that it is rank 0's or the launcher's rendezvous, not "
-      "another service, whose answers LibTorch's client takes for sizes"));
+  QuietStderr quiet(Joining(environment));
   std::thread(std::move(join)).detach();
   if (joined.wait_until(deadline + kOwnReportsFirst) != std::future_status::ready) {
     // The thread stays blocked; the process ends with the error. The store
@@ -194,17 +214,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Join(
             : "nobody listens there (rank 0 not started, or another port)",
         " (", FirstLine(e), ")"));
   }
-  try {
-    RETURN_IF_ERROR(Gather(*store, environment, timeout, deadline));
-  } catch (const std::exception& e) {
-    // A service that is no rendezvous (a web server, a stale process) on
-    // the port: LibTorch's words ("Stop_waiting response is expected") are
-    // its protocol's.
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", environment.rank, " of ", environment.world_size, ": the rendezvous at ",
-        Where(environment), " answered as no PyTorch TCPStore does (", FirstLine(e),
-        "); check that it is rank 0's or the launcher's rendezvous, not another service"));
-  }
+  RETURN_IF_ERROR(GatherThrough(*store, environment, timeout, deadline));
   try {
     communicator->store_ = store;
     if (backend == Backend::kGloo) {

@@ -437,13 +437,10 @@ absl::Status Trainer::Failed(const std::exception& e) {
 // The config asks for more memory than the machine has.
 absl::Status Trainer::OutOfMemory(const std::exception& e) const {
   const std::string limits = ExhaustedLimits(/*out_of_memory=*/true);
-  const bool pretraining = plan_.regimen == Regimen::kPretraining;
-  return absl::InvalidArgumentError(
-      absl::StrCat("step ", loop_.step + 1, " ran out of memory (", FirstLine(e),
-                   limits.empty() ? "" : absl::StrCat("; ", limits), "); lower ",
-                   pretraining ? "train.micro_batch_rows" : "finetune.micro_batch_rows", " (now ",
-                   plan_.loader.rows_per_batch, ")",
-                   pretraining ? " and raise optim.accumulation_steps to keep the batch" : ""));
+  return absl::InvalidArgumentError(absl::StrCat("step ", loop_.step + 1, " ran out of memory (",
+                                                 FirstLine(e),
+                                                 limits.empty() ? "" : absl::StrCat("; ", limits),
+                                                 "); ", plan_.memory_advice));
 }
 
 // A collective failed: another rank died, stopped or hung past

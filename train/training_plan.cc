@@ -110,6 +110,10 @@ absl::Status PlanPretraining(const ExperimentConfig& config, const tasks::Packed
   plan->init_checkpoint = config.train.init_checkpoint;
   plan->init_key = "train.init_checkpoint";
   plan->batch_keys = "train.micro_batch_rows, optim.accumulation_steps";
+  plan->length_keys = "optim.total_steps";
+  plan->memory_advice =
+      absl::StrCat("lower train.micro_batch_rows (now ", config.train.micro_batch_rows,
+                   ") and raise optim.accumulation_steps to keep the batch");
   return absl::OkStatus();
 }
 
@@ -154,6 +158,8 @@ absl::Status PlanFineTuning(const ExperimentConfig& config, const tasks::PackedS
   plan->init_required = true;
   plan->mllog = false;
   plan->batch_keys = "finetune.batch_size, finetune.micro_batch_rows";
+  plan->length_keys = "finetune.epochs";
+  plan->memory_advice = absl::StrCat("lower finetune.micro_batch_rows (now ", per_batch, ")");
   return absl::OkStatus();
 }
 
@@ -197,11 +203,8 @@ absl::StatusOr<TrainingPlan> TrainingPlan::Make(const ExperimentConfig& config,
     // would leave none, without a word.
     return absl::InvalidArgumentError(absl::StrCat(
         "train.profile_steps: steps ", plan.profile.first, " to ", plan.profile.last,
-        " go past ",
-        regimen == Regimen::kPretraining
-            ? absl::StrCat("optim.total_steps ", plan.stop.total_steps)
-            : absl::StrCat("the run's ", plan.stop.total_steps, " steps (finetune.epochs)"),
-        "; profile steps the run takes"));
+        " go past the run's ", plan.stop.total_steps, " steps (", plan.length_keys,
+        "); profile steps the run takes"));
   }
   if (plan.mllog) plan.mllog_header = PlanMllogHeader(config, *task, plan);
   const std::string& kernels = TuneOpenBlasKernels().chosen;

@@ -48,6 +48,8 @@ struct TrainingPlan {
   data::LoaderOptions eval_loader;  // an evaluation's: rows per pass, rank, threads
   int64_t rows_per_step = 0;        // over all ranks
   std::string batch_keys;           // the keys that set them, for messages
+  std::string length_keys;          // the keys that set total_steps, for messages
+  std::string memory_advice;        // how a micro-batch takes less memory, for messages
   double sequences_per_step = 0;    // rows_per_step x packing factor
   int64_t eval_every_samples = 0;   // sequences between evaluations
   // The weights to start from, the key that named them, and whether the

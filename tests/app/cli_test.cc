@@ -29,6 +29,7 @@
 #include "tests/app/binary.h"
 #include "tests/data/random_instances.h"
 #include "tests/source_paths.h"
+#include "tests/scratch_folder.h"
 #include "tests/spawn_ranks.h"
 #include "train/trainer_state.h"
 
@@ -597,9 +598,7 @@ TEST(CliTest, DamagedVariableLengthHdf5FilesAreOneLine) {
 // makes it) is one line and exit 2, nothing left, in the command's time.
 TEST(CliTest, Hdf5ThatKillsOrHangsItsReaderIsOneLine) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "pbert_cli_hdf5_apart";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = pbert::testing::ScratchFolder();
   const std::string file =
       std::string(pbert::testing::SourceDir()) + "/tests/fuzz/corpus/hdf5/fixed.hdf5";
   const std::string store = (dir / "store").string();

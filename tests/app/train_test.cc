@@ -724,8 +724,8 @@ TEST_F(TrainTest, BadInputIsOneClearLine) {
   r = RunBinary(Args("profile", "--set train.profile_steps=10:20"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "packed-bert train: error: train.profile_steps: steps 10 to 20 go past "
-            "optim.total_steps 12; profile steps the run takes\n");
+            "packed-bert train: error: train.profile_steps: steps 10 to 20 go past the run's "
+            "12 steps (optim.total_steps); profile steps the run takes\n");
   EXPECT_FALSE(fs::exists(root_ + "/profile")) << "a refused run leaves nothing";
 
   // Stores of two vocabularies (store.json's vocab_checksum).
