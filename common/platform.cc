@@ -217,6 +217,16 @@ absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
   return out;
 }
 
+// The CPU-time limit's one line (app/cli.cc says the same, with the
+// command's resume flag, once the command runs): loading LibTorch can take
+// the second that CheckStartEnvironment leaves before SIGXCPU.
+static char early_cpu_line[256] = "";
+static void OnEarlyCpuLimit(int) {
+  const ssize_t ignored = ::write(2, early_cpu_line, std::strlen(early_cpu_line));
+  (void)ignored;
+  _exit(1);
+}
+
 void CheckStartEnvironment(int argc, char** argv, char** envp) {
   const std::string command =
       argc > 1 && argv[1][0] != '-' ? absl::StrCat("packed-bert ", argv[1]) : "packed-bert";
@@ -256,6 +266,13 @@ void CheckStartEnvironment(int argc, char** argv, char** envp) {
       limit.rlim_cur == limit.rlim_max && limit.rlim_max > 1) {
     limit.rlim_cur = limit.rlim_max - 1;
     setrlimit(RLIMIT_CPU, &limit);
+  }
+  if (getrlimit(RLIMIT_CPU, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    std::snprintf(early_cpu_line, sizeof(early_cpu_line),
+                  "%.80s: error: the CPU-time limit of this process (ulimit -t) is reached; "
+                  "raise it, or run the command again\n",
+                  command.c_str());
+    std::signal(SIGXCPU, OnEarlyCpuLimit);
   }
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
     const long need = kStartMiB + kStartMiBPerCpu * cpus;

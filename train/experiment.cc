@@ -120,8 +120,6 @@ std::vector<std::string> ExperimentConfig::EvaluationIdleSettings(
   IdleKeys keys{given, {}};
   keys.Keys({"run.cuda_graphs"}, "evaluating replays no captured training step");
   keys.Keys({"model.master_weights"}, "evaluating keeps no master weights");
-  keys.Keys({"dist.bucket_mb", "dist.overlap"}, "evaluating reduces no gradients");
-  keys.Section("optim.", "evaluating updates no weights");
   return std::move(keys.out);
 }
 

@@ -110,9 +110,10 @@ struct ExperimentConfig {
   std::vector<std::string> InactiveSettings(const std::set<std::string>& given, Regimen regimen,
                                             model::Precision precision, bool device_is_cuda,
                                             int world_size, bool resumed) const;
-  // The keys of `given` that only training reads, for the commands that
-  // evaluate weights and train nothing (score, finetune --evaluate): the
-  // training levers, the optimizer, gradients' all-reduce. One line each.
+  // The training levers among `given` (the captured step, master
+  // weights), for the commands that evaluate weights and train nothing
+  // (score, finetune --evaluate). One line each. (A training config's
+  // optim and dist sections, given to them as they are, pass unnamed.)
   static std::vector<std::string> EvaluationIdleSettings(const std::set<std::string>& given);
 };
 

@@ -102,9 +102,7 @@ TEST(ExperimentConfigTest, EvaluationNamesTrainingSettings) {
                  "data.eval", "dist.overlap"}),
             (std::vector<std::string>{
                 "run.cuda_graphs does nothing here: evaluating replays no captured training step",
-                "model.master_weights does nothing here: evaluating keeps no master weights",
-                "dist.overlap does nothing here: evaluating reduces no gradients",
-                "optim.lr does nothing here: evaluating updates no weights"}));
+                "model.master_weights does nothing here: evaluating keeps no master weights"}));
 }
 
 // A setting the user gave that cannot act in the run is named with why; one
