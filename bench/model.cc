@@ -82,8 +82,9 @@ struct Case {
 void MakeInputs(const pbert::model::BertForPreTraining& model, Case& c) {
   pbert::model::BertOptions options = model->options;
   options.attention(pbert::model::AttentionKind::kDense);
-  c.inputs = pbert::train::MakeInputs(
-      *c.batch, pbert::model::InputPlan::For(options, c10::kCPU, c.precision, torch::kFloat));
+  const auto plan = pbert::model::InputPlan::For(options, c10::kCPU, c.precision, torch::kFloat);
+  c.inputs = pbert::train::MakeInputs(*c.batch, plan);
+  pbert::tasks::AddPretrainingInputs(*c.batch, plan, &c.inputs);
   if (c.mask.defined()) c.inputs.attention = pbert::model::DenseMask{c.mask};
 }
 
@@ -95,7 +96,7 @@ void Step(pbert::model::BertForPreTraining& model, const Case& c) {
     pbert::model::AutocastGuard autocast(c.precision, c10::DeviceType::CPU);
     logits = model(c.inputs);
   }
-  auto sums = pbert::model::ComputeSums(logits, c.inputs);
+  auto sums = pbert::model::ComputeSums(logits, pbert::tasks::PretrainingTargetsOf(c.inputs));
   pbert::model::PretrainingLoss(sums, pbert::model::MlmLossMode::kPerToken,
                                 pbert::tasks::PretrainingTotals(*c.batch))
       .backward();

@@ -11,10 +11,8 @@
 namespace pbert::model {
 
 std::vector<at::Tensor*> Inputs::Tensors() {
-  std::vector<at::Tensor*> out = {&input_ids,  &position_ids, &token_type_ids,
-                                  &mlm_token,  &cls_token,    &mlm_labels,
-                                  &mlm_owner,  &nsp_labels,   &nsp_valid,
-                                  &sequence_token, &sequence_valid};
+  std::vector<at::Tensor*> out = {&input_ids,  &position_ids,   &token_type_ids, &cls_token,
+                                  &slot_valid, &mlm_token,      &sequence_token, &sequence_valid};
   for (at::Tensor& t : task) out.push_back(&t);
   auto buckets = [&](std::vector<AttentionBucket>& all) {
     for (AttentionBucket& b : all) {
@@ -29,6 +27,11 @@ std::vector<at::Tensor*> Inputs::Tensors() {
   out.erase(std::remove_if(out.begin(), out.end(), [](at::Tensor* t) { return !t->defined(); }),
             out.end());
   return out;
+}
+
+at::Tensor PaddedWith(const at::Tensor& real, int64_t count, int64_t value) {
+  if (count == 0) return real;
+  return at::cat({real, at::full({count}, value, real.options())});
 }
 
 Inputs Inputs::To(const c10::Device& device, bool non_blocking) const {

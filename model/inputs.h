@@ -68,13 +68,12 @@ struct Inputs {
   at::Tensor token_type_ids;  // int64: segment A/B
   AttentionLayout attention;
   // Where the heads look, in the flattened hidden states ([B*S] or [T]).
-  at::Tensor mlm_token;  // [K] int64: each masked token
-  at::Tensor cls_token;  // [B,D] int64: each sequence slot's [CLS] (a valid index for unused slots)
-  // What the losses compare with.
-  at::Tensor mlm_labels;  // [K] int64: the masked tokens' true ids; kNoLabel for a padding slot
-  at::Tensor mlm_owner;   // [K] int64: the sequence slot (row * D + slot) of each masked token
-  at::Tensor nsp_labels;  // [B,D] int64
-  at::Tensor nsp_valid;   // [B,D] int64: 1 where the slot holds a sequence
+  at::Tensor cls_token;   // [B,D] int64: each sequence slot's [CLS] (a valid index for unused slots)
+  at::Tensor slot_valid;  // [B,D] int64: 1 where the sequence slot holds a sequence
+  // The masked tokens the masked-LM head reads, [K] int64: laid out by the
+  // pretraining task with its targets (tasks/pretraining.h); undefined for
+  // every other task.
+  at::Tensor mlm_token;
   // Where a head over every token of a sequence (the span head) looks: each
   // of the N sequences' tokens in the flattened hidden states, padded to
   // the longest, L (with static shapes N = B*D and L = S); undefined where
@@ -85,7 +84,7 @@ struct Inputs {
   // evaluation gathers by, in the task's order; model/ reads none of them.
   std::vector<at::Tensor> task;
 
-  int64_t rows() const { return nsp_labels.size(0); }
+  int64_t rows() const { return cls_token.size(0); }
   // Every defined tensor, in one fixed order (the same for every
   // micro-batch of a run): what a move, pinning and a captured step's
   // buffers go through.
@@ -97,6 +96,10 @@ struct Inputs {
   // no CUDA).
   void PinMemory();
 };
+
+// `real` ([N]) followed by `count` copies of `value`: a layout's padding
+// to a static shape.
+at::Tensor PaddedWith(const at::Tensor& real, int64_t count, int64_t value);
 
 // Numbers the host knows (a step's totals, its counts) on `device` without
 // a wait: on CUDA from page-locked memory with an asynchronous copy (a copy

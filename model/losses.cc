@@ -21,13 +21,13 @@ at::Tensor CrossEntropyEach(const at::Tensor& logits, const at::Tensor& labels) 
 
 }  // namespace
 
-PretrainingSums ComputeSums(const PretrainingLogits& logits, const Inputs& inputs) {
-  const int64_t slots = inputs.nsp_labels.numel();    // B * D
+PretrainingSums ComputeSums(const PretrainingLogits& logits, const PretrainingTargets& targets) {
+  const int64_t slots = targets.nsp_labels.numel();  // B * D
   auto mlm_logits = AtLeastFloat(logits.mlm);         // [K,V]
   auto real = mlm_logits.scalar_type();
   PretrainingSums s;
 
-  const at::Tensor& labels = inputs.mlm_labels;  // [K]
+  const at::Tensor& labels = targets.mlm_labels;  // [K]
   at::Tensor ce = CrossEntropyEach(mlm_logits, labels);
   s.mlm_loss = ce.sum();
   // The slots that hold a masked token: all K, or fewer with static shapes.
@@ -35,7 +35,7 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const Inputs& input
   s.mlm_tokens = used.sum().to(at::kDouble);
   s.mlm_correct = (mlm_logits.argmax(-1) == labels).sum().to(at::kDouble);
   // Token losses summed per sequence slot, without a loop over sequences.
-  const at::Tensor& owners = inputs.mlm_owner;
+  const at::Tensor& owners = targets.mlm_owner;
   auto sequence_ce = at::zeros({slots}, ce.options()).index_add(0, owners, ce);
   auto sequence_tokens = at::zeros({slots}, ce.options()).index_add(0, owners, used);
   auto has_tokens = (sequence_tokens > 0).to(real);
@@ -43,14 +43,14 @@ PretrainingSums ComputeSums(const PretrainingLogits& logits, const Inputs& input
   s.mlm_sequences = has_tokens.sum().to(at::kDouble);
 
   // NSP at every sequence slot, counted where the slot holds a sequence.
-  auto valid = inputs.nsp_valid.to(real);  // [B,D]
+  auto valid = targets.nsp_valid.to(real);  // [B,D]
   auto nsp_logits = AtLeastFloat(logits.nsp);
-  auto nsp_ce = CrossEntropyEach(nsp_logits.reshape({slots, 2}), inputs.nsp_labels.reshape({slots}))
+  auto nsp_ce = CrossEntropyEach(nsp_logits.reshape({slots, 2}), targets.nsp_labels.reshape({slots}))
                     .reshape_as(valid);
   s.nsp_loss = (nsp_ce * valid).sum();
   s.nsp_sequences = valid.sum().to(at::kDouble);
   s.nsp_correct =
-      ((nsp_logits.argmax(-1) == inputs.nsp_labels).to(real) * valid).sum().to(at::kDouble);
+      ((nsp_logits.argmax(-1) == targets.nsp_labels).to(real) * valid).sum().to(at::kDouble);
   return s;
 }
 

@@ -40,7 +40,16 @@ struct PretrainingSums {
   at::Tensor nsp_correct;        // NSP labels predicted right
 };
 
-PretrainingSums ComputeSums(const PretrainingLogits& logits, const Inputs& inputs);
+// What pretraining's losses compare with, laid out with a micro-batch by
+// the pretraining task (tasks/pretraining.h).
+struct PretrainingTargets {
+  at::Tensor mlm_labels;  // [K] int64: the masked tokens' true ids; kNoLabel for a padding slot
+  at::Tensor mlm_owner;   // [K] int64: the sequence slot (row * D + slot) of each masked token
+  at::Tensor nsp_labels;  // [B,D] int64
+  at::Tensor nsp_valid;   // [B,D] int64: 1 where the slot holds a sequence (Inputs::slot_valid)
+};
+
+PretrainingSums ComputeSums(const PretrainingLogits& logits, const PretrainingTargets& targets);
 
 // The counts a loss is divided by: those of the whole optimizer step, over
 // all its micro-batches and ranks.

@@ -142,7 +142,7 @@ TaskSums SpanSums(const model::SpanLogitsTensor& logits, const model::Inputs& in
 
 TaskSums ClassSums(const at::Tensor& logits, const model::Inputs& inputs, bool score) {
   const at::Tensor& labels = inputs.task[kClassLabel];
-  const at::Tensor mask = inputs.nsp_valid.to(at::kBool);
+  const at::Tensor mask = inputs.slot_valid.to(at::kBool);
   const at::Tensor weight = mask.to(at::kDouble);
   TaskSums sums;
   sums.sequences = weight.sum();

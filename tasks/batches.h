@@ -68,7 +68,7 @@ struct TaskSums {
 // over its own tokens (run_squad.py's loss), summed with its weight.
 TaskSums SpanSums(const model::SpanLogitsTensor& logits, const model::Inputs& inputs);
 // Classifier: the cross-entropy of each slot that holds a sequence
-// (Inputs::nsp_valid), summed; `score`: the squared error of a score.
+// (Inputs::slot_valid), summed; `score`: the squared error of a score.
 TaskSums ClassSums(const at::Tensor& logits, const model::Inputs& inputs, bool score);
 
 }  // namespace pbert::tasks

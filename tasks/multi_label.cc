@@ -80,7 +80,7 @@ class MultiLabelTask : public FineTuningTask {
                       const at::Tensor& totals) const override {
     const at::Tensor x = outputs[0].to(at::kDouble);  // [B,D,C]
     const at::Tensor y = inputs.task[kLabelsOf].to(at::kDouble);
-    const at::Tensor mask = inputs.nsp_valid.to(at::kDouble).unsqueeze(-1);
+    const at::Tensor mask = inputs.slot_valid.to(at::kDouble).unsqueeze(-1);
     const at::Tensor bce = x.clamp_min(0) - x * y + at::log1p(at::exp(-x.abs()));
     const at::Tensor sum = (bce.mean(-1, /*keepdim=*/true) * mask).sum();
     const at::Tensor predicted = x.ge(0).to(at::kDouble) * mask;

@@ -40,7 +40,7 @@ class PretrainingEvaluation : public SetEvaluation {
                         at::TensorOptions().dtype(at::kDouble).device(device))) {}
 
   void Add(const Outputs& outputs, const model::Inputs& inputs) override {
-    sums_ += SumsVector(model::ComputeSums(LogitsOf(outputs), inputs));
+    sums_ += SumsVector(model::ComputeSums(LogitsOf(outputs), PretrainingTargetsOf(inputs)));
   }
   const at::Tensor& Shared() const override { return sums_; }
   absl::StatusOr<Scored> Score(const at::Tensor& summed) override {
@@ -73,10 +73,9 @@ class PretrainingTask : public Task {
     return {impl, impl->bert};
   }
   absl::StatusOr<Totals> AddInputs(const PackedSet&, const data::PackedBatch& batch,
-                                   const model::InputPlan&, model::Inputs*) const override {
-    // The targets are laid out with the model's inputs (model::Inputs'
-    // mlm and nsp fields, train/inputs.cc), where the masked tokens are.
-    const model::StepTotals t = PretrainingTotals(batch);
+                                   const model::InputPlan& plan,
+                                   model::Inputs* inputs) const override {
+    const model::StepTotals t = AddPretrainingInputs(batch, plan, inputs);
     return Totals{t.mlm_tokens, t.mlm_sequences, t.nsp_sequences};
   }
   std::string TargetMetric() const override { return "mlm_accuracy"; }
@@ -91,7 +90,8 @@ class PretrainingTask : public Task {
   }
   MicroBatchSums Sums(const Outputs& outputs, const model::Inputs& inputs,
                       const at::Tensor& totals) const override {
-    const model::PretrainingSums sums = model::ComputeSums(LogitsOf(outputs), inputs);
+    const model::PretrainingSums sums =
+        model::ComputeSums(LogitsOf(outputs), PretrainingTargetsOf(inputs));
     return {model::PretrainingLoss(sums, mode_, totals), SumsVector(sums)};
   }
   const std::vector<std::string>& SumNames() const override { return PretrainingSumNames(); }
@@ -119,6 +119,33 @@ class PretrainingTask : public Task {
 }  // namespace
 
 bool IsPretrainingHead(const std::string& name) { return name.rfind("cls.", 0) == 0; }
+
+model::StepTotals AddPretrainingInputs(const data::PackedBatch& batch,
+                                       const model::InputPlan& plan, model::Inputs* inputs) {
+  const int64_t S = batch.input_ids.size(1), D = batch.cls_positions.size(1);
+  const int64_t M = batch.mlm_positions.size(1);
+  const at::Tensor& used = batch.mlm_used;  // [K] used slots among the B*M
+  // Static shapes: the K masked tokens, then B*M - K slots that hold none
+  // (label kNoLabel, token and owner 0).
+  const int64_t unused_slots = plan.static_shapes ? batch.rows() * M - used.numel() : 0;
+  const at::Tensor row = used.div(M, "floor");
+  inputs->mlm_token = model::PaddedWith(
+      plan.attention == model::AttentionKind::kVarlen
+          ? batch.mlm_token
+          : row * S + batch.mlm_positions.reshape({-1}).index_select(0, used),
+      unused_slots, 0);
+  const at::Tensor labels = model::PaddedWith(
+      batch.mlm_labels.reshape({-1}).index_select(0, used), unused_slots, model::kNoLabel);
+  // The sequence slot (row * D + sequence - 1) of each used MLM slot.
+  const at::Tensor owner = model::PaddedWith(
+      row * D + batch.mlm_sequence.reshape({-1}).index_select(0, used) - 1, unused_slots, 0);
+  inputs->task = {labels, owner, batch.nsp_labels};
+  return PretrainingTotals(batch);
+}
+
+model::PretrainingTargets PretrainingTargetsOf(const model::Inputs& inputs) {
+  return {inputs.task.at(0), inputs.task.at(1), inputs.task.at(2), inputs.slot_valid};
+}
 
 model::StepTotals PretrainingTotals(const data::PackedBatch& batch) {
   return {static_cast<double>(batch.mlm_used.numel()), static_cast<double>(batch.masked_sequences),

@@ -41,6 +41,15 @@ struct PretrainingMetrics {
   double NspLoss() const { return nsp_sequences > 0 ? nsp_loss / nsp_sequences : 0.0; }
 };
 
+// Pretraining's part of a micro-batch's inputs, laid out for `plan` as
+// train::MakeInputs lays out the rest: where the masked-LM head looks
+// (Inputs::mlm_token) and the losses' targets (Inputs::task, read back by
+// PretrainingTargetsOf), with static shapes padded to the batch's B*M
+// masked-LM slots. Returns the micro-batch's totals (PretrainingTotals).
+model::StepTotals AddPretrainingInputs(const data::PackedBatch& batch,
+                                       const model::InputPlan& plan, model::Inputs* inputs);
+model::PretrainingTargets PretrainingTargetsOf(const model::Inputs& inputs);
+
 // The counts a pretraining step divides its losses by, of one micro-batch
 // (from the host fields the loader computed; model::StepTotals), and
 // the same as the task's Totals: masked tokens, sequences with one,

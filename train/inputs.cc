@@ -89,12 +89,6 @@ model::VarlenBoundaries Boundaries(const data::PackedBatch& batch, bool whole_ro
   return out;
 }
 
-// `real` followed by `count` copies of `value`.
-at::Tensor Padded(const at::Tensor& real, int64_t count, int64_t value) {
-  if (count == 0) return real;
-  return at::cat({real, at::full({count}, value, real.options())});
-}
-
 // The attention of the varlen layouts over `batch`'s real tokens and
 // `padding` more (static shapes).
 model::AttentionLayout VarlenAttention(const data::PackedBatch& batch,
@@ -130,33 +124,21 @@ model::AttentionLayout RowAttention(const data::PackedBatch& batch, const model:
 }  // namespace
 
 model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan& plan) {
-  const int64_t B = batch.rows(), S = batch.input_ids.size(1), D = batch.cls_positions.size(1);
-  const int64_t M = batch.mlm_positions.size(1);
-  const at::Tensor& used = batch.mlm_used;  // [K] used slots among the B*M
-  // Static shapes: the K masked tokens, then B*M - K slots that hold none
-  // (label kNoLabel, token and owner 0).
-  const int64_t unused_slots = plan.static_shapes ? B * M - used.numel() : 0;
+  const int64_t B = batch.rows(), S = batch.input_ids.size(1);
   model::Inputs in;
-  in.mlm_labels =
-      Padded(batch.mlm_labels.reshape({-1}).index_select(0, used), unused_slots, model::kNoLabel);
-  // The sequence slot (row * D + sequence - 1) of each used MLM slot.
-  in.mlm_owner = Padded(
-      used.div(M, "floor") * D + batch.mlm_sequence.reshape({-1}).index_select(0, used) - 1,
-      unused_slots, 0);
-  in.nsp_labels = batch.nsp_labels;
-  in.nsp_valid = batch.nsp_valid;
+  in.slot_valid = batch.nsp_valid;
   if (plan.attention == model::AttentionKind::kVarlen) {
     // The T real tokens only, end to end; with static shapes padded to B*S
     // with [PAD] (id 0), position 0 and segment 0.
     const int64_t padding = plan.static_shapes ? B * S - batch.tokens : 0;
     auto real = [&](const at::Tensor& t) {
-      return Padded(t.reshape({-1}).index_select(0, batch.token_index), padding, 0);
+      return model::PaddedWith(t.reshape({-1}).index_select(0, batch.token_index), padding, 0);
     };
     in.input_ids = real(batch.input_ids);
     in.token_type_ids = real(batch.token_type_ids);
-    in.position_ids = plan.reset_positions ? real(batch.position_ids)
-                                           : Padded(batch.token_index.remainder(S), padding, 0);
-    in.mlm_token = Padded(batch.mlm_token, unused_slots, 0);
+    in.position_ids = plan.reset_positions
+                          ? real(batch.position_ids)
+                          : model::PaddedWith(batch.token_index.remainder(S), padding, 0);
     in.cls_token = batch.cls_token;
     in.attention = VarlenAttention(batch, plan, padding);
   } else {
@@ -165,9 +147,6 @@ model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan&
     in.position_ids = plan.reset_positions
                           ? batch.position_ids
                           : at::arange(S, at::kLong).expand_as(batch.position_ids).contiguous();
-    in.mlm_token = Padded(
-        used.div(M, "floor") * S + batch.mlm_positions.reshape({-1}).index_select(0, used),
-        unused_slots, 0);
     in.cls_token = batch.cls_positions + at::arange(B, at::kLong).mul(S).unsqueeze(1);
     in.attention = RowAttention(batch, plan);
   }

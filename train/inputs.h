@@ -41,7 +41,8 @@ struct TaskInputs {
 };
 
 // `batch`'s inputs in `plan`'s layout, on the host (page-locked when the
-// plan's device is a GPU); the task's tensors are Prepare's.
+// plan's device is a GPU): what every task's model reads; a task's own
+// (its targets, where its head looks) are its AddInputs', run by Prepare.
 model::Inputs MakeInputs(const data::PackedBatch& batch, const model::InputPlan& plan);
 
 // The MicroBatch of `batch` (host tensors) on `plan.device`, with the

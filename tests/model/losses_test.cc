@@ -12,7 +12,7 @@ namespace {
 // One row with two sequences (a third slot unused) and three masked tokens;
 // cross-entropies chosen to be known in closed form.
 struct Example {
-  Inputs inputs;
+  PretrainingTargets targets;
   StepTotals totals;
   PretrainingLogits logits;
 };
@@ -20,10 +20,10 @@ struct Example {
 Example MakeExample() {
   const double l2 = std::log(2.0), l3 = std::log(3.0);
   Example e;
-  e.inputs.mlm_labels = torch::tensor({2, 0, 1}, torch::kLong);
-  e.inputs.mlm_owner = torch::tensor({0, 0, 1}, torch::kLong);  // sequences 1, 1, 2 of row 0
-  e.inputs.nsp_labels = torch::tensor({{0, 1, 0}}, torch::kLong);
-  e.inputs.nsp_valid = torch::tensor({{1, 1, 0}}, torch::kLong);
+  e.targets.mlm_labels = torch::tensor({2, 0, 1}, torch::kLong);
+  e.targets.mlm_owner = torch::tensor({0, 0, 1}, torch::kLong);  // sequences 1, 1, 2 of row 0
+  e.targets.nsp_labels = torch::tensor({{0, 1, 0}}, torch::kLong);
+  e.targets.nsp_valid = torch::tensor({{1, 1, 0}}, torch::kLong);
   // The counts the loader computes on the host: 3 masked tokens, in 2
   // sequences, of 2.
   e.totals = {3, 2, 2};
@@ -37,7 +37,7 @@ Example MakeExample() {
 
 TEST(LossesTest, SumsAndCountsOfAHandComputedExample) {
   Example e = MakeExample();
-  PretrainingSums s = ComputeSums(e.logits, e.inputs);
+  PretrainingSums s = ComputeSums(e.logits, e.targets);
   const double l2 = std::log(2.0), l3 = std::log(3.0), l53 = std::log(5.0 / 3.0);
   EXPECT_NEAR(s.mlm_loss.item<double>(), l3 + l2 + l53, 1e-6);
   EXPECT_EQ(s.mlm_tokens.item<double>(), 3);
@@ -51,7 +51,7 @@ TEST(LossesTest, SumsAndCountsOfAHandComputedExample) {
 
 TEST(LossesTest, TheTwoModesDiffer) {
   Example e = MakeExample();
-  PretrainingSums s = ComputeSums(e.logits, e.inputs);
+  PretrainingSums s = ComputeSums(e.logits, e.targets);
   const double l2 = std::log(2.0), l3 = std::log(3.0), l53 = std::log(5.0 / 3.0);
   double per_token = PretrainingLoss(s, MlmLossMode::kPerToken, e.totals).item<double>();
   double per_sequence = PretrainingLoss(s, MlmLossMode::kPerSequence, e.totals).item<double>();

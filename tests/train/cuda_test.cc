@@ -138,7 +138,7 @@ TEST_P(VarlenKernelTest, VarlenEqualsDenseFp32) {
       {
         model::AutocastGuard autocast(precision, c10::DeviceType::CUDA);
         logits = m(inputs);
-        loss = model::PretrainingLoss(model::ComputeSums(logits, inputs),
+        loss = model::PretrainingLoss(model::ComputeSums(logits, tasks::PretrainingTargetsOf(inputs)),
                                       model::MlmLossMode::kPerToken,
                                       tasks::PretrainingTotals(batch));
       }

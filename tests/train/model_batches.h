@@ -43,10 +43,11 @@ inline std::vector<std::vector<const data::Instance*>> PackInOrder(
 inline Inputs InputsFor(const BertForPreTraining& model, const data::PackedBatch& batch,
                         Precision precision = Precision::kFp32) {
   const at::Tensor& weights = model->bert->embeddings->word_embeddings->weight;
-  auto prepared = train::Prepare(
-      batch, InputPlan::For(model->options, weights.device(), precision, weights.scalar_type()));
-  if (!prepared.ok()) throw std::runtime_error(std::string(prepared.status().message()));
-  return prepared->inputs;
+  const InputPlan plan =
+      InputPlan::For(model->options, weights.device(), precision, weights.scalar_type());
+  Inputs inputs = train::MakeInputs(batch, plan);
+  tasks::AddPretrainingInputs(batch, plan, &inputs);
+  return inputs.To(plan.device);
 }
 
 // `model` on `batch`, as the training step runs it.
@@ -57,7 +58,9 @@ inline PretrainingLogits Forward(BertForPreTraining& model, const data::PackedBa
 
 // The losses' sums of `logits` against `batch`'s targets.
 inline PretrainingSums SumsOf(const PretrainingLogits& logits, const data::PackedBatch& batch) {
-  return ComputeSums(logits, train::MakeInputs(batch, InputPlan()));
+  Inputs inputs = train::MakeInputs(batch, InputPlan());
+  tasks::AddPretrainingInputs(batch, InputPlan(), &inputs);
+  return ComputeSums(logits, tasks::PretrainingTargetsOf(inputs));
 }
 
 // The counts a pretraining step divides by, of `batch` alone.

@@ -356,10 +356,13 @@ TEST(StepTest, StaticShapesChangeNoLossMetricOrGradient) {
       const auto batches = Batches({part}, 3);
       // The padded inputs do have one shape: B*S tokens, B*M slots.
       if (kind == model::AttentionKind::kVarlen) {
-        const model::Inputs in = MakeInputs(batches[0], fixed.trainee->input_plan());
+        model::Inputs in = MakeInputs(batches[0], fixed.trainee->input_plan());
+        tasks::AddPretrainingInputs(batches[0], fixed.trainee->input_plan(), &in);
         const int64_t B = batches[0].rows(), S = batches[0].input_ids.size(1);
         EXPECT_EQ(in.input_ids.numel(), B * S);
-        EXPECT_EQ(in.mlm_labels.numel(), batches[0].mlm_positions.numel());
+        EXPECT_EQ(tasks::PretrainingTargetsOf(in).mlm_labels.numel(),
+                  batches[0].mlm_positions.numel());
+        EXPECT_EQ(in.mlm_token.numel(), batches[0].mlm_positions.numel());
         EXPECT_LT(batches[0].tokens, B * S) << "the test's rows should leave padding";
       }
       torch::manual_seed(100 + step);  // the same dropout seeds for both
@@ -399,7 +402,8 @@ TEST(StepTest, StaticShapesPadFlashAttentionsBoundaries) {
   model::InputPlan plan;
   plan.flash = true;
   plan.static_shapes = true;
-  const model::Inputs in = MakeInputs(batch, plan);
+  model::Inputs in = MakeInputs(batch, plan);
+  tasks::AddPretrainingInputs(batch, plan, &in);
   const auto& boundaries = std::get<model::VarlenBoundaries>(in.attention);
   EXPECT_EQ(boundaries.max_seqlen, S);
   const at::Tensor cu = boundaries.cu_seqlens.to(at::kLong);
@@ -412,7 +416,7 @@ TEST(StepTest, StaticShapesPadFlashAttentionsBoundaries) {
   EXPECT_EQ(cu[-1].item<int64_t>(), B * S);
   EXPECT_EQ(in.input_ids.numel(), B * S);
   EXPECT_EQ(in.input_ids.narrow(0, batch.tokens, B * S - batch.tokens).abs().sum().item<int64_t>(), 0);
-  EXPECT_EQ(in.mlm_labels.eq(model::kNoLabel).sum().item<int64_t>(),
+  EXPECT_EQ(tasks::PretrainingTargetsOf(in).mlm_labels.eq(model::kNoLabel).sum().item<int64_t>(),
             batch.mlm_positions.numel() - batch.mlm_used.numel());
 }
 
@@ -460,12 +464,18 @@ TEST(StepTest, StaticShapesGiveEveryMicroBatchOneGraph) {
     model::InputPlan plan;
     plan.attention = flash ? model::AttentionKind::kVarlen : model::AttentionKind::kDense;
     plan.flash = flash;
+    // As a run prepares them: the task's tensors with the model's.
+    auto prepared = [&](const data::PackedBatch& batch) {
+      model::Inputs in = MakeInputs(batch, plan);
+      tasks::AddPretrainingInputs(batch, plan, &in);
+      return in;
+    };
     std::set<std::string> fixed, free;
     for (const data::PackedBatch& batch : batches) {
       plan.static_shapes = true;
-      fixed.insert(ShapeKey(MakeInputs(batch, plan)));
+      fixed.insert(ShapeKey(prepared(batch)));
       plan.static_shapes = false;
-      free.insert(ShapeKey(MakeInputs(batch, plan)));
+      free.insert(ShapeKey(prepared(batch)));
     }
     EXPECT_EQ(fixed.size(), 1u) << (flash ? "varlen" : "dense") << ": " << *fixed.begin();
     if (flash) EXPECT_GT(free.size(), 1u) << "the boundaries' count follows the sequences";
