@@ -56,6 +56,7 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   if (const BlasKernels& blas = TuneOpenBlasKernels(); !blas.note.empty()) {
     logging::Get("run")->debug("{}", blas.note);
   }
+  TakeBlasBuffers();
   return config;
 }
 

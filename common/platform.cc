@@ -227,6 +227,20 @@ static void OnEarlyCpuLimit(int) {
   _exit(1);
 }
 
+// The process's address space in MiB (VmSize), read with the calls a
+// pre-initialiser may make; 0 where /proc cannot tell.
+static long MappedMiB() {
+  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[4096];
+  const ssize_t n = ::read(fd, text, sizeof(text) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  const char* line = std::strstr(text, "VmSize:");
+  return line == nullptr ? 0 : std::strtol(line + 7, nullptr, 10) >> 10;  // kB
+}
+
 void CheckStartEnvironment(int argc, char** argv, char** envp) {
   const std::string command =
       argc > 1 && argv[1][0] != '-' ? absl::StrCat("packed-bert ", argv[1]) : "packed-bert";
@@ -275,14 +289,14 @@ void CheckStartEnvironment(int argc, char** argv, char** envp) {
     std::signal(SIGXCPU, OnEarlyCpuLimit);
   }
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    const long need = kStartMiB + kStartMiBPerCpu * cpus;
+    const long need = MappedMiB() + kStartMiB + kStartMiBPerCpu * cpus;
     const long have = static_cast<long>(limit.rlim_cur >> 20);
     if (have < need) {
       refuse(absl::StrCat("the address space is limited to ", have,
                           " MiB (ulimit -v), and packed-bert needs at least ", need,
-                          " MiB to start with this process's ", cpus,
-                          " CPUs (LibTorch, and OpenBLAS's buffers per CPU); raise the limit "
-                          "(ulimit -v ",
+                          " MiB to run with this process's ", cpus, cpus == 1 ? " CPU" : " CPUs",
+                          " (its libraries, and a buffer, a heap and a stack per CPU's "
+                          "thread); raise the limit (ulimit -v ",
                           need << 10, ")"));
     }
   }

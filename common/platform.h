@@ -92,10 +92,13 @@ absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
 
 // What must be right before the libraries start, checked from the binary's
 // ELF pre-initialiser, which runs before every library's initialiser: the
-// address space (ulimit -v) must hold the libraries' start (LibTorch's
-// initialisers abort, and OpenBLAS's retries its buffers' allocation for
-// ever, in less): kStartMiB, plus kStartMiBPerCpu for each CPU the process
-// may use (OpenBLAS's buffers per thread); the stack (ulimit -s) must hold
+// address space (ulimit -v) must hold the libraries' start and a small
+// command's work (LibTorch's initialisers abort, OpenBLAS retries its
+// buffers' allocation for ever, and a thread's start may crash, in less):
+// what the libraries mapped take already (the process's size then), plus
+// kStartMiB, plus kStartMiBPerCpu for each CPU the process may use (a
+// thread's OpenBLAS buffer of 128 MiB and its malloc arena of 64 MiB, and
+// its stack); the stack (ulimit -s) must hold
 // kStackKiB; a user other than root must be allowed kStartThreads plus two
 // per CPU processes and threads (ulimit -u); a CPU-time limit (ulimit -t)
 // whose hard limit equals its soft one gets its soft limit a second
@@ -104,7 +107,7 @@ absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
 // must read (ReadThreadEnvironment), before libgomp reads them its own way.
 // Else one line naming the limit or the variable, to stderr, and exit code
 // 2. `argv[1]` names the command in the line.
-inline constexpr long kStartMiB = 640, kStartMiBPerCpu = 128;
+inline constexpr long kStartMiB = 384, kStartMiBPerCpu = 224;
 // The least stack (ulimit -s) it starts with, in KiB, and the threads it
 // may start besides two per CPU (ulimit -u).
 inline constexpr long kStackKiB = 1024, kStartThreads = 16;

@@ -1468,6 +1468,51 @@ TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
         << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+  // At the floor that line names, a small fine-tuning runs whole: its
+  // threads start, and OpenBLAS has its buffers (with less room it retried
+  // one for ever, or a thread's start crashed).
+  {
+    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    const std::vector<std::string> words = {"the", "cat", "sat", "on", "a", "mat", "ran", "far"};
+    for (const std::string& w : words) vocab += w + "\n";
+    testing::WriteFile((root / "vocab.txt").string(), vocab);
+    std::string tsv;
+    for (int i = 0; i < 96; ++i) {
+      std::string sentence;
+      for (int w = 0; w < 3 + i % 9; ++w) {
+        absl::StrAppend(&sentence, w ? " " : "", words[(i * 7 + w * 3) % 8]);
+      }
+      absl::StrAppend(&tsv, "src\t", i % 2, "\t\t", sentence, "\n");
+    }
+    testing::WriteFile((root / "train.tsv").string(), tsv);
+    testing::WriteFile((root / "dev.tsv").string(), tsv);
+    const std::string config = (root / "cola.yaml").string();
+    testing::WriteFile(config, absl::StrCat("prepare:\n  vocab: ", (root / "vocab.txt").string(),
+                                            "\nmodel:\n  vocab_size: 16\n  hidden_size: 32\n  "
+                                            "num_layers: 2\n  num_heads: 2\n  intermediate_size: "
+                                            "64\n  max_position_embeddings: 64\nfinetune:\n  "
+                                            "task: cola\n  train_file: ",
+                                            (root / "train.tsv").string(), "\n  eval_file: ",
+                                            (root / "dev.tsv").string(),
+                                            "\n  max_seq_length: 32\n  epochs: 1\n"));
+    const std::string weights = (root / "cola.safetensors").string();
+    r = testing::RunShell(absl::StrCat(pbert::testing::BinaryPath(), " model init --config ",
+                                       config, " --log-level warn --out ", weights));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string finetune =
+        absl::StrCat(pbert::testing::BinaryPath(), " finetune --config ", config, " --init ",
+                     weights, " --set run.output_dir=", (root / "run").string(), " --log-level warn");
+    r = testing::RunShell("ulimit -v 700000; exec " + finetune);
+    const std::string advice = "raise the limit (ulimit -v ";
+    const size_t at = r.err.find(advice);
+    ASSERT_NE(at, std::string::npos) << r.err;
+    const std::string floor_kib =
+        r.err.substr(at + advice.size(), r.err.find(')', at) - at - advice.size());
+    r = testing::RunShell(
+        absl::StrCat("ulimit -v ", floor_kib, "; exec timeout -k 5 120 ", finetune));
+    EXPECT_EQ(r.exit_code, 0) << "ulimit -v " << floor_kib << ": " << r.err;
+    EXPECT_TRUE(fs::exists(root / "run" / "model" / "model.safetensors"));
+  }
   // A stack too small to start on (a stack overflow could not even say so).
   for (const char* stack : {"64", "512"}) {
     r = testing::RunShell(
