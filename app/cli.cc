@@ -179,9 +179,6 @@ namespace {
 
 // The command running, for a failure outside it (a worker thread's).
 const char* running_command = "";
-// SetResumeFlag's flag, read by a signal handler.
-std::string resume_flag_text;
-const char* resume_flag = "";
 
 // An exception that left a command, as a status: what failed, in words.
 absl::Status StatusOfException(const std::string& name) {
@@ -217,22 +214,6 @@ absl::Status StatusOfException(const std::string& name) {
     return absl::InternalError(
         "unexpected failure of an unknown kind (please report it with the command line)");
   }
-}
-
-// The CPU-time limit (ulimit -t) ends the process with SIGXCPU: one line
-// says so first (only async-signal-safe calls here).
-void OnCpuLimit(int) {
-  static const char kLine[] =
-      ": error: the CPU-time limit of this process (ulimit -t) is reached; raise it, or run "
-      "the command again";
-  const bool resumes = *resume_flag != '\0';
-  const ssize_t ignored = ::write(2, "packed-bert ", 12) +
-                          ::write(2, running_command, std::strlen(running_command)) +
-                          ::write(2, kLine, sizeof(kLine) - 1) +
-                          (resumes ? ::write(2, " with ", 6) : 0) +
-                          ::write(2, resume_flag, std::strlen(resume_flag)) + ::write(2, "\n", 1);
-  (void)ignored;
-  std::_Exit(1);
 }
 
 // What a crash line adds where the process runs under an address-space
@@ -343,8 +324,7 @@ absl::Status FlushResult() {
 }  // namespace
 
 void SetResumeFlag(const std::string& flag) {
-  resume_flag_text = flag;
-  resume_flag = resume_flag_text.c_str();
+  SetCpuLimitLine(absl::StrCat("packed-bert ", running_command), flag);
 }
 
 absl::Status OutOfMemory(const std::string& command) {
@@ -368,7 +348,7 @@ absl::Status CommandLine::RunCommand(const Command& command,
                                      const std::vector<std::string>& rest) const {
   running_command = command.name.c_str();
   std::set_terminate(OnTerminate);
-  std::signal(SIGXCPU, OnCpuLimit);
+  SetCpuLimitLine(absl::StrCat("packed-bert ", command.name), "");
   // A closed pipe (`| tee` ended by the same Ctrl-C, `| head`) fails the
   // write that meets it, which the command survives (its result then
   // fails, FlushResult), instead of ending the process before an

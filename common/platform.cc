@@ -217,14 +217,26 @@ absl::StatusOr<ThreadEnvironment> ReadThreadEnvironment(
   return out;
 }
 
-// The CPU-time limit's one line (app/cli.cc says the same, with the
-// command's resume flag, once the command runs): loading LibTorch can take
-// the second that CheckStartEnvironment leaves before SIGXCPU.
-static char early_cpu_line[256] = "";
-static void OnEarlyCpuLimit(int) {
-  const ssize_t ignored = ::write(2, early_cpu_line, std::strlen(early_cpu_line));
+// The CPU-time limit's one line, made before the signal comes (the
+// handler only writes it): two buffers, the one in effect named by
+// cpu_line, so that a new line is never read half made.
+static char cpu_lines[2][512];
+static std::atomic<const char*> cpu_line{""};
+static void OnCpuLimit(int) {
+  const char* line = cpu_line.load();
+  const ssize_t ignored = ::write(2, line, std::strlen(line));
   (void)ignored;
   _exit(1);
+}
+
+void SetCpuLimitLine(const std::string& command, const std::string& resume_flag) {
+  char* next = cpu_lines[cpu_line.load() == cpu_lines[0] ? 1 : 0];
+  std::snprintf(next, sizeof(cpu_lines[0]),
+                "%.80s: error: the CPU-time limit of this process (ulimit -t) is reached; "
+                "raise it, or run the command again%s%.200s\n",
+                command.c_str(), resume_flag.empty() ? "" : " with ", resume_flag.c_str());
+  cpu_line.store(next);
+  std::signal(SIGXCPU, OnCpuLimit);
 }
 
 // The process's address space in MiB (VmSize), read with the calls a
@@ -281,12 +293,9 @@ void CheckStartEnvironment(int argc, char** argv, char** envp) {
     limit.rlim_cur = limit.rlim_max - 1;
     setrlimit(RLIMIT_CPU, &limit);
   }
+  // Its line from now on: loading LibTorch can take the second left.
   if (getrlimit(RLIMIT_CPU, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    std::snprintf(early_cpu_line, sizeof(early_cpu_line),
-                  "%.80s: error: the CPU-time limit of this process (ulimit -t) is reached; "
-                  "raise it, or run the command again\n",
-                  command.c_str());
-    std::signal(SIGXCPU, OnEarlyCpuLimit);
+    SetCpuLimitLine(command, "");
   }
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
     const long need = MappedMiB() + kStartMiB + kStartMiBPerCpu * cpus;

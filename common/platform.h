@@ -113,6 +113,13 @@ inline constexpr long kStartMiB = 384, kStartMiBPerCpu = 224;
 inline constexpr long kStackKiB = 1024, kStartThreads = 16;
 void CheckStartEnvironment(int argc, char** argv, char** envp);
 
+// The one line SIGXCPU (the CPU-time limit, ulimit -t) writes before the
+// process ends with exit code 1: "COMMAND: error: the CPU-time limit ...;
+// raise it, or run the command again[ with RESUME_FLAG]". Installs the
+// handler; a later call replaces the line (the command's, then its resume
+// flag once it has a run to continue).
+void SetCpuLimitLine(const std::string& command, const std::string& resume_flag);
+
 // The process's resource limits, as they bear on a failure.
 //
 // The soft limit of open files raised to the hard one (as Python and most
