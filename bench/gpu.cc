@@ -559,7 +559,8 @@ int RunCase(const Options& o, const Request& r) {
       if (absl::Status done = step(k); !done.ok()) return report_error(std::string(done.message()));
       side.tokens += static_cast<double>(batches[k].tokens);
       side.sequences += static_cast<double>(batches[k].sequences.size());
-      side.flops += (*trainee)->task().TrainingFlops((*trainee)->bert_options(), (*steps)[k].work);
+      side.flops += (*trainee)->task().TrainingFlops((*trainee)->bert_options(), (*steps)[k].work,
+                                                     (*steps)[k].totals);
     }
     if (cuda) (void)pbert::gpu::Synchronize(0);
     side.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

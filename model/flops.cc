@@ -11,12 +11,12 @@ double EncoderMacs(const BertOptions& o, const BatchWork& w) {
   return macs;
 }
 
-double TrainingFlops(const BertOptions& o, const BatchWork& w) {
+double PretrainingFlops(const BertOptions& o, const BatchWork& w, double masked_tokens) {
   const double h = static_cast<double>(o.hidden_size());
   const double vocab = static_cast<double>(o.vocab_size());
   double macs = EncoderMacs(o, w);
   macs += w.sequences * (h * h + 2 * h);          // pooler, NSP classifier
-  macs += w.masked_tokens * (h * h + h * vocab);  // MLM transform, decoder
+  macs += masked_tokens * (h * h + h * vocab);  // MLM transform, decoder
   return TrainingFlopsOf(macs);
 }
 

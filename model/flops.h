@@ -10,12 +10,12 @@
 
 namespace pbert::model {
 
-// What a batch's FLOPs depend on, summed over its sequences.
+// What a batch's encoder FLOPs depend on, summed over its sequences (a
+// head's own work is counted by its task from the micro-batch's totals).
 struct BatchWork {
   double tokens = 0;           // real tokens
   double squared_lengths = 0;  // the sum of each sequence's length squared (attention)
   double sequences = 0;
-  double masked_tokens = 0;
 };
 
 // Multiply-adds of the encoder's forward pass (no head).
@@ -27,7 +27,7 @@ double EncoderMacs(const BertOptions& options, const BatchWork& work);
 inline double TrainingFlopsOf(double macs) { return 3 * 2 * macs; }
 
 // Pretraining's: the encoder, the pooler and NSP head over the sequences,
-// the MLM head over the masked tokens.
-double TrainingFlops(const BertOptions& options, const BatchWork& work);
+// the MLM head over the `masked_tokens`.
+double PretrainingFlops(const BertOptions& options, const BatchWork& work, double masked_tokens);
 
 }  // namespace pbert::model

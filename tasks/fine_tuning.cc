@@ -76,8 +76,8 @@ class SpanTask : public FineTuningTask {
   Metrics TrainMetrics(const std::vector<double>& sums) const override {
     return AccuracyOf("span_accuracy", sums);
   }
-  double TrainingFlops(const model::BertOptions& options,
-                       const model::BatchWork& work) const override {
+  double TrainingFlops(const model::BertOptions& options, const model::BatchWork& work,
+                       const Totals&) const override {
     // The span head over every token.
     const double h = static_cast<double>(options.hidden_size());
     return model::TrainingFlopsOf(model::EncoderMacs(options, work) + work.tokens * 2 * h);
@@ -115,8 +115,8 @@ class ClassTask : public FineTuningTask {
     if (score_) return {};
     return AccuracyOf("accuracy", sums);
   }
-  double TrainingFlops(const model::BertOptions& options,
-                       const model::BatchWork& work) const override {
+  double TrainingFlops(const model::BertOptions& options, const model::BatchWork& work,
+                       const Totals&) const override {
     return ClassifierFlops(options, work, labels_);
   }
 

@@ -93,8 +93,8 @@ class MultiLabelTask : public FineTuningTask {
   Metrics TrainMetrics(const std::vector<double>& sums) const override {
     return {{"micro_f1", F1Of(sums[1], sums[2], sums[3])}};
   }
-  double TrainingFlops(const model::BertOptions& options,
-                       const model::BatchWork& work) const override {
+  double TrainingFlops(const model::BertOptions& options, const model::BatchWork& work,
+                       const Totals&) const override {
     return ClassifierFlops(options, work, labels_);
   }
 

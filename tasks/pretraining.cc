@@ -76,7 +76,11 @@ class PretrainingTask : public Task {
                                    const model::InputPlan& plan,
                                    model::Inputs* inputs) const override {
     const model::StepTotals t = AddPretrainingInputs(batch, plan, inputs);
-    return Totals{t.mlm_tokens, t.mlm_sequences, t.nsp_sequences};
+    Totals totals(kPretrainingTotals);
+    totals[kTotalMlmTokens] = t.mlm_tokens;
+    totals[kTotalMlmSequences] = t.mlm_sequences;
+    totals[kTotalSequences] = t.nsp_sequences;
+    return totals;
   }
   std::string TargetMetric() const override { return "mlm_accuracy"; }
   const std::vector<std::string>& TotalNames() const override {
@@ -102,9 +106,9 @@ class PretrainingTask : public Task {
             {"nsp_loss", m.NspLoss()},
             {"nsp_accuracy", m.NspAccuracy()}};
   }
-  double TrainingFlops(const model::BertOptions& options,
-                       const model::BatchWork& work) const override {
-    return model::TrainingFlops(options, work);
+  double TrainingFlops(const model::BertOptions& options, const model::BatchWork& work,
+                       const Totals& totals) const override {
+    return model::PretrainingFlops(options, work, totals.at(kTotalMlmTokens));
   }
   std::unique_ptr<SetEvaluation> Evaluate(const PackedSet&,
                                           const c10::Device& device) const override {
@@ -139,12 +143,16 @@ model::StepTotals AddPretrainingInputs(const data::PackedBatch& batch,
   // The sequence slot (row * D + sequence - 1) of each used MLM slot.
   const at::Tensor owner = model::PaddedWith(
       row * D + batch.mlm_sequence.reshape({-1}).index_select(0, used) - 1, unused_slots, 0);
-  inputs->task = {labels, owner, batch.nsp_labels};
+  inputs->task.assign(kPretrainingTensors, at::Tensor());
+  inputs->task[kMlmLabel] = labels;
+  inputs->task[kMlmOwner] = owner;
+  inputs->task[kNspLabel] = batch.nsp_labels;
   return PretrainingTotals(batch);
 }
 
 model::PretrainingTargets PretrainingTargetsOf(const model::Inputs& inputs) {
-  return {inputs.task.at(0), inputs.task.at(1), inputs.task.at(2), inputs.slot_valid};
+  return {inputs.task.at(kMlmLabel), inputs.task.at(kMlmOwner), inputs.task.at(kNspLabel),
+          inputs.slot_valid};
 }
 
 model::StepTotals PretrainingTotals(const data::PackedBatch& batch) {

@@ -41,11 +41,20 @@ struct PretrainingMetrics {
   double NspLoss() const { return nsp_sequences > 0 ? nsp_loss / nsp_sequences : 0.0; }
 };
 
+// Pretraining's tensors of Inputs::task, in order: each used masked-LM
+// slot's label (kNoLabel in a static shape's unused slot) and owner (the
+// [B,D] sequence slot it belongs to), and each sequence slot's NSP label.
+enum PretrainingTensor { kMlmLabel, kMlmOwner, kNspLabel, kPretrainingTensors };
+// Its totals (Task::TotalNames), in order: masked tokens, sequences with
+// one, sequences.
+enum PretrainingTotal { kTotalMlmTokens, kTotalMlmSequences, kTotalSequences, kPretrainingTotals };
+
 // Pretraining's part of a micro-batch's inputs, laid out for `plan` as
 // train::MakeInputs lays out the rest: where the masked-LM head looks
 // (Inputs::mlm_token) and the losses' targets (Inputs::task, read back by
-// PretrainingTargetsOf), with static shapes padded to the batch's B*M
-// masked-LM slots. Returns the micro-batch's totals (PretrainingTotals).
+// PretrainingTargetsOf, in PretrainingTensor's order), with static shapes
+// padded to the batch's B*M masked-LM slots. Returns the micro-batch's
+// totals (PretrainingTotals).
 model::StepTotals AddPretrainingInputs(const data::PackedBatch& batch,
                                        const model::InputPlan& plan, model::Inputs* inputs);
 model::PretrainingTargets PretrainingTargetsOf(const model::Inputs& inputs);

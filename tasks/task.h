@@ -200,9 +200,10 @@ class Task {
   // From sums added over steps: the training metrics metrics.jsonl shows
   // (the progress line, its accuracies).
   virtual Metrics TrainMetrics(const std::vector<double>& sums) const = 0;
-  // The model's FLOPs of training on a batch of `work` (model/flops.h).
-  virtual double TrainingFlops(const model::BertOptions& options,
-                               const model::BatchWork& work) const = 0;
+  // The model's FLOPs of training on a micro-batch of `work` (model/flops.h)
+  // and `totals` (its AddInputs').
+  virtual double TrainingFlops(const model::BertOptions& options, const model::BatchWork& work,
+                               const Totals& totals) const = 0;
 
   // An evaluation of `set` on `device`.
   virtual std::unique_ptr<SetEvaluation> Evaluate(const PackedSet& set,

@@ -132,8 +132,8 @@ class TokenClassTask : public FineTuningTask {
   Metrics TrainMetrics(const std::vector<double>& sums) const override {
     return {{"token_accuracy", sums[0] > 0 ? sums[1] / sums[0] : 0.0}};
   }
-  double TrainingFlops(const model::BertOptions& options,
-                       const model::BatchWork& work) const override {
+  double TrainingFlops(const model::BertOptions& options, const model::BatchWork& work,
+                       const Totals&) const override {
     // The classifier over every token.
     const double h = static_cast<double>(options.hidden_size());
     return model::TrainingFlopsOf(model::EncoderMacs(options, work) +

@@ -225,7 +225,6 @@ model::BatchWork WorkOf(const data::PackedBatch& batch) {
   for (const data::SequenceSpan& s : batch.sequences) {
     work.squared_lengths += static_cast<double>(s.length) * static_cast<double>(s.length);
   }
-  work.masked_tokens = static_cast<double>(batch.mlm_used.numel());
   return work;
 }
 

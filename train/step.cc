@@ -120,7 +120,7 @@ absl::StatusOr<StepResult> TrainStep(Trainee& trainee, distributed::Communicator
     host.rows += static_cast<double>(batch.rows);
     host.tokens += static_cast<double>(batch.tokens);
     host.sequences += batch.work.sequences;
-    host.flops += trainee.task().TrainingFlops(trainee.bert_options(), batch.work);
+    host.flops += trainee.task().TrainingFlops(trainee.bert_options(), batch.work, batch.totals);
   }
   const size_t task_sums = trainee.task().SumNames().size();
   StepResult result =
