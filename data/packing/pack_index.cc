@@ -9,6 +9,7 @@
 #include "common/checksum.h"
 #include "common/mmap_file.h"
 #include "common/status.h"
+#include "data/instance.h"
 #include "data/random.h"
 
 namespace pbert::data {
@@ -170,6 +171,11 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
     return corrupt("checksum mismatch");
   }
 
+  // A row's length sizes what the plan's readers allocate (a histogram of
+  // its lengths): within a store's sequences' bound.
+  if (header.max_len == 0 || header.max_len > kMaxSequenceLength) {
+    return corrupt(absl::StrCat("row length ", header.max_len, ", outside 1..", kMaxSequenceLength));
+  }
   PackingPlan plan;
   plan.max_len = static_cast<int>(header.max_len);
   size_t at = 0;
@@ -182,7 +188,9 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
   for (uint64_t s = 0; s < header.strategies; ++s) {
     Strategy strategy;
     uint32_t depth;
-    if (!take(&strategy.count, 8) || !take(&depth, 4) || depth > header.max_len) {
+    // A depth is checked against the bytes left before anything is sized by it.
+    if (!take(&strategy.count, 8) || !take(&depth, 4) || depth > header.max_len ||
+        depth > (payload.size() - at) / sizeof(uint32_t)) {
       return corrupt(absl::StrCat("strategy ", s, " is cut off"));
     }
     // Every row holds at least one sequence (a row of none is no part of a

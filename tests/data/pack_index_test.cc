@@ -5,6 +5,7 @@
 #include <random>
 
 #include "common/atomic_file.h"
+#include "data/instance.h"
 #include "data/packing/algorithms.h"
 #include "gtest/gtest.h"
 
@@ -106,6 +107,23 @@ TEST(PackIndexTest, RowsOfNoSequenceAreRefused) {
   EXPECT_NE(PackIndex::Read(path).status().message().find("strategy 0 has 4 rows for 3 sequences"),
             std::string::npos)
       << PackIndex::Read(path).status();
+  std::filesystem::remove(path);
+}
+
+// A row length past any store's sequences is refused before it sizes
+// anything: fuzzing found a 144-byte index whose row length (1.9e9) and a
+// strategy's depth sized a 7 GB table.
+TEST(PackIndexTest, RowLengthsPastAStoresAreRefused) {
+  const std::string path = TempPath("long-rows.pbpack");
+  ASSERT_TRUE(PackIndex(PackingPlan{70000, {{{3}, 1}}}, {0}).Write(path, "lp").ok());
+  const absl::Status read = PackIndex::Read(path).status();
+  EXPECT_EQ(read.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(read.message().find(path + ": not a valid pack index: row length 70000, outside "
+                                       "1..65535"),
+            std::string::npos)
+      << read;
+  ASSERT_TRUE(PackIndex(PackingPlan{kMaxSequenceLength, {{{3}, 1}}}, {0}).Write(path, "lp").ok());
+  EXPECT_TRUE(PackIndex::Read(path).ok()) << PackIndex::Read(path).status();
   std::filesystem::remove(path);
 }
 
