@@ -215,8 +215,11 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
     }
     plan.strategies.push_back(std::move(strategy));
   }
-  if ((payload.size() - at) != header.sequences * sizeof(uint32_t)) {
-    return corrupt("the id table does not match the sequence count");
+  // (Divided, not multiplied: a count of 2^62 and more would wrap.)
+  const size_t left = payload.size() - at;
+  if (left % sizeof(uint32_t) != 0 || left / sizeof(uint32_t) != header.sequences) {
+    return corrupt(absl::StrCat("the id table holds ", left / sizeof(uint32_t),
+                                " ids, the header counts ", header.sequences, " sequences"));
   }
   std::vector<uint32_t> ids(header.sequences);
   std::memcpy(ids.data(), payload.data() + at, ids.size() * sizeof(uint32_t));
