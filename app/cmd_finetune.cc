@@ -138,7 +138,7 @@ absl::Status RunFinetune(const Args& args) {
   }
   TrainingCommand command;
   command.name = "finetune";
-  command.regimen = train::Regimen::kFineTuning;
+  command.regimen = &train::FineTuningRegimen();
   command.shorthands = FinetuneShorthands();
   command.task = [](const ExperimentConfig& config) { return config.finetune.task; };
   command.resume_switch = true;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "train/regimen.h"
 #include "common/atomic_file.h"
 #include "common/folders.h"
 #include "common/logging.h"
@@ -108,7 +109,7 @@ absl::Status RunPack(const Args& args) {
                                                         {"algorithm", "packing.algorithm"},
                                                         {"max-depth", "packing.max_depth"}},
                                                        "", &given));
-  RETURN_IF_ERROR(TakeStoreLimits(given, &config));
+  RETURN_IF_ERROR(train::TakeStoreLimits(given, &config));
   const std::string format = args.Get("format", "text");
   if (format != "text" && format != "json") {
     return absl::InvalidArgumentError(

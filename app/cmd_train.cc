@@ -56,7 +56,7 @@ std::string TrainReport(const train::TrainResult& r, const ExperimentConfig& con
 absl::Status RunTrain(const Args& args) {
   TrainingCommand command;
   command.name = "train";
-  command.regimen = train::Regimen::kPretraining;
+  command.regimen = &train::PretrainingRegimen();
   command.task = [](const ExperimentConfig&) { return std::string(tasks::kPretraining); };
   command.report = TrainReport;
   return RunTraining(args, command);

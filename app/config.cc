@@ -1,8 +1,6 @@
 #include "app/config.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "app/runtime.h"
@@ -12,7 +10,6 @@
 #include "common/logging.h"
 #include "common/platform.h"
 #include "common/status.h"
-#include "data/store.h"
 
 namespace pbert::app {
 
@@ -58,32 +55,6 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
   }
   TakeBlasBuffers();
   return config;
-}
-
-absl::Status TakeStoreLimits(const std::set<std::string>& given, ExperimentConfig* config) {
-  const std::string& store = config->data.store;
-  std::error_code error;
-  // Not a store: the command that opens it says so.
-  if (store.empty() || !std::filesystem::exists(store + "/store.json", error)) {
-    return absl::OkStatus();
-  }
-  ASSIGN_OR_RETURN(const data::StoreInfo info, data::ReadStoreInfo(store));
-  auto log = logging::Get("run");
-  if (given.count("data.max_seq_len") == 0) {
-    config->data.max_seq_len = info.max_len;
-  } else if (config->data.max_seq_len > info.max_len) {
-    log->info(
-        "data.max_seq_len {} is longer than the sequences of {} (at most {} tokens): "
-        "they share rows of {}",
-        config->data.max_seq_len, store, info.max_len, config->data.max_seq_len);
-  }
-  if (given.count("model.vocab_size") == 0) {
-    config->model.bert.vocab_size(info.vocab_size);
-  } else if (config->model.bert.vocab_size() != static_cast<int64_t>(info.vocab_size)) {
-    log->info("model.vocab_size {} differs from the {} tokens of the vocabulary of {}",
-              config->model.bert.vocab_size(), info.vocab_size, store);
-  }
-  return absl::OkStatus();
 }
 
 void WarnIfSlowKernels() {

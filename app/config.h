@@ -33,12 +33,6 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const Args& args,
                                             const std::string& default_file = "",
                                             std::set<std::string>* given = nullptr);
 
-// A command that reads data.store takes what the store says for the keys
-// not given: data.max_seq_len (its longest sequences) and model.vocab_size
-// (its vocabulary's). A given value that differs is said in one line (or
-// refused later, where it cannot fit). Reads store.json only.
-absl::Status TakeStoreLimits(const std::set<std::string>& given, ExperimentConfig* config);
-
 // One warning line when the environment holds OpenBLAS to slower kernels
 // than the CPU runs (common/platform.h); for the commands that compute.
 void WarnIfSlowKernels();

@@ -152,12 +152,12 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Prepare(const Args& args,
   ASSIGN_OR_RETURN(parts.task, OpenTask(command, config, s.communicator));
   if (s.folder) RETURN_IF_ERROR(CheckInputs(*s.folder, config, *parts.task));
   FaultPoint("checks", 0, s.communicator.rank());
-  ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.task, command.regimen,
+  ASSIGN_OR_RETURN(parts.plan, train::TrainingPlan::Make(config, parts.task, *command.regimen,
                                                          s.communicator.rank(),
                                                          s.communicator.world_size(), s.device));
   logging::Get(command.name)->info("{}", parts.plan.description);
   for (const std::string& idle : config.InactiveSettings(
-           parts.given, command.regimen, parts.plan.precision, s.device.is_cuda(),
+           parts.given, *command.regimen, parts.plan.precision, s.device.is_cuda(),
            s.communicator.world_size(), parts.resume.has_value())) {
     logging::Get(command.name)->warn("{}", idle);
   }
@@ -214,10 +214,7 @@ absl::Status RunTraining(const Args& args, const TrainingCommand& command) {
   SetResumeFlag(ResumeFlag(command));
   Parts parts;
   ASSIGN_OR_RETURN(parts.config, LoadConfig(args, command.shorthands, "", &parts.given));
-  if (command.regimen == train::Regimen::kPretraining) {
-    RETURN_IF_ERROR(TakeStoreLimits(parts.given, &parts.config));
-    RETURN_IF_ERROR(parts.config.CheckTrainable());
-  }
+  RETURN_IF_ERROR(command.regimen->Complete(parts.given, &parts.config));
   const ExperimentConfig& config = parts.config;
   ASSIGN_OR_RETURN(distributed::Environment environment, config.dist.ReadEnvironment());
   // The one place the device is decided; the plan carries it from here.

@@ -18,7 +18,7 @@ namespace pbert::app {
 
 struct TrainingCommand {
   std::string name;  // "train" or "finetune"
-  train::Regimen regimen = train::Regimen::kPretraining;
+  const train::Regimen* regimen = nullptr;  // how the run is shaped (train/regimen.h)
   std::vector<FlagKey> shorthands;  // flags that set config keys
   // The task the run trains, from its config.
   std::function<std::string(const ExperimentConfig&)> task;

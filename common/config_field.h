@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,33 @@ Check<T> InRange(T lo, T hi) {
 // For string fields whose choices come from a registry (the packing
 // algorithms); enums list theirs with ChoicesOf instead.
 Check<std::string> OneOf(std::vector<std::string> choices);
+
+// The settings among `given` (the keys a config file or --set gave) that do
+// nothing in a run, one line each with why. Each option's component says
+// which of its own keys cannot act, and why (e.g. model::ModelConfig::
+// Inactive), beside its fields.
+class InactiveKeys {
+ public:
+  explicit InactiveKeys(const std::set<std::string>& given) : given_(given) {}
+  // Each of `keys` given.
+  void Keys(const std::vector<std::string>& keys, const std::string& why) {
+    for (const std::string& key : keys) {
+      if (given_.count(key) > 0) lines_.push_back(absl::StrCat(key, " does nothing here: ", why));
+    }
+  }
+  // Every given key of a section (`prefix`, e.g. "mlperf.").
+  void Section(const std::string& prefix, const std::string& why) {
+    for (const std::string& key : given_) {
+      if (key.rfind(prefix, 0) == 0) {
+        lines_.push_back(absl::StrCat(key, " does nothing here: ", why));
+      }
+    }
+  }
+  std::vector<std::string> Take() { return std::move(lines_); }
+
+ private:
+  const std::set<std::string>& given_;
+  std::vector<std::string> lines_;
+};
 
 }  // namespace pbert::config

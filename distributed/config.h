@@ -54,6 +54,8 @@ struct DistConfig {
   }
 
   std::chrono::seconds timeout() const { return std::chrono::seconds(timeout_s); }
+  // This section's keys that cannot act in a run of `world_size` processes.
+  void Inactive(int world_size, config::InactiveKeys* keys) const;
   int64_t bucket_bytes() const { return bucket_mb << 20; }
   // This process's place in the run: the launcher's variables, with this
   // section's rendezvous for what they leave open.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 
@@ -14,6 +15,26 @@ double PhysicalMemory() {
 }
 
 }  // namespace
+
+void ModelConfig::Inactive(Precision precision, bool device_is_cuda,
+                           config::InactiveKeys* keys) const {
+  if (precision != Precision::kFp8) {
+    keys->Keys({"model.fp8_amax_history", "model.fp8_margin", "model.fp8_emulation"},
+               absl::StrCat("model.precision is ", NameOf(precision), ", not fp8"));
+  }
+  if (precision == Precision::kFp32 || precision == Precision::kFp16) {
+    keys->Keys({"model.master_weights"},
+               absl::StrCat("master weights are for bf16 and fp8, and model.precision is ",
+                            NameOf(precision)));
+  }
+  if (!device_is_cuda) {
+    keys->Keys({"model.varlen_kernel"}, "on the CPU the varlen layout attends in buckets");
+  }
+}
+
+void ModelConfig::InactiveInEvaluation(config::InactiveKeys* keys) {
+  keys->Keys({"model.master_weights"}, "evaluating keeps no master weights");
+}
 
 absl::Status ModelConfig::CheckMicroBatchFits(int64_t rows, int64_t seq_len) const {
   // Per token and layer, at least: the layer's input, Q, K, V, the

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "common/config_field.h"
 #include "model/bert_options.h"
 #include "model/fp8.h"
 #include "model/losses.h"
@@ -40,6 +41,12 @@ struct ModelConfig {
             "micro-batch; auto: true on a GPU, false on the CPU");
     v.Include(&fp8);
   }
+  // This section's levers that cannot act in a training run in `precision`
+  // (resolved) on a GPU or not, each with why.
+  void Inactive(Precision precision, bool device_is_cuda, config::InactiveKeys* keys) const;
+  // Those that cannot act in an evaluation (score, finetune --evaluate).
+  static void InactiveInEvaluation(config::InactiveKeys* keys);
+
   // The shape's own checks, and whether its weights, gradients and LAMB's
   // two moments fit this machine's memory.
   absl::Status Validate() const;

@@ -5,6 +5,10 @@
 
 namespace pbert::optim {
 
+void OptimConfig::Inactive(bool device_is_cuda, config::InactiveKeys* keys) const {
+  if (!device_is_cuda) keys->Keys({"optim.fused"}, "the CPU always runs LibTorch's _foreach LAMB");
+}
+
 absl::StatusOr<OptimConfig> OptimConfig::AdjustedFor(double packing_factor) const {
   const auto [beta1, beta2] = lamb.betas();
   ASSIGN_OR_RETURN(OptimizerHyperparameters adjusted,

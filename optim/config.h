@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/config_field.h"
 #include "optim/lamb.h"
 #include "optim/packing_adjustment.h"
 #include "optim/schedule.h"
@@ -47,6 +48,9 @@ struct OptimConfig {
   // What the adjustment did, for logs and config.yaml: "optimizer after the
   // packing adjustment (betas, packing factor 2.589...): beta1 ..., ...".
   std::string DescribeAdjustment(const OptimConfig& adjusted, double packing_factor) const;
+
+  // This section's levers that cannot act on a GPU or not, each with why.
+  void Inactive(bool device_is_cuda, config::InactiveKeys* keys) const;
 };
 
 }  // namespace pbert::optim

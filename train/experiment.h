@@ -53,18 +53,12 @@ struct RunConfig {
             "through FlashAttention, not fp16; the same results");
     v.Field("log_level", &log_level, "");
   }
+  // This section's levers that cannot act in an evaluation (score,
+  // finetune --evaluate), each with why.
+  static void InactiveInEvaluation(config::InactiveKeys* keys);
 };
 
-// How a run is shaped. kPretraining (`train`), as MLPerf runs it:
-// optim.total_steps of train.micro_batch_rows x optim.accumulation_steps
-// rows per rank, LAMB after the packing adjustment on a polynomial
-// schedule, an evaluation every train.eval_every_samples sequences until
-// train.target_mlm_accuracy, the MLLOG. kFineTuning (`finetune`), as
-// Google's and Hugging Face's scripts run it: finetune.epochs of
-// finetune.batch_size sequences per step, AdamW (or LAMB) warmed up and
-// decayed linearly, an evaluation and a checkpoint after each epoch, no
-// MLLOG.
-enum class Regimen { kPretraining, kFineTuning };
+class Regimen;  // train/regimen.h: how a run is shaped (train's or finetune's)
 
 struct ExperimentConfig {
   RunConfig run;
@@ -107,7 +101,8 @@ struct ExperimentConfig {
   // in this run, each with why: of `regimen`, precision `precision`
   // (resolved), on `device_is_cuda`, `world_size` processes, resumed or
   // not. One line each, for a warning at the start.
-  std::vector<std::string> InactiveSettings(const std::set<std::string>& given, Regimen regimen,
+  std::vector<std::string> InactiveSettings(const std::set<std::string>& given,
+                                            const Regimen& regimen,
                                             model::Precision precision, bool device_is_cuda,
                                             int world_size, bool resumed) const;
   // The training levers among `given` (the captured step, master

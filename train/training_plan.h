@@ -1,8 +1,9 @@
 // The values a training run derives from its config and its task's data,
 // computed once before the first step: the device and precision, what the
 // trainee, the loader and the step are made with, sequences per step, the
-// schedule, and each loop component's options. A run's regimen says which
-// sections shape it (not which task it trains).
+// schedule, and each loop component's options. A run's regimen
+// (train/regimen.h) says which sections shape it (not which task it
+// trains).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -22,6 +23,7 @@
 #include "train/metrics_log.h"
 #include "train/mllog.h"
 #include "train/profiler.h"
+#include "train/regimen.h"
 #include "train/step.h"
 #include "train/stop_policy.h"
 #include "train/trainee.h"
@@ -38,7 +40,6 @@ TraineeOptions TraineeOptionsOf(const ExperimentConfig& config, model::Precision
                                 const c10::Device& device);
 
 struct TrainingPlan {
-  Regimen regimen = Regimen::kPretraining;
   c10::Device device = c10::kCPU;  // run.device, resolved once (train/device.h)
   optim::OptimConfig optim;        // the schedule and LAMB as the run trains with them
   model::Precision precision;      // resolved for the device
@@ -69,7 +70,7 @@ struct TrainingPlan {
   // `task` (its sets) outlives the plan.
   static absl::StatusOr<TrainingPlan> Make(const ExperimentConfig& config,
                                            std::shared_ptr<const tasks::Task> task,
-                                           Regimen regimen, int rank, int world_size,
+                                           const Regimen& regimen, int rank, int world_size,
                                            const c10::Device& device);
 };
 

@@ -7,6 +7,7 @@
 #include "common/config.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "train/experiment.h"
+#include "train/regimen.h"
 
 namespace pbert::fuzz::yaml {
 
@@ -20,8 +21,10 @@ PBERT_FUZZ_TARGET(yaml) {
   std::set<std::string> given;
   const std::string path = WriteInput("config.yaml", parts[1]);
   if (!config::Load(path, config::SetFlags(assignments), &config, &given).ok()) return false;
-  (void)config.InactiveSettings(given, train::Regimen::kPretraining, model::Precision::kFp32, false,
-                                1, false);
+  for (const train::Regimen* regimen :
+       {&train::PretrainingRegimen(), &train::FineTuningRegimen()}) {
+    (void)config.InactiveSettings(given, *regimen, model::Precision::kFp32, false, 1, false);
+  }
   (void)config::Dump(config);
   return config.CheckTrainable().ok();
 }

@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "gtest/gtest.h"
 #include "train/experiment.h"
+#include "train/regimen.h"
 
 namespace pbert::train {
 namespace {
@@ -112,25 +113,26 @@ TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {
   const std::set<std::string> given = {"model.fp8_margin", "dist.bucket_mb",
                                        "train.target_mlm_accuracy", "optim.lr",
                                        "train.init_checkpoint", "model.varlen_kernel"};
-  EXPECT_EQ(config.InactiveSettings(given, Regimen::kPretraining, model::Precision::kBf16, false, 1, true),
-            (std::vector<std::string>{
-                "model.fp8_margin does nothing here: model.precision is bf16, not fp8",
-                "train.target_mlm_accuracy does nothing here: there is no eval set (data.eval)",
-                "dist.bucket_mb does nothing here: the run is one process",
-                "model.varlen_kernel does nothing here: on the CPU the varlen layout attends in "
-                "buckets",
-                "train.init_checkpoint does nothing here: a resumed run continues from its "
-                "checkpoint's weights"}));
+  EXPECT_EQ(
+      config.InactiveSettings(given, PretrainingRegimen(), model::Precision::kBf16, false, 1, true),
+      (std::vector<std::string>{
+          "train.target_mlm_accuracy does nothing here: there is no eval set (data.eval)",
+          "train.init_checkpoint does nothing here: a resumed run continues from its "
+          "checkpoint's weights",
+          "model.fp8_margin does nothing here: model.precision is bf16, not fp8",
+          "model.varlen_kernel does nothing here: on the CPU the varlen layout attends in "
+          "buckets",
+          "dist.bucket_mb does nothing here: the run is one process"}));
   config.data.eval = "eval";
   EXPECT_EQ(
-      config.InactiveSettings(given, Regimen::kPretraining, model::Precision::kFp8, true, 2, false),
+      config.InactiveSettings(given, PretrainingRegimen(), model::Precision::kFp8, true, 2, false),
       std::vector<std::string>{});
   // Fine-tuning's length and batch are the finetune section's; pretraining
   // does not read it.
   const std::set<std::string> schedule = {"optim.total_steps", "train.micro_batch_rows",
                                           "finetune.epochs", "optim.lr"};
   EXPECT_EQ(
-      config.InactiveSettings(schedule, Regimen::kFineTuning, model::Precision::kFp32, false, 2,
+      config.InactiveSettings(schedule, FineTuningRegimen(), model::Precision::kFp32, false, 2,
                               false),
       (std::vector<std::string>{
           "train.micro_batch_rows does nothing here: finetune sets it (finetune.epochs, "
@@ -139,7 +141,7 @@ TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {
           "optim.total_steps does nothing here: finetune sets it (finetune.epochs, batch_size, "
           "micro_batch_rows, warmup_proportion, log_every_steps, checkpoint_every_steps)"}));
   EXPECT_EQ(
-      config.InactiveSettings(schedule, Regimen::kPretraining, model::Precision::kFp32, false, 2,
+      config.InactiveSettings(schedule, PretrainingRegimen(), model::Precision::kFp32, false, 2,
                               false),
       (std::vector<std::string>{"finetune.epochs does nothing here: train pretrains; packed-bert "
                                 "finetune reads the finetune section"}));
@@ -150,7 +152,7 @@ TEST(ExperimentConfigTest, GivenSettingsThatCannotActAreNamed) {
   for (const char* task : {"ner", "multilabel", "squad", "mrpc"}) {
     config.finetune.task = task;
     for (const std::string& line : config.InactiveSettings(
-             task_keys, Regimen::kFineTuning, model::Precision::kFp32, false, 1, false)) {
+             task_keys, FineTuningRegimen(), model::Precision::kFp32, false, 1, false)) {
       idle.push_back(line);
     }
   }
