@@ -112,19 +112,23 @@ std::string Joining(const Environment& environment) {
                       "service, whose answers LibTorch's client takes for sizes");
 }
 
-// Gather, where a service that is no rendezvous (a web server, a stale
-// process) on the port makes LibTorch's client throw in its protocol's
-// words ("Stop_waiting response is expected").
+// A service that is no rendezvous (a web server, a stale process) on the
+// port: LibTorch's client throws `e` in its protocol's words (1.13 as it
+// gathers: "Stop_waiting response is expected"; 2.6 as it connects).
+absl::Status NotATcpStore(const Environment& environment, const std::exception& e) {
+  return absl::UnavailableError(absl::StrCat(
+      "rank ", environment.rank, " of ", environment.world_size, ": the rendezvous at ",
+      Where(environment), " answered as no PyTorch TCPStore does (", FirstLine(e),
+      "); check that it is rank 0's or the launcher's rendezvous, not another service"));
+}
+
 absl::Status GatherThrough(c10d::Store& store, const Environment& environment,
                            std::chrono::milliseconds timeout,
                            std::chrono::steady_clock::time_point deadline) {
   try {
     return Gather(store, environment, timeout, deadline);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", environment.rank, " of ", environment.world_size, ": the rendezvous at ",
-        Where(environment), " answered as no PyTorch TCPStore does (", FirstLine(e),
-        "); check that it is rank 0's or the launcher's rendezvous, not another service"));
+    return NotATcpStore(environment, e);
   }
 }
 
@@ -206,11 +210,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Join(
           absl::StrCat("/worker/attempt_", environment.restart_count), store);
     }
   } catch (const std::exception& e) {
+    const bool server = environment.rank == 0 && !environment.use_agent_store;
+    // Refused by a service that accepted the connection (LibTorch 2.6
+    // checks the store's answer as it connects): not "nobody listens".
+    if (!server && AcceptsConnections(environment, std::chrono::seconds(1))) {
+      return NotATcpStore(environment, e);
+    }
     // LibTorch appends its C++ stack to the message: the first line says what.
     return absl::UnavailableError(absl::StrCat(
         "rank ", environment.rank, " cannot reach the rendezvous at ", Where(environment), ": ",
-        environment.rank == 0 && !environment.use_agent_store
-            ? "the port is in use, or not this host's"
+        server ? "the port is in use, or not this host's"
             : "nobody listens there (rank 0 not started, or another port)",
         " (", FirstLine(e), ")"));
   }

@@ -980,7 +980,8 @@ TEST(CliTest, RendezvousFailuresNameTheirCause) {
   }
   // LibTorch's client reads the reply as its protocol (1.13: or takes a
   // length in it for a size to allocate, in a thread of its own; 2.6:
-  // refuses it as it connects): whichever, one line names the rendezvous.
+  // refuses it as it connects): whichever, one line names the rendezvous
+  // and the service that is not one (not "nobody listens").
   for (int k = 0; k < 3; ++k) {
     Result r = RunBinary(train, "WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + web);
     EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -988,6 +989,10 @@ TEST(CliTest, RendezvousFailuresNameTheirCause) {
     EXPECT_TRUE(absl::StrContains(r.err, "the rendezvous at 127.0.0.1:" + web +
                                              " (MASTER_ADDR, MASTER_PORT)"))
         << r.err;
+    EXPECT_TRUE(absl::StrContains(
+        r.err, "check that it is rank 0's or the launcher's rendezvous, not another service"))
+        << r.err;
+    EXPECT_FALSE(absl::StrContains(r.err, "nobody listens")) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
   ::close(listener);
