@@ -22,6 +22,12 @@ std::string LimitOf(int errno_value) {
                         " files at once: raise ulimit -n)");
   }
   if (errno_value == ENFILE) return " (the system's limit of open files is reached)";
+  // A mapping or allocation the address-space limit refused.
+  if (errno_value == ENOMEM && getrlimit(RLIMIT_AS, &limit) == 0 &&
+      limit.rlim_cur != RLIM_INFINITY) {
+    return absl::StrCat(" (the address space is limited to ", limit.rlim_cur >> 20,
+                        " MiB in this process: raise ulimit -v)");
+  }
   return "";
 }
 
@@ -49,6 +55,7 @@ absl::Status ErrnoError(absl::string_view what, int errno_value) {
     case EROFS:
       return absl::InvalidArgumentError(message);
     case ENOSPC:
+    case ENOMEM:
       return absl::ResourceExhaustedError(message);
     default:
       return absl::InternalError(message);

@@ -1457,6 +1457,22 @@ TEST(CliTest, ProcessLimitsAreNamedInOneLine) {
             "packed-bert model: error: out of memory (the address space is limited "
             "to 2929 MiB (ulimit -v)); give the process more memory (ulimit -v, "
             "the container's limit)");
+  // A file larger than the address space left cannot be mapped: the line
+  // names the limit (4 GB of weights, sparse, in a 3 GB address space).
+  {
+    const std::string big = (root / "big.safetensors").string();
+    testing::WriteFile(big, "");
+    std::filesystem::resize_file(big, uint64_t{4} << 30);
+    r = testing::RunShell("ulimit -v 3000000; exec " + std::string(pbert::testing::BinaryPath()) +
+                          " model convert " + big + " " + (root / "out.safetensors").string());
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(absl::StrContains(ErrorLine(r), "cannot map " + big + ": Cannot allocate memory "
+                                                "(the address space is limited to 2929 MiB in "
+                                                "this process: raise ulimit -v)"))
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(root / "out.safetensors"));
+    std::filesystem::remove(big);
+  }
   // An address space too small for LibTorch and OpenBLAS to start in (their
   // initialisers would abort, or retry an allocation for ever): one line
   // before they run, for every command.
