@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
+#include "common/bytes.h"
 #include "common/atomic_file.h"
 #include "common/fault.h"
 #include "common/status.h"
@@ -573,7 +574,7 @@ absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const s
   size_t at = 0;
   auto take = [&](void* to, size_t size) {
     if (got.size() - at < size) return false;
-    std::memcpy(to, got.data() + at, size);
+    CopyBytes(to, got.data() + at, size);
     at += size;
     return true;
   };

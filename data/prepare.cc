@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/bytes.h"
 #include "common/atomic_file.h"
 #include "common/logging.h"
 #include "common/parallel.h"
@@ -308,7 +309,7 @@ bool ReadRowsFile(const std::string& path, ShardRows* rows) {
   const char* p = bytes->data() + sizeof(counts);
   rows->depths.assign(p, p + counts[0]);
   rows->lengths.resize(counts[1]);
-  std::memcpy(rows->lengths.data(), p + counts[0], counts[1] * 2);
+  CopyBytes(rows->lengths.data(), p + counts[0], counts[1] * 2);
   return true;
 }
 

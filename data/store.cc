@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/bytes.h"
 #include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/folders.h"
@@ -371,7 +372,7 @@ absl::StatusOr<uint64_t> ShardBuilder::Write(const std::string& path, uint32_t i
   // The payload: the length table (padded to 8 bytes), the offsets, the
   // body; written and checksummed piece by piece, never copied whole.
   std::string lengths(LengthsBytes(n), '\0');
-  std::memcpy(lengths.data(), lengths_.data(), n * 2);
+  CopyBytes(lengths.data(), lengths_.data(), n * 2);
   std::vector<absl::Span<const uint8_t>> pieces = {
       {reinterpret_cast<const uint8_t*>(lengths.data()), lengths.size()},
       {reinterpret_cast<const uint8_t*>(offsets_.data()), offsets_.size() * 8}};

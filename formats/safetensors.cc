@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/bytes.h"
 #include "common/atomic_file.h"
 #include "common/mmap_file.h"
 #include "common/status.h"
@@ -242,10 +243,8 @@ absl::StatusOr<NamedTensors> ReadSafetensors(const std::string& path) {
   std::map<std::string, at::Tensor> out;
   for (const Entry& e : entries) {
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.type));
-    // An empty tensor has no storage (a null pointer, which memcpy must not get).
-    if (e.end > e.begin) {
-      std::memcpy(t.data_ptr(), bytes.data() + header.data_start + e.begin, e.end - e.begin);
-    }
+    // An empty tensor has no storage (a null pointer).
+    CopyBytes(t.data_ptr(), bytes.data() + header.data_start + e.begin, e.end - e.begin);
     out[e.name] = t;
   }
   return NamedTensors(out.begin(), out.end());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/bytes.h"
 #include "common/checksum.h"
 #include "common/mmap_file.h"
 #include "common/status.h"
@@ -356,7 +357,7 @@ absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> ReadTensorBundle
       return bad("its bytes fail their CRC-32C (the data file is damaged)");
     }
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(*type->type));
-    if (bytes > 0) std::memcpy(t.data_ptr(), content.data(), bytes);
+    CopyBytes(t.data_ptr(), content.data(), bytes);
     out.emplace_back(name, std::move(t));
   }
   return out;

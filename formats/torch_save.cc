@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/bytes.h"
 #include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/mmap_file.h"
@@ -415,7 +416,7 @@ class Unpickler {
                                               element, " bytes it declares"));
     }
     at::Tensor t = at::empty({storage.i}, at::TensorOptions().dtype(storage.dtype));
-    if (size > 0) std::memcpy(t.data_ptr(), bytes.data(), size);
+    CopyBytes(t.data_ptr(), bytes.data(), size);
     storages_[storage.s] = t;
     return t;
   }

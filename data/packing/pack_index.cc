@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/bytes.h"
 #include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/mmap_file.h"
@@ -181,7 +182,7 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
   size_t at = 0;
   auto take = [&](void* out, size_t n) {
     if (at + n > payload.size()) return false;
-    std::memcpy(out, payload.data() + at, n);
+    CopyBytes(out, payload.data() + at, n);
     at += n;
     return true;
   };
@@ -222,7 +223,7 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
                                 " ids, the header counts ", header.sequences, " sequences"));
   }
   std::vector<uint32_t> ids(header.sequences);
-  std::memcpy(ids.data(), payload.data() + at, ids.size() * sizeof(uint32_t));
+  CopyBytes(ids.data(), payload.data() + at, ids.size() * sizeof(uint32_t));
   PackIndex index(std::move(plan), std::move(ids));
   if (index.rows() != header.rows || index.id_start_.back() != header.sequences) {
     return corrupt("row counts do not add up");
