@@ -23,8 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
-#include "common/bytes.h"
 #include "common/atomic_file.h"
+#include "common/bytes.h"
 #include "common/fault.h"
 #include "common/status.h"
 

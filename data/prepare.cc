@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/bytes.h"
 #include "common/atomic_file.h"
+#include "common/bytes.h"
 #include "common/logging.h"
 #include "common/parallel.h"
 #include "common/status.h"

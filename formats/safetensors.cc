@@ -9,8 +9,8 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "common/bytes.h"
 #include "common/atomic_file.h"
+#include "common/bytes.h"
 #include "common/mmap_file.h"
 #include "common/status.h"
 #include "common/structured_text.h"

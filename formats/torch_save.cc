@@ -10,8 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/bytes.h"
 #include "common/atomic_file.h"
+#include "common/bytes.h"
 #include "common/checksum.h"
 #include "common/mmap_file.h"
 #include "common/status.h"

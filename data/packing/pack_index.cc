@@ -5,8 +5,8 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "common/bytes.h"
 #include "common/atomic_file.h"
+#include "common/bytes.h"
 #include "common/checksum.h"
 #include "common/mmap_file.h"
 #include "common/status.h"
