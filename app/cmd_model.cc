@@ -111,15 +111,16 @@ absl::Status ExportHf(const Args& args) {
   ASSIGN_OR_RETURN(ExperimentConfig config, LoadConfig(args, {}, has_saved ? saved : ""));
   // A fine-tuning run's checkpoint holds a task model, which its run
   // exported itself when it finished (RUN_DIR/model).
+  const std::unique_ptr<tasks::Task> pretraining = tasks::PretrainingOn({}, config.model.mlm_loss);
   if (const std::string task = train::TaskOfWeights(in);
-      tasks::PretrainingOn({}, config.model.mlm_loss)->OriginOf(task) ==
-      tasks::WeightsOrigin::kOtherTask) {
+      pretraining->OriginOf(task) == tasks::WeightsOrigin::kOtherTask) {
     return absl::InvalidArgumentError(absl::StrCat(
         in, " is a checkpoint of a ", task, " fine-tuning run: model export-hf exports "
         "pretraining checkpoints; a fine-tuning run writes its Hugging Face model itself, into "
         "RUN_DIR/model, when it finishes (finetune --resume makes it if it is missing)"));
   }
   HfExportOptions options;
+  options.head = pretraining->Export();
   options.vocab = args.Get("vocab", config.prepare.vocab);
   options.lower_case = config.prepare.lower_case;
   options.existing = ExistingOutput(args);

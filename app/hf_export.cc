@@ -15,7 +15,7 @@ namespace {
 // transformers' BertConfig, with the keys its from_pretrained reads.
 nlohmann::ordered_json ConfigJson(const model::BertOptions& o, const HfExportOptions& e) {
   nlohmann::ordered_json c;
-  c["architectures"] = {e.architecture};
+  c["architectures"] = {e.head.architecture};
   if (!e.task.empty()) c["finetuning_task"] = e.task;
   c["model_type"] = "bert";
   c["vocab_size"] = o.vocab_size();
@@ -34,18 +34,18 @@ nlohmann::ordered_json ConfigJson(const model::BertOptions& o, const HfExportOpt
   c["position_embedding_type"] = "absolute";
   c["tie_word_embeddings"] = true;
   c["torch_dtype"] = "float32";
-  if (e.problem_type == "regression") {
+  if (e.head.problem_type == "regression") {
     c["num_labels"] = 1;
-  } else if (!e.labels.empty()) {
+  } else if (!e.head.labels.empty()) {
     nlohmann::ordered_json id2label, label2id;
-    for (size_t i = 0; i < e.labels.size(); ++i) {
-      id2label[std::to_string(i)] = e.labels[i];
-      label2id[e.labels[i]] = i;
+    for (size_t i = 0; i < e.head.labels.size(); ++i) {
+      id2label[std::to_string(i)] = e.head.labels[i];
+      label2id[e.head.labels[i]] = i;
     }
     c["id2label"] = id2label;
     c["label2id"] = label2id;
   }
-  if (!e.problem_type.empty()) c["problem_type"] = e.problem_type;
+  if (!e.head.problem_type.empty()) c["problem_type"] = e.head.problem_type;
   return c;
 }
 
@@ -86,7 +86,7 @@ absl::Status ExportHuggingFace(const torch::nn::Module& bert, const model::BertO
                                       ConfigJson(options, export_options).dump(2) + "\n"));
   // A class without a pooler (add_pooling_layer False): its weights are
   // left out, as save_pretrained leaves them.
-  const bool no_pooler = !export_options.pooler;
+  const bool no_pooler = !export_options.head.pooler;
   formats::NamedTensors named;
   for (auto& [name, view] : model::FileTensors(bert)) {
     if (no_pooler && absl::StartsWith(name, "bert.pooler.")) continue;

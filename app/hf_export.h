@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "common/atomic_file.h"
 #include "model/bert_options.h"
+#include "tasks/task.h"
 
 namespace torch::nn {
 class Module;
@@ -21,18 +22,11 @@ struct HfExportOptions {
   std::string vocab;                      // the vocab.txt the model was trained with
   bool lower_case = true;                 // the tokenizer's do_lower_case (prepare.lower_case)
   Existing existing = Existing::kRefuse;  // an existing OUT
-  // Hugging Face's model class (config.json "architectures"):
-  // BertForPreTraining, BertForQuestionAnswering or
-  // BertForSequenceClassification; with the classifier's labels in class
-  // order (id2label) or one score (a regression).
-  std::string architecture = "BertForPreTraining";
-  std::vector<std::string> labels;
-  // config.json's problem_type ("regression": one score; "" where the
-  // class has none), and whether the class has a pooler (Hugging Face's
-  // question answering and token classification models have none: its
-  // weights are left out, as save_pretrained leaves them).
-  std::string problem_type;
-  bool pooler = true;
+  // Hugging Face's model class (config.json "architectures"), its labels
+  // in class order (id2label), its problem_type and whether it has a
+  // pooler (whose weights are left out where it has none, as
+  // save_pretrained leaves them): the task's (Task::Export).
+  tasks::ExportHead head;
   // The fine-tuning task (config.json "finetuning_task", as transformers'
   // run_glue.py writes it); "" for none.
   std::string task;

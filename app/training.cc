@@ -126,10 +126,7 @@ train::ModelExport ExportOf(const ExperimentConfig& config, std::string task) {
     options.vocab = config.prepare.vocab;
     options.lower_case = config.prepare.lower_case;
     options.existing = Existing::kReplace;
-    options.architecture = head.architecture;
-    options.labels = head.labels;
-    options.problem_type = head.problem_type;
-    options.pooler = head.pooler;
+    options.head = head;
     options.task = task;
     return ExportHuggingFace(model, config.model.bert, options, dir);
   };

@@ -114,7 +114,7 @@ class PretrainingTask : public Task {
                                           const c10::Device& device) const override {
     return std::make_unique<PretrainingEvaluation>(device);
   }
-  ExportHead Export() const override { return {"BertForPreTraining", {}, "", true}; }
+  ExportHead Export() const override { return {kPretrainingArchitecture, {}, "", true}; }
 
  private:
   model::MlmLossMode mode_;

@@ -65,6 +65,10 @@ model::PretrainingTargets PretrainingTargetsOf(const model::Inputs& inputs);
 // sequences.
 model::StepTotals PretrainingTotals(const data::PackedBatch& batch);
 
+// The architecture of pretraining's Hugging Face export (config.json's
+// "architectures").
+inline constexpr char kPretrainingArchitecture[] = "BertForPreTraining";
+
 // Whether `name` is a parameter of pretraining's heads (cls.*: the masked
 // LM and next sentence heads), which no fine-tuned model holds.
 bool IsPretrainingHead(const std::string& name);

@@ -68,6 +68,10 @@ absl::StatusOr<std::unique_ptr<Task>> MakeTask(const std::string& name, const Ta
                                                  absl::StrJoin(TaskNames(), ", ")));
 }
 
+std::string TaskOfArchitecture(const std::string& architecture) {
+  return architecture == kPretrainingArchitecture ? kPretraining : "";
+}
+
 std::vector<std::string> TaskOwnKeys() {
   std::vector<std::string> keys;
   for (const FineTuningEntry& task : FineTuningTasks()) {

@@ -40,6 +40,12 @@ struct TaskSetup {
 // writes nothing.
 absl::StatusOr<std::unique_ptr<Task>> MakeTask(const std::string& name, const TaskSetup& setup);
 
+// The task whose Hugging Face export alone is a model of `architecture`
+// (a config.json's one "architectures" entry, where no "finetuning_task"
+// names the task): pretraining's BertForPreTraining; "" for a head that
+// several tasks export (BertForSequenceClassification) or none.
+std::string TaskOfArchitecture(const std::string& architecture);
+
 // The finetune keys that only some tasks read ("finetune.labels", SQuAD's
 // windows and answers, ...), and whether task `name` reads `key` of them:
 // another task's setting of one does nothing (the run names it at its

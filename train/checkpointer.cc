@@ -469,9 +469,8 @@ std::string TaskOfWeights(const std::string& path) {
       return config["finetuning_task"].get<std::string>();
     }
     const nlohmann::json& architectures = config.value("architectures", nlohmann::json());
-    if (architectures.is_array() && architectures.size() == 1 &&
-        architectures[0] == "BertForPreTraining") {
-      return tasks::kPretraining;
+    if (architectures.is_array() && architectures.size() == 1 && architectures[0].is_string()) {
+      return tasks::TaskOfArchitecture(architectures[0].get<std::string>());
     }
   }
   return "";

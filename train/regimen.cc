@@ -51,6 +51,9 @@ absl::Status PlanLoaders(const ExperimentConfig& config, const tasks::PackedSet&
 
 class Pretraining : public Regimen {
  public:
+  // The starting weights' key, which a resumed run does not read.
+  static constexpr char kInitKey[] = "train.init_checkpoint";
+
   absl::Status Complete(const std::set<std::string>& given,
                         ExperimentConfig* config) const override {
     RETURN_IF_ERROR(TakeStoreLimits(given, config));
@@ -74,7 +77,7 @@ class Pretraining : public Regimen {
     plan->evaluation.target = config.train.target_mlm_accuracy;
     plan->metrics.every_steps = config.train.log_every_steps;
     plan->init_checkpoint = config.train.init_checkpoint;
-    plan->init_key = "train.init_checkpoint";
+    plan->init_key = kInitKey;
     plan->batch_keys = "train.micro_batch_rows, optim.accumulation_steps";
     plan->length_keys = "optim.total_steps";
     plan->memory_advice =
@@ -99,14 +102,16 @@ class Pretraining : public Regimen {
                  "there is no eval set (data.eval)");
     }
     if (resumed) {
-      keys->Keys({"train.init_checkpoint"},
-                 "a resumed run continues from its checkpoint's weights");
+      keys->Keys({kInitKey}, "a resumed run continues from its checkpoint's weights");
     }
   }
 };
 
 class FineTuning : public Regimen {
  public:
+  // The starting weights' key, which a resumed run does not read.
+  static constexpr char kInitKey[] = "finetune.init_checkpoint";
+
   absl::Status Complete(const std::set<std::string>&, ExperimentConfig*) const override {
     return absl::OkStatus();
   }
@@ -149,7 +154,7 @@ class FineTuning : public Regimen {
     plan->checkpoint.after_evaluation = true;
     plan->metrics.every_steps = fc.log_every_steps;
     plan->init_checkpoint = fc.init_checkpoint;
-    plan->init_key = "finetune.init_checkpoint";
+    plan->init_key = kInitKey;
     plan->init_required = true;
     plan->mllog = false;
     plan->batch_keys = "finetune.batch_size, finetune.micro_batch_rows";
@@ -192,8 +197,7 @@ class FineTuning : public Regimen {
       }
     }
     if (resumed) {
-      keys->Keys({"finetune.init_checkpoint"},
-                 "a resumed run continues from its checkpoint's weights");
+      keys->Keys({kInitKey}, "a resumed run continues from its checkpoint's weights");
     }
   }
 };

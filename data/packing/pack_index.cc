@@ -146,6 +146,50 @@ absl::Status PackIndex::Write(const std::string& path, const std::string& algori
   return writer.Commit(existing);
 }
 
+namespace {
+
+// The strategy at payload[*at] (its row count, depth and slot lengths),
+// `at` moved past it; an error says what is wrong with it, after the
+// strategy's number.
+absl::StatusOr<Strategy> ReadStrategy(const Header& header, absl::Span<const uint8_t> payload,
+                                      size_t* at) {
+  auto take = [&](void* out, size_t n) {
+    if (*at + n > payload.size()) return false;
+    CopyBytes(out, payload.data() + *at, n);
+    *at += n;
+    return true;
+  };
+  Strategy strategy;
+  uint32_t depth;
+  // A depth is checked against the bytes left before anything is sized by it.
+  if (!take(&strategy.count, 8) || !take(&depth, 4) || depth > header.max_len ||
+      depth > (payload.size() - *at) / sizeof(uint32_t)) {
+    return absl::DataLossError(" is cut off");
+  }
+  // Every row holds at least one sequence (a row of none is no part of a
+  // partition), and no strategy has more rows than there are sequences.
+  if (depth == 0 && strategy.count > 0) {
+    return absl::DataLossError(absl::StrCat(" has ", strategy.count, " rows that hold no sequence"));
+  }
+  if (strategy.count > header.sequences) {
+    return absl::DataLossError(
+        absl::StrCat(" has ", strategy.count, " rows for ", header.sequences, " sequences"));
+  }
+  strategy.lengths.resize(depth);
+  for (uint32_t k = 0; k < depth; ++k) {
+    uint32_t l;
+    if (!take(&l, 4)) return absl::DataLossError(" is cut off");
+    if (l == 0 || l > header.max_len) {
+      return absl::DataLossError(
+          absl::StrCat(" has a slot of length ", l, ", outside 1..", header.max_len));
+    }
+    strategy.lengths[k] = static_cast<int>(l);
+  }
+  return strategy;
+}
+
+}  // namespace
+
 absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
   ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
   auto bytes = file.bytes();
@@ -180,41 +224,10 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
   PackingPlan plan;
   plan.max_len = static_cast<int>(header.max_len);
   size_t at = 0;
-  auto take = [&](void* out, size_t n) {
-    if (at + n > payload.size()) return false;
-    CopyBytes(out, payload.data() + at, n);
-    at += n;
-    return true;
-  };
   for (uint64_t s = 0; s < header.strategies; ++s) {
-    Strategy strategy;
-    uint32_t depth;
-    // A depth is checked against the bytes left before anything is sized by it.
-    if (!take(&strategy.count, 8) || !take(&depth, 4) || depth > header.max_len ||
-        depth > (payload.size() - at) / sizeof(uint32_t)) {
-      return corrupt(absl::StrCat("strategy ", s, " is cut off"));
-    }
-    // Every row holds at least one sequence (a row of none is no part of a
-    // partition), and no strategy has more rows than there are sequences.
-    if (depth == 0 && strategy.count > 0) {
-      return corrupt(absl::StrCat("strategy ", s, " has ", strategy.count,
-                                  " rows that hold no sequence"));
-    }
-    if (strategy.count > header.sequences) {
-      return corrupt(absl::StrCat("strategy ", s, " has ", strategy.count, " rows for ",
-                                  header.sequences, " sequences"));
-    }
-    strategy.lengths.resize(depth);
-    for (uint32_t k = 0; k < depth; ++k) {
-      uint32_t l;
-      if (!take(&l, 4)) return corrupt(absl::StrCat("strategy ", s, " is cut off"));
-      if (l == 0 || l > header.max_len) {
-        return corrupt(absl::StrCat("strategy ", s, " has a slot of length ", l, ", outside 1..",
-                                    header.max_len));
-      }
-      strategy.lengths[k] = static_cast<int>(l);
-    }
-    plan.strategies.push_back(std::move(strategy));
+    absl::StatusOr<Strategy> strategy = ReadStrategy(header, payload, &at);
+    if (!strategy.ok()) return corrupt(absl::StrCat("strategy ", s, strategy.status().message()));
+    plan.strategies.push_back(*std::move(strategy));
   }
   // (Divided, not multiplied: a count of 2^62 and more would wrap.)
   const size_t left = payload.size() - at;

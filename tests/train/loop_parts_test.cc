@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
@@ -144,6 +145,39 @@ TEST_F(CheckpointerTest, DueEveryNStepsOrOnlyWhenAsked) {
   EXPECT_TRUE(every.Due(100));
   Checkpointer asked(Options(0, 3), *communicator_);
   for (int64_t step : {1, 50, 1000}) EXPECT_FALSE(asked.Due(step)) << step;
+}
+
+// What weights say they were trained for: a checkpoint's trainer state, a
+// Hugging Face folder's finetuning_task, or an architecture only one task
+// exports (pretraining's); nothing where they do not say.
+// Mutation tried: BertForSequenceClassification taken for a task.
+TEST_F(CheckpointerTest, WeightsSayWhatTheyWereTrainedFor) {
+  Checkpointer checkpointer(Options(1, 3), *communicator_);
+  ASSERT_TRUE(Save(checkpointer, 1).ok());
+  const fs::path checkpoint = dir_ / "checkpoints" / Folders().back();
+  EXPECT_EQ(TaskOfWeights(checkpoint.string()), "pretraining");
+  EXPECT_EQ(TaskOfWeights((checkpoint / "model.safetensors").string()), "pretraining");
+  const fs::path hf = dir_ / "hf";
+  fs::create_directories(hf);
+  const auto said = [&](const std::string& config) {
+    std::ofstream(hf / "config.json") << config;
+    return std::make_pair(TaskOfWeights(hf.string()),
+                          TaskOfWeights((hf / "model.safetensors").string()));
+  };
+  using Said = std::pair<std::string, std::string>;
+  EXPECT_EQ(said(R"({"architectures": ["BertForPreTraining"]})"),
+            Said("pretraining", "pretraining"));
+  EXPECT_EQ(
+      said(R"({"architectures": ["BertForSequenceClassification"], "finetuning_task": "mrpc"})"),
+      Said("mrpc", "mrpc"));
+  for (const char* unknown :
+       {R"({"architectures": ["BertForSequenceClassification"]})",
+        R"({"architectures": ["BertForPreTraining", "BertModel"]})", R"({"architectures": [7]})",
+        R"({"architectures": "BertForPreTraining"})", "{", "[]"}) {
+    EXPECT_EQ(said(unknown), Said("", "")) << unknown;
+  }
+  fs::remove(hf / "config.json");
+  EXPECT_EQ(TaskOfWeights(hf.string()), "");
 }
 
 // Mutation tried: pruning keeping keep + 1 folders.
