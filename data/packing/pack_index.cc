@@ -169,7 +169,8 @@ absl::StatusOr<Strategy> ReadStrategy(const Header& header, absl::Span<const uin
   // Every row holds at least one sequence (a row of none is no part of a
   // partition), and no strategy has more rows than there are sequences.
   if (depth == 0 && strategy.count > 0) {
-    return absl::DataLossError(absl::StrCat(" has ", strategy.count, " rows that hold no sequence"));
+    return absl::DataLossError(
+        absl::StrCat(" has ", strategy.count, " rows that hold no sequence"));
   }
   if (strategy.count > header.sequences) {
     return absl::DataLossError(
@@ -219,7 +220,8 @@ absl::StatusOr<PackIndex> PackIndex::Read(const std::string& path) {
   // A row's length sizes what the plan's readers allocate (a histogram of
   // its lengths): within a store's sequences' bound.
   if (header.max_len == 0 || header.max_len > kMaxSequenceLength) {
-    return corrupt(absl::StrCat("row length ", header.max_len, ", outside 1..", kMaxSequenceLength));
+    return corrupt(
+        absl::StrCat("row length ", header.max_len, ", outside 1..", kMaxSequenceLength));
   }
   PackingPlan plan;
   plan.max_len = static_cast<int>(header.max_len);
