@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/training.h"
@@ -152,7 +153,8 @@ absl::Status RunFinetune(const Args& args) {
 Command FinetuneCommand() {
   Command command;
   command.name = "finetune";
-  command.summary = "fine-tune a pretrained BERT on SQuAD 1.1 or 2.0 or a GLUE task, packed";
+  command.summary =
+      "fine-tune a pretrained BERT on SQuAD, GLUE, CoNLL NER or multi-label data, packed";
   command.usage =
       "finetune --config FILE [--task T --train F --eval F --predict F --init W] [--resume] "
       "[--force] [--set SECTION.KEY=VALUE ...]\n"
@@ -162,20 +164,23 @@ Command FinetuneCommand() {
   command.details =
       "Reads the task's files as distributed (SQuAD's train-v1.1.json and dev-v1.1.json, or 2.0's\n"
       "with finetune.version_2_with_negative; a GLUE task's train.tsv and dev.tsv, MNLI's\n"
-      "mismatched dev file beside), packs the features with the packing section, trains from\n"
-      "finetune.init_checkpoint for finetune.epochs with Adam (decoupled weight decay) or LAMB\n"
-      "in the training loop of `train` (its levers, logs, checkpoints and resume), evaluates\n"
+      "mismatched dev file beside; ner: CoNLL-2003's train.txt and valid.txt; multilabel:\n"
+      "GoEmotions' train.tsv and dev.tsv), packs the features with the packing section, trains\n"
+      "from finetune.init_checkpoint for finetune.epochs with Adam (decoupled weight decay) or\n"
+      "LAMB in the training loop of `train` (its levers, logs, checkpoints and resume), evaluates\n"
       "after each epoch as the official scripts score (SQuAD: exact match and F1,\n"
-      "RUN_DIR/predictions.json; GLUE: the task's metrics), exports RUN_DIR/model, a Hugging\n"
-      "Face folder, and predicts the file without labels (--predict: SQuAD questions, a GLUE\n"
-      "test.tsv) into RUN_DIR/predict (predictions.json and nbest_predictions.json, or the GLUE\n"
-      "benchmark's submission file). Writes RUN_DIR/metrics.jsonl, TensorBoard events and\n"
+      "RUN_DIR/predictions.json; GLUE: the task's metrics; ner: conlleval's entity F1;\n"
+      "multilabel: micro and macro F1), exports RUN_DIR/model, a Hugging Face folder, and\n"
+      "predicts the file without labels (--predict: SQuAD questions, a GLUE test.tsv, a CoNLL\n"
+      "or GoEmotions file) into RUN_DIR/predict (predictions.json and nbest_predictions.json,\n"
+      "the GLUE benchmark's submission file, predictions.txt in CoNLL's layout, or\n"
+      "predictions.tsv). Writes RUN_DIR/metrics.jsonl, TensorBoard events and\n"
       "checkpoints/step-N; SIGINT or SIGTERM saves and exits 0, --resume continues exactly.\n"
       "Prints one JSON line. --evaluate W trains nothing: it scores and predicts with W into\n"
       "--output. Under `packed-bert launch`, torchrun, Slurm or mpirun the ranks share each\n"
       "step's rows and the evaluation; rank 0 writes the run's files and prints.";
   command.flags = {
-      {"task", "T", "squad, cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (finetune.task)"},
+      {"task", "T", absl::StrCat(absl::StrJoin(tasks::TaskNames(), ", "), " (finetune.task)")},
       {"train", "FILE", "the training file (finetune.train_file)"},
       {"eval", "FILE", "the dev file (finetune.eval_file)"},
       {"init", "W", "the pretrained weights (finetune.init_checkpoint)"},

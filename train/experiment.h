@@ -83,7 +83,8 @@ struct ExperimentConfig {
     v.Section("train", &train, "the training loop: batches, evaluation, targets, checkpoints");
     v.Section("mlperf", &mlperf, "what the MLLOG says about the submission");
     v.Section("dist", &dist, "data-parallel training: process group, rendezvous, buckets");
-    v.Section("finetune", &finetune, "fine-tuning on SQuAD or a GLUE task (`finetune`)");
+    v.Section("finetune", &finetune,
+              "fine-tuning on SQuAD, GLUE, CoNLL NER or multi-label data (`finetune`)");
   }
 
   // The packing section with the row length and seed of the others.
