@@ -18,10 +18,7 @@ double PhysicalMemory() {
 
 void ModelConfig::Inactive(Precision precision, bool device_is_cuda,
                            config::InactiveKeys* keys) const {
-  if (precision != Precision::kFp8) {
-    keys->Keys({"model.fp8_amax_history", "model.fp8_margin", "model.fp8_emulation"},
-               absl::StrCat("model.precision is ", NameOf(precision), ", not fp8"));
-  }
+  fp8.Inactive(precision, keys);
   if (precision == Precision::kFp32 || precision == Precision::kFp16) {
     keys->Keys({"model.master_weights"},
                absl::StrCat("master weights are for bf16 and fp8, and model.precision is ",

@@ -31,6 +31,13 @@ Fp8Format FormatOf(Fp8Role role) {
 
 bool Fp8Built() { return PBERT_TORCH_AT_LEAST(2, 1); }
 
+void Fp8Options::Inactive(Precision precision, config::InactiveKeys* keys) const {
+  if (precision != Precision::kFp8) {
+    keys->Keys({"model.fp8_amax_history", "model.fp8_margin", "model.fp8_emulation"},
+               absl::StrCat("model.precision is ", NameOf(precision), ", not fp8"));
+  }
+}
+
 absl::Status CheckFp8(const Fp8Options& options, const BertOptions& bert,
                       const c10::Device& device) {
   if (!Fp8Built()) {

@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "kernels/fp8_math.h"
 #include "common/config_field.h"
+#include "model/precision.h"
 #include "nlohmann/json.hpp"
 
 namespace pbert::model {
@@ -78,6 +79,8 @@ struct Fp8Options {
             "CPU's tests and learning curves); false: FP8 products, on GPUs of compute "
             "capability 8.9 and later");
   }
+  // These keys, named idle in a run whose precision (resolved) is not fp8.
+  void Inactive(Precision precision, config::InactiveKeys* keys) const;
 };
 
 // OK if the encoder of `bert` can compute in fp8 on `device` as `options`
