@@ -60,10 +60,11 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids, const at::Te
 
 namespace {
 
-// x w^T + b: in fp8 where the layer has a scaling slot.
+// x w^T + b: in fp8 where the layer has a scaling slot (weight_version:
+// Fp8Linear's).
 at::Tensor Product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                   const Fp8Slot* fp8, bool training) {
-  return fp8 != nullptr ? Fp8Linear(x, weight, bias, *fp8, training)
+                   const Fp8Slot* fp8, bool training, int64_t weight_version = -1) {
+  return fp8 != nullptr ? Fp8Linear(x, weight, bias, *fp8, training, weight_version)
                         : at::linear(x, weight, bias);
 }
 
@@ -116,11 +117,13 @@ at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& hidden,
     return Attend(part(query, 0), part(key, 1), part(value, 2), options.num_heads(), layout,
                   dropout);
   }
-  // One [3h, h] product; Q, K and V are views of its output.
-  const at::Tensor qkv =
-      Product(hidden, JoinRows({query->weight, key->weight, value->weight}),
-              JoinRows({query->bias, key->bias, value->bias}), fp8.empty() ? nullptr : &fp8[0],
-              training);
+  // One [3h, h] product; Q, K and V are views of its output. The joined
+  // weight is new in each call: its parts' versions say whether they changed.
+  const int64_t version = static_cast<int64_t>(query->weight._version() + key->weight._version() +
+                                               value->weight._version());
+  const at::Tensor qkv = Product(hidden, JoinRows({query->weight, key->weight, value->weight}),
+                                 JoinRows({query->bias, key->bias, value->bias}),
+                                 fp8.empty() ? nullptr : &fp8[0], training, version);
   const auto parts = qkv.chunk(3, -1);
   return Attend(parts[0], parts[1], parts[2], options.num_heads(), layout, dropout);
 }

@@ -4,6 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -14,8 +15,8 @@
 #include "common/torch_compat_ops.h"
 #include "gpu/gpu.h"
 #include "kernels/fp8_cpu.h"
-#include "model/fp8_kernels.h"
 #include "model/bert_options.h"
+#include "model/fp8_kernels.h"
 
 #if PBERT_TORCH_AT_LEAST(2, 4)
 #include <ATen/ops/_scaled_mm.h>
@@ -27,6 +28,16 @@ double Fp8Max(Fp8Format format) { return kernels::Fp8Largest(format); }
 
 Fp8Format FormatOf(Fp8Role role) {
   return role == kFp8GradOutput ? Fp8Format::kE5m2 : Fp8Format::kE4m3;
+}
+
+namespace {
+std::array<std::atomic<int64_t>, kFp8Roles> fp8_casts_so_far;
+}  // namespace
+
+std::array<int64_t, 3> Fp8CastsSoFar() {
+  std::array<int64_t, 3> casts;
+  for (int64_t role = 0; role < kFp8Roles; ++role) casts[role] = fp8_casts_so_far[role].load();
+  return casts;
 }
 
 bool Fp8Built() { return PBERT_TORCH_AT_LEAST(2, 1); }
@@ -153,11 +164,14 @@ Fp8Scaling::Fp8Scaling(int64_t products, const Fp8Options& options, const c10::D
 }
 
 Fp8Slot Fp8Scaling::Slot(int64_t product) const {
-  return {scale_[product], amax_[product], options_.emulation};
+  if (weight_casts_.empty()) weight_casts_.resize(static_cast<size_t>(products()));
+  return {scale_[product], amax_[product], options_.emulation,
+          keep_weight_casts_ ? &weight_casts_[static_cast<size_t>(product)] : nullptr, &step_};
 }
 
 void Fp8Scaling::Update() {
   at::NoGradGuard no_grad;
+  ++step_;
   // Every product's entries in one pass (kernels/fp8_ops.h): the CPU twin,
   // or one launch on a GPU with the kernels; else ATen's operations, the
   // same arithmetic.
@@ -209,6 +223,7 @@ absl::Status Fp8Scaling::Restore(const Fp8ScalingState& s) {
   scale_.copy_(at::from_blob(const_cast<float*>(s.scale.data()), scale_.sizes(), host));
   history_.copy_(at::from_blob(const_cast<float*>(s.amax_history.data()), history_.sizes(), host));
   amax_.zero_();
+  ++step_;
   return absl::OkStatus();
 }
 
@@ -220,6 +235,8 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+void CountCast(Fp8Role role) { fp8_casts_so_far[role].fetch_add(1, std::memory_order_relaxed); }
 
 at::ScalarType DtypeOf(Fp8Format format) {
   return format == Fp8Format::kE4m3 ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
@@ -326,10 +343,12 @@ Cast CastFp8(const at::Tensor& x2_in, const at::Tensor& scale, Fp8Format format,
 
 class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
  public:
+  // qw, qw_t, inv_w: the weight's cast (CastWeight), made outside so that
+  // a step's micro-batches can share it.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias, const at::Tensor& scale,
-                            const at::Tensor& amax, int64_t out_dtype, bool emulate,
-                            bool record) {
+                            const at::Tensor& bias, const at::Tensor& qw, const at::Tensor& qw_t,
+                            const at::Tensor& inv_w, const at::Tensor& scale,
+                            const at::Tensor& amax, int64_t out_dtype, bool emulate, bool record) {
     // The arithmetic below is the product's own: autocast must not cast it.
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const int64_t k = x.size(-1), n = weight.size(0);
@@ -339,18 +358,17 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     // product takes: x^T for the weight's gradient, w^T for the input's.
     const Cast cx = CastFp8(x2, scale[kFp8Input], Fp8Format::kE4m3, pad,
                             record ? amax[kFp8Input] : at::Tensor());
-    const Cast cw = CastFp8(weight, scale[kFp8Weight], Fp8Format::kE4m3, 0,
-                            record ? amax[kFp8Weight] : at::Tensor());
+    CountCast(kFp8Input);
     const at::Tensor has_bias = bias.numel() > 0 ? bias : at::Tensor();
-    at::Tensor y = ScaledProduct(cx.q, cw.q.t(), cx.inv, cw.inv, has_bias,
+    at::Tensor y = ScaledProduct(cx.q, qw.t(), cx.inv, inv_w, has_bias,
                                  static_cast<at::ScalarType>(out_dtype), emulate,
                                  /*fast_accumulation=*/true);
     if (pad > 0) y = y.narrow(0, 0, m);
-    ctx->save_for_backward({cx.q_t, cw.q_t});
+    ctx->save_for_backward({cx.q_t, qw_t});
     // The inverse scales the operands were cast with, for the gradients'
     // products (the scales may be updated before the backward runs).
     ctx->saved_data["inv_x"] = cx.inv;
-    ctx->saved_data["inv_w"] = cw.inv;
+    ctx->saved_data["inv_w"] = inv_w;
     // The state's tensors ride outside the saved variables: other products
     // update their rows in place (one version counter) before this backward.
     ctx->saved_data["scale"] = scale;
@@ -380,6 +398,7 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const Cast cg = CastFp8(g, scale[kFp8GradOutput], Fp8Format::kE5m2, pad,
                             ctx->saved_data["record"].toBool() ? amax[kFp8GradOutput]
                                                                : at::Tensor());
+    CountCast(kFp8GradOutput);
     const at::Tensor inv_g = cg.inv;
     const at::Tensor inv_x = ctx->saved_data["inv_x"].toTensor();
     const at::Tensor inv_w = ctx->saved_data["inv_w"].toTensor();
@@ -402,9 +421,33 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
       // From the unquantized gradient, as Transformer Engine does.
       db = g.to(at::kFloat).sum(0).to(ctx->saved_data["b_dtype"].toScalarType());
     }
-    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx,           dw,           db,           at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
+
+// The weight's cast for its product: the one the slot keeps for this step
+// (Fp8WeightCast) or a new one, kept there.
+Cast CastWeight(const at::Tensor& weight, int64_t version, const Fp8Slot& slot, bool record) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  at::NoGradGuard no_grad;
+  Fp8WeightCast* kept = slot.weight_cast;
+  const int64_t step = slot.step != nullptr ? *slot.step : -1;
+  if (kept != nullptr && kept->step == step && kept->data == weight.data_ptr() &&
+      kept->version == version && kept->type == weight.scalar_type() &&
+      weight.sizes().equals(kept->sizes) && (kept->recorded || !record)) {
+    return {kept->q, kept->q_t, kept->inv};
+  }
+  Cast c = CastFp8(weight, slot.scale[kFp8Weight], Fp8Format::kE4m3, 0,
+                   record ? slot.amax[kFp8Weight] : at::Tensor());
+  CountCast(kFp8Weight);
+  if (kept != nullptr) {
+    *kept = {
+        c.q,  c.q_t, c.inv, weight.data_ptr(), version, weight.sizes().vec(), weight.scalar_type(),
+        step, record};
+  }
+  return c;
+}
 
 }  // namespace
 
@@ -465,11 +508,14 @@ at::Tensor QuantizeFp8(const at::Tensor& x, const at::Tensor& scale, Fp8Format f
 }
 
 at::Tensor Fp8Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                     const Fp8Slot& slot, bool record) {
+                     const Fp8Slot& slot, bool record, int64_t weight_version) {
   const at::ScalarType out = torch_compat::ProductDtype(x);
   // An empty tensor for "no bias", as the fused layers take it.
   const at::Tensor b = bias.defined() ? bias : at::empty({0}, weight.options());
-  return Fp8LinearFunction::apply(x, weight, b, slot.scale, slot.amax,
+  const int64_t version =
+      weight_version >= 0 ? weight_version : static_cast<int64_t>(weight._version());
+  const Cast w = CastWeight(weight, version, slot, record);
+  return Fp8LinearFunction::apply(x, weight, b, w.q, w.q_t, w.inv, slot.scale, slot.amax,
                                   static_cast<int64_t>(out), slot.emulate, record);
 }
 
@@ -484,8 +530,8 @@ at::Tensor QuantizeFp8(const at::Tensor&, const at::Tensor&, Fp8Format) {
   TORCH_CHECK(false, "FP8 needs LibTorch 2.1 or later");
 }
 
-at::Tensor Fp8Linear(const at::Tensor&, const at::Tensor&, const at::Tensor&, const Fp8Slot&,
-                     bool) {
+at::Tensor Fp8Linear(const at::Tensor&, const at::Tensor&, const at::Tensor&, const Fp8Slot&, bool,
+                     int64_t) {
   TORCH_CHECK(false, "FP8 needs LibTorch 2.1 or later");
 }
 

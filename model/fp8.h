@@ -36,12 +36,13 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "kernels/fp8_math.h"
 #include "common/config_field.h"
+#include "kernels/fp8_math.h"
 #include "model/precision.h"
 #include "nlohmann/json.hpp"
 
@@ -96,12 +97,39 @@ inline constexpr int64_t kFp8Roles = 3;
 // The format of each role: e4m3, e4m3, e5m2.
 Fp8Format FormatOf(Fp8Role role);
 
+// A product's weight as cast to e4m3 (with its transpose and inverse
+// scale) by the first micro-batch of a step and taken by the others: a
+// weight and its scale change only between steps (the optimizer, then
+// Fp8Scaling::Update), so the cast is the same bytes. Kept while the weight
+// is the one it was cast from (storage, version, sizes and dtype: a
+// parameter changed in place is cast again; one QKV product's joined weight
+// is new in each micro-batch and changes with the step), the scaling at the
+// same step, and its largest magnitude recorded where the product records.
+struct Fp8WeightCast {
+  at::Tensor q, q_t, inv;
+  const void* data = nullptr;
+  int64_t version = -1;
+  std::vector<int64_t> sizes;
+  c10::ScalarType type = c10::ScalarType::Undefined;
+  int64_t step = -1;
+  bool recorded = false;
+};
+
 // One product's part of the scaling state (rows of Fp8Scaling's tensors).
 struct Fp8Slot {
   at::Tensor scale;  // [3] fp32, by role
   at::Tensor amax;   // [3] fp32: the step's largest magnitudes so far
   bool emulate = false;
+  // The weight's cast kept for the step (null: cast in every micro-batch)
+  // and the scaling's step count it is checked against.
+  Fp8WeightCast* weight_cast = nullptr;
+  const int64_t* step = nullptr;
 };
+
+// The tensors cast by fp8 products in this process so far, by role (Fp8Role):
+// a step of M micro-batches casts each product's input and output gradient
+// M times and its weight once. For tests and profiles.
+std::array<int64_t, 3> Fp8CastsSoFar();
 
 // The scaling state as checkpoints keep it (trainer_state.json, part
 // "fp8"): the scales and the histories, as little-endian fp32 in base64.
@@ -118,6 +146,14 @@ void from_json(const nlohmann::json& json, Fp8ScalingState& state);
 class Fp8Scaling {
  public:
   Fp8Scaling(int64_t products, const Fp8Options& options, const c10::Device& device);
+  // Its slots point into it.
+  Fp8Scaling(const Fp8Scaling&) = delete;
+  Fp8Scaling& operator=(const Fp8Scaling&) = delete;
+
+  // Whether the slots taken after this keep each weight's cast for the
+  // step (Fp8WeightCast; by default they do). A captured step casts in
+  // every micro-batch: its replays run only the kernels it recorded.
+  void KeepWeightCasts(bool keep) { keep_weight_casts_ = keep; }
 
   int64_t products() const { return scale_.size(0); }
   Fp8Slot Slot(int64_t product) const;
@@ -127,7 +163,8 @@ class Fp8Scaling {
   const at::Tensor& scale() const { return scale_; }
   const at::Tensor& history() const { return history_; }
   // After a step: its maxima into the history, the scales from it, the
-  // maxima back to 0. On the device, nothing read.
+  // maxima back to 0, the weights' kept casts stale. On the device, nothing
+  // read.
   void Update();
 
   // For checkpoints. Restore refuses (InvalidArgument) a state of another
@@ -141,6 +178,10 @@ class Fp8Scaling {
   at::Tensor amax_;     // [P, 3]
   at::Tensor history_;  // [H, P, 3], newest first
   at::Tensor max_;      // [3]: each role's format max
+  // Steps updated or restored: a weight cast at another is cast again.
+  int64_t step_ = 0;
+  bool keep_weight_casts_ = true;
+  mutable std::vector<Fp8WeightCast> weight_casts_;  // [P]
 };
 
 // Whether a, b, their scales and the bias are what at::_scaled_mm takes
@@ -162,7 +203,10 @@ at::Tensor QuantizeFp8(const at::Tensor& x, const at::Tensor& scale, Fp8Format f
 // and bias. `record`: the input's, weight's and (backward) output
 // gradient's largest magnitudes go into slot.amax (training; evaluation
 // leaves the state as it is).
+// weight_version: the weight's version for its kept cast (Fp8WeightCast),
+// by default weight._version(); a weight joined anew in each micro-batch
+// passes its parts' (one QKV product).
 at::Tensor Fp8Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                     const Fp8Slot& slot, bool record);
+                     const Fp8Slot& slot, bool record, int64_t weight_version = -1);
 
 }  // namespace pbert::model

@@ -99,6 +99,8 @@ absl::Status Trainee::Build(distributed::Communicator& communicator) {
   if (options.precision == model::Precision::kFp8) {
     fp8_ = std::make_unique<model::Fp8Scaling>(model::BertModelImpl::Fp8Products(options.bert),
                                                options.fp8, options.device);
+    // A captured micro-batch's replays run only the kernels it recorded.
+    fp8_->KeepWeightCasts(!options.cuda_graphs);
     model_.bert->UseFp8(*fp8_);
   }
   reducer_ = std::make_unique<distributed::GradientReducer>(

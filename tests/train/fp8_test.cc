@@ -8,7 +8,9 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -16,9 +18,9 @@
 #include "common/torch_compat.h"
 #include "gtest/gtest.h"
 #include "kernels/fp8_cpu.h"
-#include "tests/kernels/fp8_reference.h"
 #include "model/bert.h"
 #include "model/precision.h"
+#include "tests/kernels/fp8_reference.h"
 #include "tests/train/model_batches.h"
 
 namespace pbert::model {
@@ -253,6 +255,102 @@ TEST(Fp8Test, AStepRecordsTheLargestMagnitudesOfAllItsMicroBatches) {
     EXPECT_EQ(y.scalar_type(), at::kBFloat16);
     y.sum().backward();
     EXPECT_EQ(x.grad().scalar_type(), at::kFloat);
+  }
+}
+
+// A step's first micro-batch casts each weight; the others take that cast,
+// the same bytes: the outputs, gradients and maxima of two micro-batches
+// equal those of a scaling that casts the weight every time. A weight is
+// cast again after Update, after a change in place, and where it was cast
+// without recording its maximum (evaluation) and a training micro-batch
+// follows.
+TEST(Fp8Test, AStepCastsEachWeightOnceForAllItsMicroBatches) {
+  SKIP_WITHOUT_FLOAT8();
+  Fp8Options options;
+  options.emulation = true;
+  Fp8Scaling kept(1, options, at::kCPU), each(1, options, at::kCPU);
+  each.KeepWeightCasts(false);
+  torch::manual_seed(3);
+  const at::Tensor w0 = at::randn({32, 16}), bias = at::randn({32});
+  const at::Tensor wk = w0.clone().requires_grad_(), we = w0.clone().requires_grad_();
+  auto casts_of = [](const std::function<at::Tensor()>& product) {
+    const std::array<int64_t, 3> before = Fp8CastsSoFar();
+    const at::Tensor y = product();
+    y.pow(2).sum().backward();
+    const std::array<int64_t, 3> after = Fp8CastsSoFar();
+    return std::array<int64_t, 3>{after[0] - before[0], after[1] - before[1], after[2] - before[2]};
+  };
+  auto micro_batch = [&](uint64_t seed, bool record) {
+    torch::manual_seed(seed);
+    const at::Tensor x = at::randn({3, 5, 16}) * static_cast<double>(seed);
+    at::Tensor yk, ye;
+    const auto casts = casts_of([&] { return yk = Fp8Linear(x, wk, bias, kept.Slot(0), record); });
+    casts_of([&] { return ye = Fp8Linear(x, we, bias, each.Slot(0), record); });
+    EXPECT_TRUE(at::equal(yk, ye)) << "micro-batch " << seed;
+    return casts;
+  };
+  using Casts = std::array<int64_t, 3>;  // input, weight, output gradient
+  EXPECT_EQ(micro_batch(1, true), (Casts{1, 1, 1}));
+  EXPECT_EQ(micro_batch(2, true), (Casts{1, 0, 1})) << "the weight cast again in the step";
+  EXPECT_EQ(micro_batch(3, true), (Casts{1, 0, 1}));
+  EXPECT_TRUE(at::equal(wk.grad(), we.grad()));
+  EXPECT_TRUE(at::equal(kept.amax(), each.amax()));
+  for (Fp8Scaling* s : {&kept, &each}) s->Update();
+  EXPECT_TRUE(at::equal(kept.scale(), each.scale()));
+  EXPECT_EQ(micro_batch(4, true), (Casts{1, 1, 1})) << "a new step's weight not cast";
+  {
+    torch::NoGradGuard no_grad;
+    wk.mul_(-2);
+    we.mul_(-2);
+  }
+  EXPECT_EQ(micro_batch(5, true), (Casts{1, 1, 1})) << "a weight changed in place not cast";
+  for (Fp8Scaling* s : {&kept, &each}) s->Update();
+  EXPECT_EQ(micro_batch(6, false), (Casts{1, 1, 1}));
+  EXPECT_EQ(micro_batch(7, true), (Casts{1, 1, 1})) << "its maximum never recorded";
+  EXPECT_EQ(kept.amax()[0][kFp8Weight].item<float>(), wk.abs().max().item<float>());
+  EXPECT_TRUE(at::equal(wk.grad(), we.grad()));
+  EXPECT_TRUE(at::equal(kept.amax(), each.amax()));
+}
+
+// In the model: each micro-batch casts every encoder product's input and
+// output gradient, the step every weight once.
+TEST(Fp8Test, AMicroBatchCastsInputsAndGradientsAndAStepEachWeightOnce) {
+  SKIP_WITHOUT_FLOAT8();
+  auto base = testing::TinyOptions();
+  auto instances = testing::RandomInstances(6, 6, 20, base.vocab_size(), 4);
+  const int max_len = static_cast<int>(base.max_position_embeddings());
+  const auto rows = testing::PackInOrder(instances, 3, max_len);
+  auto batch = *data::MakeBatch(rows, {max_len, 3, 0});
+  for (bool fused_qkv : {true, false}) {
+    const auto options = base.fused_qkv(fused_qkv);
+    torch::manual_seed(2);
+    BertForPreTraining model(options);
+    Fp8Options fp8;
+    fp8.emulation = true;
+    Fp8Scaling scaling(BertModelImpl::Fp8Products(options), fp8, at::kCPU);
+    model->bert->UseFp8(scaling);
+    model->train();
+    const int64_t p = scaling.products();
+    auto micro_batch = [&] {
+      const std::array<int64_t, 3> before = Fp8CastsSoFar();
+      auto sums = testing::SumsOf(testing::Forward(model, batch), batch);
+      PretrainingLoss(sums, MlmLossMode::kPerToken, testing::TotalsOf(batch)).backward();
+      const std::array<int64_t, 3> after = Fp8CastsSoFar();
+      return std::array<int64_t, 3>{after[0] - before[0], after[1] - before[1],
+                                    after[2] - before[2]};
+    };
+    using Casts = std::array<int64_t, 3>;  // input, weight, output gradient
+    EXPECT_EQ(micro_batch(), (Casts{p, p, p})) << "fused_qkv " << fused_qkv;
+    EXPECT_EQ(micro_batch(), (Casts{p, 0, p})) << "fused_qkv " << fused_qkv;
+    scaling.Update();
+    EXPECT_EQ(micro_batch(), (Casts{p, p, p})) << "fused_qkv " << fused_qkv;
+    {
+      // A weight changed in place within the step (the first layer's key):
+      // its product casts again, joined or not.
+      torch::NoGradGuard no_grad;
+      model->named_parameters()["bert.encoder.layer.0.attention.self.key.weight"].mul_(0.5);
+    }
+    EXPECT_EQ(micro_batch(), (Casts{p, 1, p})) << "fused_qkv " << fused_qkv;
   }
 }
 
