@@ -16,12 +16,13 @@ constexpr size_t kNoBucket = std::numeric_limits<size_t>::max();
 }  // namespace
 
 GradientReducer::GradientReducer(Communicator& communicator, std::vector<at::Tensor> parameters,
-                                 int64_t bucket_bytes, bool overlap)
+                                 int64_t bucket_bytes, bool overlap, bool fixed_gradients)
     : communicator_(communicator),
       parameters_(std::move(parameters)),
       bucket_of_(parameters_.size(), kNoBucket),
       reduce_(communicator.world_size() > 1),
-      overlap_(overlap && reduce_) {
+      overlap_(overlap && reduce_),
+      fixed_gradients_(fixed_gradients) {
   if (!reduce_) return;
   at::NoGradGuard no_grad;
   // Buckets in reverse parameter order: backward finishes the last layers'
@@ -83,6 +84,13 @@ void GradientReducer::ZeroGrad() {
   std::lock_guard<std::mutex> lock(mu_);
   reducing_ = false;
   next_ = 0;
+  if (!reduce_ && !fixed_gradients_) {
+    // Undefined: the backward's gradient is taken as it is (PyTorch's
+    // zero_grad(set_to_none=True)), where a zeroed one costs a fill and an
+    // addition per parameter in every step.
+    for (auto& p : parameters_) p.mutable_grad() = at::Tensor();
+    return;
+  }
   if (!reduce_) {
     // One multi-tensor call (on CUDA a few kernels, not one per parameter).
     std::vector<at::Tensor> grads;

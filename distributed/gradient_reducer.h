@@ -25,15 +25,20 @@ class GradientReducer {
   // hold at most `bucket_bytes` (one larger gradient is a bucket of its
   // own) of one dtype and device. Without `overlap` no hook is installed and
   // every bucket starts in Finish: the same sums, after backward. With one
-  // process nothing is reduced.
+  // process nothing is reduced, and the gradients are let go of between
+  // steps (ZeroGrad) unless `fixed_gradients` (a captured step replays its
+  // backward into the same tensors).
   GradientReducer(Communicator& communicator, std::vector<at::Tensor> parameters,
-                  int64_t bucket_bytes, bool overlap);
+                  int64_t bucket_bytes, bool overlap, bool fixed_gradients = false);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  // Zeroes every gradient for a new step (in place: they stay views into
-  // their buckets).
+  // Readies the gradients for a new step. Several ranks: zeroed in place
+  // (they stay views into their buckets). One process: let go of (undefined),
+  // so that the step's first backward takes each gradient as autograd made
+  // it, with no zeroing and no addition per parameter (the others add to
+  // it); zeroed in place with `fixed_gradients`.
   void ZeroGrad();
   // Before each backward pass of a step: whether it is the last one, whose
   // finished gradients are reduced as they come.
@@ -60,6 +65,7 @@ class GradientReducer {
   std::vector<size_t> bucket_of_;  // per parameter
   const bool reduce_ = false;      // more than one rank
   const bool overlap_ = false;
+  const bool fixed_gradients_ = false;
   // Each removes one hook from its gradient accumulator, which it keeps
   // alive so that the hook stays (a std::shared_ptr up to LibTorch 2.11, a
   // c10::intrusive_ptr after pytorch/pytorch#181782, as in 2.14).

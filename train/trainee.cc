@@ -104,7 +104,8 @@ absl::Status Trainee::Build(distributed::Communicator& communicator) {
     model_.bert->UseFp8(*fp8_);
   }
   reducer_ = std::make_unique<distributed::GradientReducer>(
-      communicator, model_.module->parameters(), options.bucket_bytes, options.overlap);
+      communicator, model_.module->parameters(), options.bucket_bytes, options.overlap,
+      /*fixed_gradients=*/options.cuda_graphs);
   if (options.cuda_graphs) {
     // Two fused-layer masks per layer (and on the CPU the embeddings' and
     // attention's), with room to spare.

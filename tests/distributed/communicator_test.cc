@@ -205,6 +205,33 @@ TEST(CommunicatorTest, OneProcessIsTheIdentity) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// One process lets go of the gradients between steps: the step's first
+// backward takes each as autograd made it (no zeroing, no addition), later
+// micro-batches add to it. With fixed gradients (a captured step) they are
+// zeroed where they are.
+TEST(CommunicatorTest, OneProcessTakesAStepsFirstGradients) {
+  auto c = Communicator::Create(Environment{}, Backend::kGloo);
+  ASSERT_TRUE(c.ok());
+  for (bool fixed : {false, true}) {
+    auto w = torch::tensor({1.0f, -2.0f}).set_requires_grad(true);
+    GradientReducer reducer(**c, {w}, 1 << 20, /*overlap=*/false, fixed);
+    auto micro_batch = [&](float x) { (w * torch::tensor({x, 2 * x})).sum().backward(); };
+    micro_batch(1);
+    const void* first = w.grad().data_ptr();
+    reducer.ZeroGrad();
+    EXPECT_EQ(w.grad().defined(), fixed) << "fixed " << fixed;
+    if (fixed) {
+      EXPECT_EQ(w.grad().data_ptr(), first);
+      EXPECT_TRUE(torch::equal(w.grad(), torch::zeros({2})));
+    }
+    micro_batch(3);
+    micro_batch(0.5f);
+    reducer.Finish();
+    EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({3.5f, 7.0f}))) << "fixed " << fixed;
+    if (fixed) EXPECT_EQ(w.grad().data_ptr(), first);
+  }
+}
+
 // Runs inside the processes CommunicatorTest.TwoProcessesOverGloo starts.
 TEST(CommunicatorWorker, SumAndBroadcast) {
   if (std::getenv("PBERT_DIST_WORKER") == nullptr) {
