@@ -239,9 +239,8 @@ void SetCpuLimitLine(const std::string& command, const std::string& resume_flag)
   std::signal(SIGXCPU, OnCpuLimit);
 }
 
-// The process's address space in MiB (VmSize), read with the calls a
-// pre-initialiser may make; 0 where /proc cannot tell.
-static long MappedMiB() {
+// Read with the calls a pre-initialiser may make.
+long MappedMiB() {
   const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char text[4096];

@@ -130,6 +130,10 @@ void SetCpuLimitLine(const std::string& command, const std::string& resume_flag)
 // killing the process without a word (SIGXFSZ is ignored).
 absl::Status PrepareResourceLimits(int needed_files);
 
+// The process's address space in MiB (/proc's VmSize); 0 where /proc
+// cannot tell. Safe in a pre-initialiser and in a forked child.
+long MappedMiB();
+
 // What an exhausted limit explains of a failure, "" if none is near:
 // "61 of the 64 files this process may open were open (ulimit -n)", and
 // for a failure to allocate, "the address space is limited to 2048 MiB

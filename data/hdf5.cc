@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "common/atomic_file.h"
 #include "common/bytes.h"
 #include "common/fault.h"
+#include "common/platform.h"
 #include "common/status.h"
 
 #ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
@@ -481,8 +483,32 @@ bool ReadFromChild(int fd, pid_t child, int64_t limit_seconds, std::string* got)
   }
 }
 
+// Whether this build runs under AddressSanitizer, whose shadow memory
+// takes terabytes of address space: no address-space limit fits it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 // The child's side of RunApart: `work` into `fd`, then the child's end.
-[[noreturn]] void RunChild(int fd, const std::function<void(int fd)>& work) {
+// Its address space is held to `limit_mib` (a lower limit already set
+// stays).
+[[noreturn]] void RunChild(int fd, int64_t limit_mib, const std::function<void(int fd)>& work) {
+  rlimit limit;
+  if (!kAddressSanitizer && ::getrlimit(RLIMIT_AS, &limit) == 0) {
+    const rlim_t bytes = static_cast<rlim_t>(limit_mib) << 20;
+    if (limit.rlim_cur == RLIM_INFINITY || bytes < limit.rlim_cur) {
+      limit.rlim_cur = bytes;
+      ::setrlimit(RLIMIT_AS, &limit);
+    }
+  }
   // What the C library says as the child dies of a damaged file (HDF5's
   // own messages are off) would come before the parent's one line.
   const int null = ::open("/dev/null", O_WRONLY);
@@ -509,7 +535,12 @@ bool ReadFromChild(int fd, pid_t child, int64_t limit_seconds, std::string* got)
 // own buffers or reads through a null pointer (SIGSEGV) or loops without
 // end (all found by tests/fuzz's hdf5 target), so such a file ends the
 // child, not the command. The child is given 10 s and a second per 10 MB
-// of the file. `doing` says what it did ("read its variable-length rows").
+// of the file, and the address space this process maps now, 1 GiB and 16
+// bytes a byte of the file (a variable-length file's values, each at least
+// a byte in the file, held as int32 by libhdf5, the rows and the message):
+// a damaged file that claims more than it holds ends the child instead of
+// taking the machine's memory. `doing` says what it did ("read its
+// variable-length rows").
 // The caller holds Hdf5Lock, so no other thread is inside libhdf5 at the
 // fork; the child takes no lock (a mutex the parent held is not the
 // child's: its thread has another id) and runs no destructor of the
@@ -524,6 +555,7 @@ absl::StatusOr<std::string> RunApart(const std::string& path, const char* doing,
   const int64_t base_seconds = 10;
 #endif
   const int64_t limit_seconds = base_seconds + static_cast<int64_t>(st.st_size) / (10 << 20);
+  const int64_t limit_mib = MappedMiB() + 1024 + 16 * static_cast<int64_t>(st.st_size >> 20) + 16;
   int fds[2];
   if (::pipe(fds) != 0) return ErrnoError(absl::StrCat("cannot make a pipe to ", doing), errno);
   const pid_t child = ::fork();
@@ -535,7 +567,7 @@ absl::StatusOr<std::string> RunApart(const std::string& path, const char* doing,
   }
   if (child == 0) {
     ::close(fds[0]);
-    RunChild(fds[1], child_work);
+    RunChild(fds[1], limit_mib, child_work);
   }
   ::close(fds[1]);
   std::string got;
@@ -554,7 +586,8 @@ absl::StatusOr<std::string> RunApart(const std::string& path, const char* doing,
     const std::string how = WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
                                                 : absl::StrCat("exit status ", WEXITSTATUS(status));
     return absl::DataLossError(absl::StrCat(
-        path, ": HDF5 failed to ", doing, " (its reader ended with ", how,
+        path, ": HDF5 failed to ", doing, " (its reader, held to ", limit_mib,
+        " MiB of address space, ended with ", how,
         "); the file is damaged: check it with 'h5ls -r ", path, "' and copy or write it again"));
   }
   if (got[0] == 'E') {
@@ -591,7 +624,10 @@ absl::StatusOr<std::vector<IntegerRows>> ReadRowsApart(H5::H5File& file, const s
   };
   auto cut = [&]() {
     return absl::DataLossError(
-        absl::StrCat(path, ": HDF5's reader stopped part-way through the rows; read it again"));
+        absl::StrCat(path,
+                     ": HDF5's reader stopped part-way through the rows; the file is "
+                     "damaged: check it with 'h5ls -r ",
+                     path, "' and copy or write it again"));
   };
   for (size_t k = 0; k < names.size(); ++k) {
     uint64_t n = 0;

@@ -772,36 +772,54 @@ TEST(StepTest, FlopsAreCountedFromTheModelsOwnMatrices) {
 namespace pbert::train {
 namespace {
 
-// The operators called at the top level (not inside another operator)
-// while it lives, by name, through LibTorch's RecordFunction callbacks.
-class TopLevelOps {
+// Which operators RecordedOps counts: those called at the top level of
+// their thread (not inside another operator), or those that autograd's
+// gradient accumulators (AccumulateGrad) call.
+enum class Counted { kTopLevel, kInAccumulators };
+
+// The operators of kind `kCounted` run while it lives, by name, on any
+// thread, through LibTorch's RecordFunction callbacks.
+template <Counted kCounted>
+class RecordedOps {
  public:
-  TopLevelOps() {
+  RecordedOps() {
     counts_ = &counts;
     handle_ = at::addGlobalCallback(
         at::RecordFunctionCallback(&Start, &End).scopes({at::RecordScope::FUNCTION}));
   }
-  ~TopLevelOps() {
+  ~RecordedOps() {
     at::removeCallback(handle_);
     counts_ = nullptr;
   }
   std::map<std::string, int> counts;
 
  private:
+  static bool IsAccumulator(const at::RecordFunction& fn) {
+    return std::string(fn.name()).find("AccumulateGrad") != std::string::npos;
+  }
   static std::unique_ptr<at::ObserverContext> Start(const at::RecordFunction& fn) {
-    if (depth_++ == 0 && counts_ != nullptr) {
+    const bool counted = kCounted == Counted::kTopLevel ? depth_ == 0 : inside_ > 0;
+    if (counted && counts_ != nullptr) {
       std::lock_guard<std::mutex> lock(mu_);
       ++(*counts_)[fn.name()];
     }
+    ++depth_;
+    if (IsAccumulator(fn)) ++inside_;
     return nullptr;
   }
-  static void End(const at::RecordFunction&, at::ObserverContext*) { --depth_; }
+  static void End(const at::RecordFunction& fn, at::ObserverContext*) {
+    --depth_;
+    if (IsAccumulator(fn)) --inside_;
+  }
 
   static inline thread_local int depth_ = 0;
+  static inline thread_local int inside_ = 0;
   static inline std::map<std::string, int>* counts_ = nullptr;
   static inline std::mutex mu_;
   at::CallbackHandle handle_ = 0;
 };
+using TopLevelOps = RecordedOps<Counted::kTopLevel>;
+using AccumulatorOps = RecordedOps<Counted::kInAccumulators>;
 
 // A step's work on the parameters is a fixed number of multi-tensor calls,
 // whatever the number of parameters: no zero_, no clipping mul_ and no
@@ -841,43 +859,6 @@ TEST(StepTest, TheOptimizerPartOfAStepIsMultiTensorAndReadsNothing) {
   }
   EXPECT_EQ(counts[0]["aten::item"] + counts[0]["aten::_local_scalar_dense"], 0);
 }
-
-// The operators autograd's gradient accumulators (AccumulateGrad) run, by
-// name, on any thread.
-class AccumulatorOps {
- public:
-  AccumulatorOps() {
-    counts_ = &counts;
-    handle_ = at::addGlobalCallback(
-        at::RecordFunctionCallback(&Start, &End).scopes({at::RecordScope::FUNCTION}));
-  }
-  ~AccumulatorOps() {
-    at::removeCallback(handle_);
-    counts_ = nullptr;
-  }
-  std::map<std::string, int> counts;
-
- private:
-  static bool IsAccumulator(const at::RecordFunction& fn) {
-    return std::string(fn.name()).find("AccumulateGrad") != std::string::npos;
-  }
-  static std::unique_ptr<at::ObserverContext> Start(const at::RecordFunction& fn) {
-    if (inside_ > 0 && counts_ != nullptr) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++(*counts_)[fn.name()];
-    }
-    if (IsAccumulator(fn)) ++inside_;
-    return nullptr;
-  }
-  static void End(const at::RecordFunction& fn, at::ObserverContext*) {
-    if (IsAccumulator(fn)) --inside_;
-  }
-
-  static inline thread_local int inside_ = 0;
-  static inline std::map<std::string, int>* counts_ = nullptr;
-  static inline std::mutex mu_;
-  at::CallbackHandle handle_ = 0;
-};
 
 // In one process a step's first micro-batch takes each parameter's gradient
 // as autograd made it (GradientReducer::ZeroGrad lets them go): no zeroing
